@@ -1,0 +1,1 @@
+"""Start, watch and stop inference engines: docker images, local vLLM, the embedded simulator."""

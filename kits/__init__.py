@@ -1,0 +1,1 @@
+"""Kit definitions, orchestration of runs and A/B runs, and the `kit` command line."""

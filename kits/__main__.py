@@ -1,0 +1,3 @@
+from kits.cli import main
+
+main()

@@ -1,0 +1,43 @@
+"""Shared pieces of the command line: the console, and mapping user errors to exit codes."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from kits.errors import USER_ERRORS
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Exit code of a user error (bad input, unreachable engine, invalid kit).
+EXIT_USER_ERROR = 2
+
+err_console = Console(stderr=True)
+
+
+def fail(message: str, hint: str = "", code: int = EXIT_USER_ERROR) -> typer.Exit:
+    """Print one red line (and the hint) on stderr; return the Exit to raise."""
+    line = f"[bold red]error:[/] {escape(message)}"
+    if hint:
+        line += f" [dim](hint: {escape(hint)})[/]"
+    err_console.print(line, soft_wrap=True, highlight=False)
+    return typer.Exit(code)
+
+
+def user_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn the tool's own exceptions into one line and exit code 2, never a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except USER_ERRORS as exc:
+            raise fail(str(exc), getattr(exc, "hint", "")) from None
+
+    return wrapper

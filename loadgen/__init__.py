@@ -1,0 +1,1 @@
+"""The agents: workload model, prompt sizing, streaming client and turn records."""

@@ -1,0 +1,1 @@
+"""Scrape vLLM metrics and GPU telemetry, detect stalls, show them live."""

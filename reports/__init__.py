@@ -1,0 +1,1 @@
+"""A/B tables, JSON figures and timeline plots, made from saved run directories only."""
