@@ -7,6 +7,7 @@ that none imports another; this module gathers them for the command line.
 from engine.errors import EngineError
 from loadgen.errors import LoadError
 from monitor.errors import MonitorError
+from reports.errors import ReportError
 
 
 class KitError(Exception):
@@ -17,4 +18,10 @@ class KitError(Exception):
         self.hint = hint
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (KitError, EngineError, LoadError, MonitorError)
+USER_ERRORS: tuple[type[Exception], ...] = (
+    KitError,
+    EngineError,
+    LoadError,
+    MonitorError,
+    ReportError,
+)

@@ -1,0 +1,31 @@
+"""`url:` specs: attach to an engine that is already running; start and stop nothing."""
+
+from __future__ import annotations
+
+from engine.launcher import Launcher, wait_for_health
+from engine.spec import EngineSpec
+
+
+class AttachLauncher(Launcher):
+    """An engine someone else runs. Health is checked; stop leaves it alone."""
+
+    def __init__(self, spec: EngineSpec, gpu_source: str = "none") -> None:
+        self.spec = spec
+        self._gpu_source = gpu_source
+
+    def start(self) -> None:
+        return None
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        wait_for_health(self.url, timeout_s, lambda: None, None, self.spec.target)
+
+    @property
+    def url(self) -> str:
+        return self.spec.target
+
+    @property
+    def gpu_source(self) -> str:
+        return self._gpu_source
+
+    def stop(self) -> None:
+        return None

@@ -1,0 +1,183 @@
+"""Run an engine image with the `docker` CLI: GPU pinning, env profile, source overlay.
+
+Every docker call is an argument list, never a shell string. The container runs detached
+under a unique name with its port bound to 127.0.0.1; its logs are followed into the run
+directory; `stop()` removes it with `docker rm -f` whatever happened before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.launcher import Launcher, kill_process_group, tail_lines, wait_for_health
+from engine.spec import EngineSpec
+
+DOCKER_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """A host source tree bind-mounted read-only over a path inside the image."""
+
+    source: Path
+    dest: str
+
+    @classmethod
+    def parse(cls, text: str) -> Overlay:
+        src, sep, dest = text.partition(":")
+        if not sep or not src or not dest.startswith("/"):
+            raise EngineError(
+                f"bad overlay {text!r}", "write --overlay SRC:DEST with an absolute DEST in the image"
+            )
+        path = Path(src).expanduser().resolve()
+        if not path.exists():
+            raise EngineError(f"overlay source {src!r} does not exist", "check the path")
+        return cls(path, dest)
+
+
+@dataclass(frozen=True)
+class DockerOptions:
+    """What the kit says about running an image."""
+
+    gpus: Sequence[int] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    container_port: int = 8000
+    host_port: int = 8000
+    shm_size: str = "16g"
+    ipc_host: bool = True
+    extra_args: Sequence[str] = ()
+    engine_args: Sequence[str] = ()
+    overlays: Sequence[Overlay] = ()
+    name_prefix: str = "stallkit"
+
+
+def docker_run_argv(image: str, name: str, opts: DockerOptions) -> list[str]:
+    """The `docker run` argument list for an image (pure; tested for the real CLI's forms)."""
+    argv = ["docker", "run", "--detach", "--name", name, "--label", "stallkit=1"]
+    if opts.gpus:
+        # the inner quotes keep docker's CSV parser from splitting the device list
+        argv += ["--gpus", '"device=' + ",".join(str(g) for g in opts.gpus) + '"']
+    if opts.ipc_host:
+        argv.append("--ipc=host")
+    if opts.shm_size:
+        argv += ["--shm-size", opts.shm_size]
+    argv += ["--publish", f"127.0.0.1:{opts.host_port}:{opts.container_port}"]
+    for key, value in opts.env.items():
+        argv += ["--env", f"{key}={value}"]
+    for overlay in opts.overlays:
+        argv += ["--volume", f"{overlay.source}:{overlay.dest}:ro"]
+    argv += list(opts.extra_args)
+    argv.append(image)
+    argv += list(opts.engine_args)
+    return argv
+
+
+def _docker(args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            ["docker", *args], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except FileNotFoundError:
+        raise EngineError("the docker CLI is not installed", "install docker or use sim:/vllm: specs") from None
+    except subprocess.TimeoutExpired:
+        raise EngineError(f"docker {args[0]} did not answer in {timeout_s:.0f} s", "is the docker daemon up?") from None
+
+
+class DockerLauncher(Launcher):
+    """One container of an engine image for one arm."""
+
+    def __init__(self, spec: EngineSpec, opts: DockerOptions, log_path: Path) -> None:
+        self.spec = spec
+        self.opts = opts
+        self.log_path = log_path
+        self.name = f"{opts.name_prefix}-{secrets.token_hex(4)}"
+        self._started = False
+        self._logs: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.opts.host_port}"
+
+    @property
+    def gpu_source(self) -> str:
+        if not self.opts.gpus:
+            return "none"
+        ids = ",".join(str(g) for g in self.opts.gpus)
+        return f"nvml:{ids}" if _has_pynvml() else f"smi:{ids}"
+
+    def _ensure_image(self) -> None:
+        image = self.spec.target
+        if _docker(["image", "inspect", image]).returncode == 0:
+            return
+        pulled = _docker(["pull", image], timeout_s=3600)
+        if pulled.returncode != 0:
+            last = (pulled.stderr.strip().splitlines() or ["no output"])[-1]
+            raise EngineError(f"image {image} is not available: {last}", "check the image name and registry login")
+
+    def start(self) -> None:
+        if self._started:
+            return
+        if shutil.which("docker") is None:
+            raise EngineError("the docker CLI is not installed", "install docker or use sim:/vllm: specs")
+        self._ensure_image()
+        argv = docker_run_argv(self.spec.target, self.name, self.opts)
+        self._started = True  # from here on, stop() must remove the container
+        done = _docker(argv[1:])
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise EngineError(f"docker run failed: {last}", "is the port free and are the GPUs visible?")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._logs = subprocess.Popen(
+                ["docker", "logs", "--follow", self.name],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def _dead_reason(self) -> str | None:
+        state = _docker(["inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", self.name])
+        if state.returncode != 0:
+            return "container is gone"
+        status, _, code = state.stdout.strip().partition(" ")
+        return None if status in ("created", "running", "restarting") else f"{status}, exit code {code}"
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        last_check = [0.0]
+
+        def alive() -> str | None:
+            # `docker inspect` is slow-ish: ask at most every 2 s
+            if time.monotonic() - last_check[0] < 2.0:
+                return None
+            last_check[0] = time.monotonic()
+            return self._dead_reason()
+
+        wait_for_health(self.url, timeout_s, alive, self.log_path, f"container {self.name}")
+
+    def stop(self) -> None:
+        if not self._started:
+            return
+        with contextlib.suppress(EngineError):
+            _docker(["rm", "--force", self.name], timeout_s=60)
+        if self._logs is not None:
+            kill_process_group(self._logs, grace_s=2.0)
+            self._logs = None
+        self._started = False
+
+    def last_log_lines(self) -> str:
+        return tail_lines(self.log_path)
+
+
+def _has_pynvml() -> bool:
+    try:
+        import pynvml  # noqa: F401
+    except ImportError:
+        return False
+    return True

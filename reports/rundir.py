@@ -1,0 +1,200 @@
+"""Read a saved arm directory (meta, resolved kit, turns, timeline, engine log) into figures.
+
+Pure functions over parsed records do the arithmetic; the readers only open files. An arm's
+times are wall seconds in the files; they are multiplied by the arm's time scale here so
+every figure is in engine seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from reports.errors import ReportError
+
+ERROR_OUTCOMES = ("http_error", "stream_error", "connect_error")
+
+
+class Stall(BaseModel):
+    """One stall of an arm, in engine seconds from the start of monitoring."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    start_s: float = Field(description="onset of the zero-rate condition")
+    duration_s: float
+    kind: str
+    stopped_run: bool = Field(description="the monitor stopped the run during this stall")
+
+
+class ArmFigures(BaseModel):
+    """Every figure of the A/B table for one arm."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    spec: str
+    stalls: list[Stall]
+    stopped_by_monitor: bool
+    turns: int
+    errors: int
+    timeouts: int
+    aborted: int
+    max_kv_perc: float | None
+    preemptions: float | None
+    log_counts: dict[str, int]
+    decode_tok_s: float | None
+    cached_perc: float | None
+    duration_s: float
+    planned_duration_s: float | None
+    end_reason: str
+    time_scale: float
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield the JSON objects of a JSONL file, skipping a torn last line from a crash."""
+    if not path.exists():
+        return
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+def stalls_from_timeline(events: Iterable[Mapping[str, Any]], scale: float) -> list[Stall]:
+    """Stalls from detector events; a stall still open at the end lasts until the last event."""
+    stalls: list[Stall] = []
+    open_stall: dict[str, Any] | None = None
+    stop_onsets: set[float] = set()
+    last_t = 0.0
+    for ev in events:
+        last_t = max(last_t, float(ev.get("t", 0.0)))
+        kind = ev.get("type")
+        if kind == "stall_started":
+            open_stall = {"onset": float(ev["onset"]), "kind": str(ev["kind"])}
+        elif kind == "stop_requested":
+            stop_onsets.add(float(ev["onset"]))
+        elif kind == "stall_ended" and open_stall is not None:
+            stalls.append(_stall(open_stall, float(ev["duration_s"]), scale, stop_onsets))
+            open_stall = None
+    if open_stall is not None:
+        stalls.append(_stall(open_stall, last_t - open_stall["onset"], scale, stop_onsets))
+    return stalls
+
+
+def _stall(info: Mapping[str, Any], duration_wall_s: float, scale: float, stops: set[float]) -> Stall:
+    return Stall(
+        start_s=round(info["onset"] * scale, 3),
+        duration_s=round(max(0.0, duration_wall_s) * scale, 3),
+        kind=info["kind"],
+        stopped_run=info["onset"] in stops,
+    )
+
+
+def counter_increase(values: Iterable[float | None]) -> float | None:
+    """Total increase of a counter over samples; a drop (engine restart) restarts from 0."""
+    total = 0.0
+    prev: float | None = None
+    seen = False
+    for value in values:
+        if value is None:
+            continue
+        if prev is not None:
+            total += value - prev if value >= prev else value
+        prev = value
+        seen = True
+    return total if seen else None
+
+
+def count_log_patterns(log_path: Path, patterns: Mapping[str, str]) -> dict[str, int]:
+    """Count lines of the engine log matching each named regular expression."""
+    compiled = {name: re.compile(rx) for name, rx in patterns.items()}
+    counts = dict.fromkeys(compiled, 0)
+    if not log_path.exists():
+        return counts
+    with log_path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            for name, rx in compiled.items():
+                if rx.search(line):
+                    counts[name] += 1
+    return counts
+
+
+def turn_figures(turns: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Turns, errors, timeouts, aborted, generated tokens and cached share from turn records."""
+    ok = errors = timeouts = aborted = 0
+    generated = prompt = cached = 0
+    for rec in turns:
+        outcome = rec.get("outcome")
+        if outcome == "ok":
+            ok += 1
+        elif outcome == "timeout":
+            timeouts += 1
+        elif outcome == "aborted":
+            aborted += 1
+        elif outcome in ERROR_OUTCOMES:
+            errors += 1
+        generated += int(rec.get("completion_tokens") or 0)
+        if rec.get("prompt_tokens") is not None and rec.get("cached_tokens") is not None:
+            prompt += int(rec["prompt_tokens"])
+            cached += int(rec["cached_tokens"])
+    return {
+        "turns": ok, "errors": errors, "timeouts": timeouts, "aborted": aborted,
+        "generated": generated,
+        "cached_perc": round(100.0 * cached / prompt, 1) if prompt else None,
+    }
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReportError(f"{path} is missing", "is this a run directory written by `kit run`?") from None
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path} is not valid JSON ({exc.msg})", "was the run interrupted while writing?") from None
+    if not isinstance(data, dict):
+        raise ReportError(f"{path} does not hold a JSON object", "is this a stallkit run directory?")
+    return data
+
+
+def effective_scale(meta: Mapping[str, Any]) -> float:
+    """Engine seconds per wall second of an arm: as achieved when measured, else nominal."""
+    achieved = meta.get("engine_s_per_wall_s")
+    return float(achieved) if achieved else float(meta.get("time_scale", 1.0))
+
+
+def arm_figures(arm_dir: Path) -> ArmFigures:
+    """All table figures for one saved arm directory."""
+    meta = load_json(arm_dir / "meta.json")
+    kit = load_json(arm_dir / "kit.json")
+    scale = effective_scale(meta)
+    events = list(read_jsonl(arm_dir / "timeline.jsonl"))
+    samples = [e for e in events if e.get("type") == "sample"]
+    tf = turn_figures(read_jsonl(arm_dir / "turns.jsonl"))
+    duration_s = float(meta.get("wall_s", 0.0)) * scale
+    kv = [float(s["kv_usage"]) for s in samples if s.get("kv_usage") is not None]
+    patterns = kit.get("report", {}).get("log_patterns", {})
+    stalls = stalls_from_timeline(events, scale)
+    return ArmFigures(
+        spec=str(meta.get("spec", arm_dir.name)),
+        stalls=stalls,
+        stopped_by_monitor=bool(meta.get("stopped_by_monitor", False)),
+        turns=tf["turns"], errors=tf["errors"], timeouts=tf["timeouts"], aborted=tf["aborted"],
+        max_kv_perc=round(100.0 * max(kv), 1) if kv else None,
+        preemptions=counter_increase(s.get("preemptions") for s in samples),
+        log_counts=count_log_patterns(arm_dir / "engine.log", patterns),
+        decode_tok_s=round(tf["generated"] / duration_s, 1) if duration_s > 0 else None,
+        cached_perc=tf["cached_perc"],
+        duration_s=round(duration_s, 1),
+        planned_duration_s=meta.get("planned_duration_s"),
+        end_reason=str(meta.get("end_reason", "unknown")),
+        time_scale=scale,
+    )

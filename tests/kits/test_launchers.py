@@ -1,0 +1,125 @@
+"""Launchers against real processes: the simulator child, and docker through a fake CLI.
+
+No docker engine runs here, so a fake `docker` first on PATH records its arguments and runs
+the simulator as the container; the argument forms checked are those of the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from engine.docker import DockerLauncher, DockerOptions, Overlay, docker_run_argv
+from engine.errors import EngineError
+from engine.simproc import SimLauncher, dump_toml
+from engine.spec import parse_spec
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _calls(state: Path) -> list[list[str]]:
+    return [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
+
+
+def _descendants_alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_docker_run_argv_uses_real_cli_forms(tmp_path: Path) -> None:
+    opts = DockerOptions(
+        gpus=(5, 6), env={"TP": "2", "MAX_NUM_SEQS": "4"}, container_port=8000, host_port=18000,
+        overlays=(Overlay(tmp_path, "/usr/lib/python3/dist-packages/vllm"),), engine_args=("--x", "1"),
+    )
+    argv = docker_run_argv("registry/fork:base", "stallkit-abc", opts)
+    assert argv[:4] == ["docker", "run", "--detach", "--name"]
+    assert argv[argv.index("--gpus") + 1] == '"device=5,6"'
+    assert argv[argv.index("--publish") + 1] == "127.0.0.1:18000:8000"
+    assert "--ipc=host" in argv
+    envs = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
+    assert envs == ["TP=2", "MAX_NUM_SEQS=4"]
+    assert argv[argv.index("--volume") + 1] == f"{tmp_path}:/usr/lib/python3/dist-packages/vllm:ro"
+    assert argv[-3:] == ["registry/fork:base", "--x", "1"]
+
+
+def test_overlay_needs_an_existing_source_and_absolute_dest(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="bad overlay"):
+        Overlay.parse(f"{tmp_path}:relative/path")
+    with pytest.raises(EngineError, match="does not exist"):
+        Overlay.parse(f"{tmp_path}/nope:/opt/x")
+
+
+def test_docker_launcher_runs_follows_logs_and_removes(fake_docker: Path, tmp_path: Path) -> None:
+    port = _free_port()
+    launcher = DockerLauncher(
+        parse_spec("registry.local/fork:fix"),
+        DockerOptions(gpus=(0, 1), env={"PROFILE": "x"}, container_port=8000, host_port=port),
+        tmp_path / "engine.log",
+    )
+    try:
+        launcher.start()
+        launcher.wait_healthy(60)
+        assert httpx.get(f"{launcher.url}/health").status_code == 200
+        pid = int((fake_docker / f"{launcher.name}.pid").read_text())
+        assert psutil.pid_exists(pid)
+    finally:
+        launcher.stop()
+    calls = _calls(fake_docker)
+    run = next(c for c in calls if c[0] == "run")
+    assert run[run.index("--gpus") + 1] == '"device=0,1"'
+    assert ["rm", "--force", launcher.name] in calls
+    assert not _descendants_alive([pid])
+    assert launcher.gpu_source in ("nvml:0,1", "smi:0,1")
+    assert "listening on" in (tmp_path / "engine.log").read_text()
+
+
+def test_docker_container_that_exits_shows_its_last_lines(fake_docker: Path, tmp_path: Path) -> None:
+    launcher = DockerLauncher(
+        parse_spec("registry.local/crash:1"), DockerOptions(host_port=_free_port()), tmp_path / "engine.log"
+    )
+    try:
+        launcher.start()
+        with pytest.raises(EngineError, match="cannot allocate KV cache"):
+            launcher.wait_healthy(30)
+    finally:
+        launcher.stop()
+    assert ["rm", "--force", launcher.name] in _calls(fake_docker)
+
+
+def test_missing_image_is_a_clear_error_and_starts_nothing(fake_docker: Path, tmp_path: Path) -> None:
+    launcher = DockerLauncher(parse_spec("registry.local/missing:1"), DockerOptions(), tmp_path / "e.log")
+    with pytest.raises(EngineError, match="not available"):
+        launcher.start()
+    launcher.stop()
+    assert not any(c[0] == "run" for c in _calls(fake_docker))
+
+
+def test_sim_launcher_stop_leaves_no_process(tmp_path: Path) -> None:
+    launcher = SimLauncher(parse_spec("sim:fix"), tmp_path, {"max_num_seqs": 4}, time_scale=10.0)
+    launcher.start()
+    try:
+        launcher.wait_healthy(30)
+        root = psutil.Process(launcher.pids()[0])
+        family = [root.pid] + [c.pid for c in root.children(recursive=True)]
+        assert launcher.gpu_source.endswith("/dcgm/metrics")
+        assert httpx.get(f"{launcher.url}/v1/models").json()["data"]
+    finally:
+        launcher.stop()
+    assert not _descendants_alive(family)
+    launcher.stop()  # idempotent
+
+
+def test_dump_toml_round_trips() -> None:
+    import tomllib
+
+    data = {"a": 1, "b": 0.5, "c": "x\"y", "d": [1, 2], "e": True, "cost": {"k": 2.5, "inner": {"z": 1}}}
+    assert tomllib.loads(dump_toml(data)) == data
