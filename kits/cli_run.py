@@ -1,9 +1,131 @@
-"""Commands of the `kit` CLI for this role (placeholder until implemented)."""
+"""`kit run`, `kit ab` and `kit report`: the product's main job.
+
+Thin: parse flags into a validated kit and plan, run it, map errors to exit codes. The
+orchestration lives in `kits.run` and `kits.ab`; the tables in `reports`.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from kits.cli_common import fail, user_errors
+
+EXIT_STRICT = 1
+EXIT_INTERRUPTED = 130
+
+KitOpt = Annotated[
+    str, typer.Option("--kit", "-k", help="Kit name (shipped, e.g. restore-stall, cpu-smoke) or path to a .toml")
+]
+OutOpt = Annotated[
+    Path | None, typer.Option("--out", "-o", help="Run directory (default ./kit-runs/<time>-<kit>/)")
+]
+DurationOpt = Annotated[
+    float | None, typer.Option("--duration", help="Override load.duration_s (engine seconds)")
+]
+ScaleOpt = Annotated[
+    float | None, typer.Option("--time-scale", help="Override sim.time_scale (engine s per wall s; sim arms)")
+]
+SeedOpt = Annotated[int | None, typer.Option("--seed", help="Override load.seed")]
+AgentsOpt = Annotated[int | None, typer.Option("--agents", help="Override load.agents")]
+OverlayOpt = Annotated[
+    list[str] | None,
+    typer.Option("--overlay", help="SRC:DEST bind-mounted read-only over DEST in docker images (repeatable)"),
+]
+NoDashOpt = Annotated[
+    bool, typer.Option("--no-dashboard", help="Plain log lines instead of the live dashboard")
+]
+
+
+def _overrides(duration: float | None, scale: float | None, seed: int | None, agents: int | None) -> dict[str, Any]:
+    pairs = {"load.duration_s": duration, "sim.time_scale": scale, "load.seed": seed, "load.agents": agents}
+    return {key: value for key, value in pairs.items() if value is not None}
+
+
+@user_errors
+def run(
+    engine: Annotated[str, typer.Option("--engine", "-e", help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR")],
+    kit: KitOpt = "restore-stall",
+    out: OutOpt = None,
+    duration: DurationOpt = None,
+    time_scale: ScaleOpt = None,
+    seed: SeedOpt = None,
+    agents: AgentsOpt = None,
+    overlay: OverlayOpt = None,
+    no_dashboard: NoDashOpt = False,
+) -> None:
+    """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
+    from kits.ab import Plan, execute
+
+    plan = Plan.build(kit, {"run": engine}, out, _overrides(duration, time_scale, seed, agents), overlay or [])
+    result = execute(plan, dashboard=not no_dashboard)
+    if result.interrupted:
+        raise fail("interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED)
+
+
+@user_errors
+def ab(
+    base: Annotated[str, typer.Option("--base", help="Spec of the base arm (image, sim:base, url:, vllm:)")] = "sim:base",
+    fix: Annotated[str, typer.Option("--fix", help="Spec of the fix arm")] = "sim:fix",
+    kit: KitOpt = "restore-stall",
+    out: OutOpt = None,
+    parallel: Annotated[
+        bool, typer.Option("--parallel", help="Run both arms at once (refused when their GPU sets overlap)")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when the fix arm stalls or logs a traceback (for CI)")
+    ] = False,
+    duration: DurationOpt = None,
+    time_scale: ScaleOpt = None,
+    seed: SeedOpt = None,
+    agents: AgentsOpt = None,
+    overlay: OverlayOpt = None,
+    no_dashboard: NoDashOpt = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Validate the kit and specs, print the plan, start nothing")
+    ] = False,
+) -> None:
+    """A/B: the same kit and seed on a base and a fix engine, then the table of DESIGN.md.
+
+    With no arguments: the restore-stall kit on sim:base versus sim:fix, a few minutes on a laptop.
+    """
+    from kits.ab import Plan, execute, strict_failures
+
+    plan = Plan.build(
+        kit, {"base": base, "fix": fix}, out, _overrides(duration, time_scale, seed, agents), overlay or [],
+        parallel=parallel,
+    )
+    if dry_run:
+        typer.echo(plan.describe())
+        return
+    result = execute(plan, dashboard=not no_dashboard)
+    if result.interrupted:
+        raise fail("interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED)
+    if strict and result.report is not None:
+        problems = strict_failures(result.report)
+        if problems:
+            raise fail("strict: " + "; ".join(problems), f"see {plan.out_dir / 'ab.md'}", code=EXIT_STRICT)
+
+
+@user_errors
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A directory written by `kit ab` or `kit run`")],
+) -> None:
+    """Re-make ab.md, ab.json and timeline.png from a saved run directory and print the table."""
+    from rich.console import Console
+
+    from reports.ab import write_reports
+    from reports.view import ab_table
+
+    result = write_reports(run_dir)
+    Console().print(ab_table(result))
+    typer.echo(f"wrote {run_dir / 'ab.md'}, {run_dir / 'ab.json'}, {run_dir / 'timeline.png'}")
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add run, ab and report to the top-level app."""
+    app.command("run")(run)
+    app.command("ab")(ab)
+    app.command("report")(report)

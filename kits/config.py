@@ -1,0 +1,170 @@
+"""Kits: TOML files validated by one frozen model per concern.
+
+A kit names the engine profile (GPUs, environment for images, ports, start-up timeout,
+extra docker and engine arguments), the simulator sizes and time scale (used by `sim:*`
+arms), the load, the monitor and the report's log patterns. Durations in a kit are engine
+seconds; `kits.run` divides them by the simulator's time scale before handing them on.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engine.sim.config import SimConfig
+from kits.errors import KitError
+from loadgen.config import LoadConfig
+from monitor.config import MonitorConfig
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class EngineProfile(BaseModel):
+    """How to start a real engine (docker image or local vLLM) for an arm."""
+
+    model_config = _FROZEN
+    gpus: list[int] = Field(default_factory=list, description="GPU indices given to the engine")
+    arm_gpus: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="per-arm GPU indices (arm name -> indices), e.g. to run --parallel on disjoint sets",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="environment passed to the image")
+    port: int = Field(8000, ge=1, le=65535, description="port the engine listens on in the container")
+    startup_timeout_s: float = Field(1200.0, gt=0, description="wall seconds to wait for /health")
+    shm_size: str = Field("16g", description="docker --shm-size")
+    ipc_host: bool = Field(True, description="docker --ipc=host (NCCL between tensor-parallel ranks)")
+    docker_args: list[str] = Field(default_factory=list, description="extra `docker run` arguments")
+    engine_args: list[str] = Field(
+        default_factory=list, description="arguments after the image, or to `vllm serve` for vllm: arms"
+    )
+
+
+    def gpus_for(self, arm: str) -> list[int]:
+        """The GPUs an arm runs on."""
+        return self.arm_gpus.get(arm, self.gpus)
+
+
+class SimSection(BaseModel):
+    """The embedded simulator, for `sim:base` / `sim:fix` arms."""
+
+    model_config = _FROZEN
+    time_scale: float = Field(30.0, gt=0, le=10_000, description="engine seconds per wall second")
+    engine: SimConfig = Field(default_factory=SimConfig, description="simulated engine sizes")
+
+
+class KitMonitor(MonitorConfig):
+    """The monitor's settings plus where its GPU readings come from."""
+
+    gpu_source: str = Field(
+        "auto", description="auto (the launcher's), none, nvml:0,1, smi:0,1 or dcgm:URL"
+    )
+
+
+class ReportSettings(BaseModel):
+    """What the A/B table counts in engine logs."""
+
+    model_config = _FROZEN
+    log_patterns: dict[str, str] = Field(
+        default_factory=dict, description="row name -> regular expression counted per log line"
+    )
+
+    @field_validator("log_patterns")
+    @classmethod
+    def _compile(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, rx in value.items():
+            try:
+                re.compile(rx)
+            except re.error as exc:
+                raise ValueError(f"log pattern {name!r} is not a valid regular expression: {exc}") from None
+        return value
+
+
+class Kit(BaseModel):
+    """A whole kit: what `kit run` and `kit ab` need besides the engine specs."""
+
+    model_config = _FROZEN
+    name: str = Field(description="short name, used in run directory names")
+    description: str = Field("", description="what the kit reproduces")
+    engine: EngineProfile = Field(default_factory=EngineProfile)
+    sim: SimSection = Field(default_factory=SimSection)
+    load: LoadConfig = Field(default_factory=LoadConfig)
+    monitor: KitMonitor = Field(default_factory=KitMonitor)
+    report: ReportSettings = Field(default_factory=ReportSettings)
+
+    @model_validator(mode="after")
+    def _needs_duration(self) -> Self:
+        if self.load.duration_s is None:
+            raise ValueError("load.duration_s must be set in a kit")
+        return self
+
+
+def shipped_kits() -> list[str]:
+    """Names of the kits shipped in the package."""
+    folder = resources.files("kits") / "kits"
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def _kit_text(name_or_path: str) -> tuple[str, str]:
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        try:
+            return path.read_text(encoding="utf-8"), str(path)
+        except OSError as exc:
+            raise KitError(f"cannot read kit {name_or_path}: {exc.strerror}", "check the path") from None
+    resource = resources.files("kits") / "kits" / f"{name_or_path}.toml"
+    if not resource.is_file():
+        raise KitError(f"no kit named {name_or_path!r}", "shipped kits: " + ", ".join(shipped_kits()))
+    return resource.read_text(encoding="utf-8"), f"{name_or_path}.toml"
+
+
+def _line_of(text: str, loc: tuple[int | str, ...]) -> int | None:
+    """Line of the TOML key at `loc` (table path then key), for error messages."""
+    keys = [str(k) for k in loc if isinstance(k, str)]
+    if not keys:
+        return None
+    table = ".".join(keys[:-1])
+    in_table = table == ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_table = stripped.strip("[]").strip() == table
+            continue
+        if in_table and re.match(rf"^\"?{re.escape(keys[-1])}\"?\s*=", stripped):
+            return number
+    return None
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `a.b.c` in nested dicts (command-line overrides of kit values)."""
+    *parents, last = dotted.split(".")
+    node = data
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+
+
+def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
+    """Read, override and validate a kit; one KitError naming the key and line on failure."""
+    text, origin = _kit_text(name_or_path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise KitError(f"{origin} is not valid TOML: {exc}", "fix the syntax at that line") from None
+    for dotted, value in (overrides or {}).items():
+        set_dotted(data, dotted, value)
+    data.setdefault("name", Path(origin).stem)
+    try:
+        return Kit.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        key = ".".join(str(k) for k in loc) or "(kit)"
+        line = _line_of(text, loc)
+        where = f"{origin}:{line}" if line else origin
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        raise KitError(f"{where}: {key}: {msg}", "see `kit ab --help` and the shipped kits") from None

@@ -1,0 +1,167 @@
+"""One arm of a run: launch, wait, watch, drive the agents, stop, write the arm directory.
+
+The monitor and the agents are two async event streams; this module merges them, writes
+the timeline, feeds the view, and ends the arm when the load's duration passes or the
+monitor requests a stop. Whatever ends it (duration, stall stop, error, Ctrl-C, SIGTERM),
+the engine is stopped and meta.json and summary.json are written from what was recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.console import Console
+
+from kits.ab import Arm, Plan
+from kits.launch import load_config, make_launcher, monitor_config, time_scale
+from kits.view import RunView
+from loadgen.config import LoadConfig
+from loadgen.preflight import ServerInfo, preflight
+from loadgen.records import read_records
+from loadgen.run import RunFinished, run_agents
+from loadgen.summary import summarize
+from monitor.config import MonitorConfig
+from monitor.events import StopRequested
+from monitor.gpu import GpuSource, gpu_source
+from monitor.timeline import TimelineWriter
+from monitor.watch import watch
+
+_ENGINE_TIME_RE = re.compile(r"^stallkit_sim_engine_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A stream ended (normally, or with the error it raised)."""
+
+    stream: str
+    error: BaseException | None
+
+
+async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]) -> None:
+    try:
+        async for event in events:
+            await queue.put(event)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # handed to the arm, which decides; never lost in a task
+        await queue.put(_Done(name, exc))
+        return
+    await queue.put(_Done(name, None))
+
+
+async def _engine_time_s(url: str) -> float | None:
+    """The simulator's engine clock (None for real engines, which run on the wall clock)."""
+    try:
+        async with httpx.AsyncClient(timeout=5.0) as client:
+            text = (await client.get(f"{url}/metrics")).text
+    except httpx.HTTPError:
+        return None
+    match = _ENGINE_TIME_RE.search(text)
+    return float(match.group(1)) if match else None
+
+
+async def _drive(
+    arm: Arm, url: str, info: ServerInfo, load: LoadConfig, mon: MonitorConfig, gpu: GpuSource, view: RunView
+) -> str:
+    """Run agents and monitor together until the duration passes or a stall stop; the end reason."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    tasks = [
+        asyncio.create_task(_pump("monitor", watch(url, mon, gpu), queue)),
+        asyncio.create_task(_pump("load", run_agents(info, load, arm.dir), queue)),
+    ]
+    timeline = TimelineWriter(arm.dir / "timeline.jsonl")
+    try:
+        while True:
+            event = await queue.get()
+            if isinstance(event, _Done):
+                if event.error is not None:
+                    raise event.error
+                if event.stream == "load":
+                    return "duration"
+                continue
+            if isinstance(event, RunFinished):
+                return "duration"
+            if view.handle(event):  # a monitor event
+                timeline.write(event)
+                if isinstance(event, StopRequested):
+                    view.note(f"{arm.name}: stall for {event.stall_s:.1f} s: stopping the run")
+                    return "stall_stop"
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        timeline.close()
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _write_summary(arm_dir: Path, scale: float) -> None:
+    records = read_records(arm_dir / "turns.jsonl")
+    summary = summarize(records).model_dump(mode="json")
+    summary["time_scale"] = scale
+    _write_json(arm_dir / "summary.json", summary)
+
+
+async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> None:
+    """Run one arm end to end; its directory is complete on every exit path."""
+    kit = plan.kit
+    scale = time_scale(arm.spec, kit)
+    arm.dir.mkdir(parents=True, exist_ok=True)
+    _write_json(arm.dir / "kit.json", kit.model_dump(mode="json") | {"time_scale": scale})
+    meta: dict[str, Any] = {
+        "arm": arm.name, "spec": arm.spec.raw, "kind": arm.spec.kind, "time_scale": scale,
+        "planned_duration_s": kit.load.duration_s, "started_at": datetime.now(UTC).isoformat(),
+        "end_reason": "starting", "stopped_by_monitor": False, "wall_s": 0.0, "error": None,
+    }
+    _write_json(arm.dir / "meta.json", meta)
+    launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
+    plan.launchers.append(launcher)
+    load, mon = load_config(kit, scale), monitor_config(kit, scale)
+    view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard)
+    t_load = time.monotonic()
+    engine_t0: float | None = None
+    try:
+        view.note(f"{arm.name}: starting {arm.spec.raw}")
+        await asyncio.to_thread(launcher.start)
+        await asyncio.to_thread(launcher.wait_healthy, kit.engine.startup_timeout_s)
+        source = kit.monitor.gpu_source if kit.monitor.gpu_source != "auto" else launcher.gpu_source
+        gpu = gpu_source(source, timeout_s=mon.scrape_timeout_s)
+        info = await preflight(launcher.url, load)
+        view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
+        engine_t0 = await _engine_time_s(launcher.url)
+        t_load = time.monotonic()
+        async with view.live(launcher.url):
+            meta["end_reason"] = await _drive(arm, launcher.url, info, load, mon, gpu, view)
+    except asyncio.CancelledError:
+        meta["end_reason"] = "interrupted"
+        raise
+    except BaseException as exc:
+        meta["end_reason"], meta["error"] = "error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise
+    finally:
+        meta["wall_s"] = round(time.monotonic() - t_load, 3)
+        meta["stopped_by_monitor"] = meta["end_reason"] == "stall_stop"
+        engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
+        if engine_t0 is not None and engine_t1 is not None:
+            meta["engine_s"] = round(engine_t1 - engine_t0, 3)
+            meta["engine_s_per_wall_s"] = round(meta["engine_s"] / max(meta["wall_s"], 1e-9), 2)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(launcher.stop)
+        meta["finished_at"] = datetime.now(UTC).isoformat()
+        _write_summary(arm.dir, scale)
+        _write_json(arm.dir / "meta.json", meta)
+        view.note(f"{arm.name}: {meta['end_reason']} after {meta['wall_s']:.1f} wall s")
