@@ -1,0 +1,64 @@
+"""The monitor's configuration: one frozen, validated model, all durations in wall seconds.
+
+The kit hands wall seconds (engine seconds divided by the simulator's time scale), so the
+detector and the scrape loop never need to know about engine time. Invalid thresholds are a
+user error: `monitor_config()` turns pydantic's report into one `MonitorError` line.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from monitor.errors import MonitorError
+
+
+class MonitorConfig(BaseModel):
+    """How often to scrape and when an engine counts as stalled (wall seconds)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    interval_s: float = Field(1.0, gt=0, description="Seconds between two scrapes.")
+    stall_after_s: float = Field(
+        60.0, gt=0, description="Seconds the stall rule must hold before a stall starts."
+    )
+    stop_after_s: float | None = Field(
+        240.0,
+        gt=0,
+        description="Seconds of one stall after which a stop is requested; None: never.",
+    )
+    idle_gpu_perc: float = Field(
+        5.0, ge=0, le=100, description="A GPU at or under this utilisation (%) counts as idle."
+    )
+    gpu_window_s: float = Field(
+        1.0,
+        ge=0,
+        description="GPU utilisation averages this trailing window; readings within it "
+        "after a stall's onset may still show earlier work and are not held against it.",
+    )
+    scrape_timeout_s: float = Field(
+        5.0, gt=0, description="Seconds a /metrics or GPU read may take before it is a failure."
+    )
+
+    @model_validator(mode="after")
+    def _stop_after_stall(self) -> Self:
+        if self.stop_after_s is not None and self.stop_after_s < self.stall_after_s:
+            raise ValueError(
+                f"stop_after_s ({self.stop_after_s:g}) must be >= stall_after_s "
+                f"({self.stall_after_s:g})"
+            )
+        return self
+
+
+def monitor_config(**fields: Any) -> MonitorConfig:
+    """Build a `MonitorConfig`, reporting invalid values as one `MonitorError`."""
+    try:
+        return MonitorConfig(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "config"
+        raise MonitorError(
+            f"invalid monitor setting {where}: {first['msg']}",
+            hint="thresholds are positive seconds and stop-after >= stall-after",
+        ) from None

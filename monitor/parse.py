@@ -1,0 +1,212 @@
+"""Turn a vLLM `/metrics` page into a typed snapshot of the signals the monitor reads.
+
+Pure: text in, `MetricsSnapshot` out. Only the sample lines of the families the monitor
+reads are handed to prometheus_client's text parser; a real page is mostly histogram buckets
+and process metrics, and parsing all of it costs ten times more than the rest of a tick.
+Matching is on sample names, which keep their `_total` suffix whatever the parser does to
+family names, and both the `_total` and the bare name are accepted. Values are summed over
+the `engine` label (data-parallel engines) and each engine's view is kept; a name the
+engine does not export stays `None`, never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.errors import MonitorError
+
+#: Sample name -> (field, label that splits it or "").
+_SAMPLES: dict[str, tuple[str, str]] = {
+    "vllm:num_requests_running": ("running", ""),
+    "vllm:num_requests_waiting": ("waiting", ""),
+    "vllm:num_requests_waiting_by_reason": ("waiting_by_reason", "reason"),
+    "vllm:kv_cache_usage_perc": ("kv_usage", ""),
+    "vllm:gpu_cache_usage_perc": ("kv_usage_old", ""),
+    "vllm:generation_tokens": ("gen_tokens", ""),
+    "vllm:prompt_tokens": ("prompt_tokens", ""),
+    "vllm:num_preemptions": ("preemptions", ""),
+    "vllm:prefix_cache_queries": ("prefix_queries", ""),
+    "vllm:prefix_cache_hits": ("prefix_hits", ""),
+    "vllm:request_success": ("request_success", "finished_reason"),
+    "vllm:iteration_tokens_total_count": ("iterations", ""),
+    "vllm:iteration_tokens_count": ("iterations", ""),
+    "vllm:scheduler_prefill_compute_share": ("prefill_compute_share", ""),
+    "vllm:scheduler_compute_seconds": ("compute_s", "class"),
+}
+_COUNTERS: tuple[str, ...] = ("generation_tokens", "prompt_tokens", "num_preemptions")
+_COUNTERS += ("prefix_cache_queries", "prefix_cache_hits", "request_success")
+_COUNTERS += ("scheduler_compute_seconds",)
+for _name in _COUNTERS:
+    _SAMPLES[f"vllm:{_name}_total"] = _SAMPLES[f"vllm:{_name}"]
+
+#: Families only the scheduler fork exports; absent from upstream vLLM's golden list.
+FORK_ONLY_FAMILIES = frozenset(
+    {"vllm:scheduler_prefill_compute_share", "vllm:scheduler_compute_seconds_total"}
+)
+#: The exported family names (as a server declares them) that the monitor reads.
+READ_FAMILIES = frozenset(
+    {
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_waiting_by_reason",
+        "vllm:kv_cache_usage_perc",
+        "vllm:generation_tokens_total",
+        "vllm:prompt_tokens_total",
+        "vllm:num_preemptions_total",
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:request_success_total",
+        "vllm:iteration_tokens_total",
+        *FORK_ONLY_FAMILIES,
+    }
+)
+_PREFIXES = tuple(_SAMPLES)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineMetrics:
+    """The monitor's signals for one engine (or summed over engines); None = not exported."""
+
+    running: int | None = None
+    waiting: int | None = None
+    waiting_capacity: int | None = None
+    waiting_deferred: int | None = None
+    kv_usage: float | None = None  # 0..1
+    gen_tokens: float | None = None
+    prompt_tokens: float | None = None
+    preemptions: float | None = None
+    prefix_queries: float | None = None
+    prefix_hits: float | None = None
+    request_success: Mapping[str, float] | None = None  # by finished_reason
+    iterations: float | None = None  # engine steps: the iteration-tokens histogram count
+    prefill_compute_share: float | None = None
+    compute_s: Mapping[str, float] | None = None  # by scheduler class
+
+    @property
+    def compute_s_total(self) -> float | None:
+        """Scheduler compute seconds over all classes (fork only)."""
+        return None if self.compute_s is None else sum(self.compute_s.values())
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSnapshot(EngineMetrics):
+    """One scrape: totals over engines plus each engine's own view, keyed by engine label."""
+
+    engines: Mapping[str, EngineMetrics] = field(default_factory=dict)
+
+    @property
+    def is_vllm(self) -> bool:
+        """Whether the page carries the vLLM signals a stall is judged on."""
+        return self.gen_tokens is not None and (
+            self.running is not None or self.waiting is not None
+        )
+
+
+_Raw = dict[str, float | dict[str, float]]
+
+
+def _select_lines(text: str) -> str:
+    """Keep only the sample lines of the families read (no HELP/TYPE: parsed as untyped)."""
+    keep = []
+    for line in text.splitlines():
+        if line.startswith(_PREFIXES):
+            cut = len(line)
+            for sep in ("{", " "):
+                pos = line.find(sep)
+                if 0 <= pos < cut:
+                    cut = pos
+            if line[:cut] in _SAMPLES:
+                keep.append(line)
+    keep.append("")
+    return "\n".join(keep)
+
+
+def _collect(text: str) -> dict[str, _Raw]:
+    """Per engine label: field -> value, or field -> {label value: value}."""
+    per_engine: dict[str, _Raw] = {}
+    try:
+        for family in text_string_to_metric_families(_select_lines(text)):
+            for sample in family.samples:
+                name, split = _SAMPLES[sample.name]
+                raw = per_engine.setdefault(sample.labels.get("engine", "0"), {})
+                if split:
+                    sub = raw.setdefault(name, {})
+                    assert isinstance(sub, dict)
+                    key = sample.labels.get(split, "")
+                    sub[key] = sub.get(key, 0.0) + sample.value
+                else:
+                    old = raw.get(name, 0.0)
+                    assert isinstance(old, float)
+                    raw[name] = old + sample.value
+    except (ValueError, KeyError, IndexError) as exc:
+        raise MonitorError(f"malformed /metrics text: {exc}") from None
+    return per_engine
+
+
+def _engine(raw: _Raw) -> EngineMetrics:
+    def num(name: str) -> float | None:
+        v = raw.get(name)
+        return v if isinstance(v, float) else None
+
+    def count(name: str) -> int | None:
+        v = num(name)
+        return None if v is None else round(v)
+
+    def split(name: str) -> dict[str, float] | None:
+        v = raw.get(name)
+        return dict(v) if isinstance(v, dict) else None
+
+    reasons = split("waiting_by_reason")
+    kv = num("kv_usage")
+    return EngineMetrics(
+        running=count("running"),
+        waiting=count("waiting"),
+        waiting_capacity=None if reasons is None else round(reasons.get("capacity", 0.0)),
+        waiting_deferred=None if reasons is None else round(reasons.get("deferred", 0.0)),
+        kv_usage=kv if kv is not None else num("kv_usage_old"),
+        gen_tokens=num("gen_tokens"),
+        prompt_tokens=num("prompt_tokens"),
+        preemptions=num("preemptions"),
+        prefix_queries=num("prefix_queries"),
+        prefix_hits=num("prefix_hits"),
+        request_success=split("request_success"),
+        iterations=num("iterations"),
+        prefill_compute_share=num("prefill_compute_share"),
+        compute_s=split("compute_s"),
+    )
+
+
+def _total(values: list[object]) -> object:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    if isinstance(present[0], Mapping):
+        merged: dict[str, float] = {}
+        for m in present:
+            assert isinstance(m, Mapping)
+            for k, v in m.items():
+                merged[k] = merged.get(k, 0.0) + v
+        return merged
+    return sum(present)  # type: ignore[arg-type]
+
+
+def _combine(engines: dict[str, EngineMetrics]) -> dict[str, object]:
+    """Sum every field over engines; KV usage is a fraction, so the fullest engine's."""
+    out: dict[str, object] = {}
+    for f in fields(EngineMetrics):
+        values = [getattr(e, f.name) for e in engines.values()]
+        if f.name in ("kv_usage", "prefill_compute_share"):
+            present = [v for v in values if v is not None]
+            out[f.name] = max(present) if present else None
+        else:
+            out[f.name] = _total(values)
+    return out
+
+
+def parse_metrics(text: str) -> MetricsSnapshot:
+    """Parse a Prometheus text page into a `MetricsSnapshot` (raises `MonitorError`)."""
+    engines = {key: _engine(raw) for key, raw in sorted(_collect(text).items())}
+    return MetricsSnapshot(**_combine(engines), engines=engines)  # type: ignore[arg-type]

@@ -1,0 +1,114 @@
+"""The monitor loop: an async generator of typed events (samples, GPU readings, stalls).
+
+`watch()` checks the engine and starts the GPU source (either failing is a `MonitorError`
+before the first event), then scrapes `/metrics` and reads the GPUs together on a fixed
+schedule, feeds the detector and yields what happened. Consumers (the dashboard, the
+timeline writer, the A/B runner) only read the events, so a slow terminal never delays a
+scrape by more than the consumer's own handling; closing the generator (or leaving the
+`async for`) stops the loop and releases the HTTP client and the GPU source. The clock and
+the sleep are injectable; times in events are wall seconds since the monitor started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+
+import httpx
+
+from monitor.config import MonitorConfig
+from monitor.detector import StallDetector
+from monitor.errors import MonitorError
+from monitor.events import Down, GpuReading, MonitorEvent, Sample, Up, Verdict
+from monitor.gpu import GpuSource
+from monitor.parse import MetricsSnapshot
+from monitor.rates import snapshot_deltas
+from monitor.scrape import MetricsScraper, ScrapeResult
+
+
+async def _read_gpu(gpu: GpuSource) -> tuple[dict[str, float] | None, str | None]:
+    if not gpu.checked:
+        return {}, None
+    try:
+        return await gpu.read(), None
+    except MonitorError as exc:
+        return None, str(exc)
+
+
+class _Loop:
+    """The per-run state of `watch()`: the detector, the last snapshot, down/up tracking."""
+
+    def __init__(self, detector: StallDetector, gpu_checked: bool) -> None:
+        self.detector = detector
+        self.gpu_checked = gpu_checked
+        self.prev: tuple[float, MetricsSnapshot] | None = None
+        self.down_since: float | None = None
+
+    def events(
+        self, t: float, result: ScrapeResult, util: dict[str, float] | None, gpu_error: str | None
+    ) -> list[MonitorEvent]:
+        out: list[MonitorEvent] = []
+        if self.gpu_checked:
+            out.append(GpuReading(t, util or {}, gpu_error))
+        snapshot = result.snapshot
+        if snapshot is None:
+            out.append(Down(t, result.error or "unknown error"))
+            self.prev = None
+            if self.down_since is None:
+                self.down_since = t
+        else:
+            if self.down_since is not None:
+                out.append(Up(t, t - self.down_since))
+                self.down_since = None
+            deltas = None
+            if self.prev is not None:
+                deltas = snapshot_deltas(self.prev[1], snapshot, t - self.prev[0])
+            out.append(Sample(t, snapshot, deltas))
+            self.prev = (t, snapshot)
+        out.extend(self.detector.observe(t, snapshot, util))
+        out.append(Verdict(t, self.detector.state))
+        return out
+
+
+async def watch(
+    url: str,
+    config: MonitorConfig,
+    gpu: GpuSource,
+    *,
+    duration_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    client: httpx.AsyncClient | None = None,
+) -> AsyncGenerator[MonitorEvent, None]:
+    """Watch the engine at `url` until `duration_s` (None: until the caller stops).
+
+    Takes ownership of `gpu` (starts and closes it). Raises `MonitorError` before the first
+    event when the engine does not answer with vLLM metrics or the GPU source fails.
+    """
+    scraper = MetricsScraper(url, timeout_s=config.scrape_timeout_s, client=client)
+    try:
+        t0 = clock()
+        first = await scraper.check_engine()
+        util = await gpu.start()
+        loop = _Loop(StallDetector(config, gpu_checked=gpu.checked), gpu.checked)
+        for event in loop.events(0.0, ScrapeResult(first), util, None):
+            yield event
+        tick = 1
+        while True:
+            target = tick * config.interval_s
+            if duration_s is not None and target > duration_s:
+                return
+            delay = t0 + target - clock()
+            if delay > 0:
+                await sleep(delay)
+            t = clock() - t0
+            result, (reading, gpu_error) = await asyncio.gather(scraper.scrape(), _read_gpu(gpu))
+            for event in loop.events(t, result, reading, gpu_error):
+                yield event
+            # A scrape slower than the interval skips the ticks it overran, not piles them up.
+            tick = max(tick + 1, math.floor((clock() - t0) / config.interval_s) + 1)
+    finally:
+        await scraper.aclose()
+        await gpu.close()

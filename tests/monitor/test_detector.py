@@ -1,0 +1,232 @@
+"""The pure stall detector, fed samples with fake integer times."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+from monitor.config import MonitorConfig, monitor_config
+from monitor.detector import StallDetector
+from monitor.errors import MonitorError
+from monitor.events import (
+    DetectorEvent,
+    StallEnded,
+    StallOngoing,
+    StallStarted,
+    StopRequested,
+)
+from monitor.parse import EngineMetrics, MetricsSnapshot
+
+CFG = MonitorConfig(stall_after_s=10, stop_after_s=30)
+
+
+def snap(
+    gen: float, running: int = 4, waiting: int = 6, queries: float = 0, steps: float = 0
+) -> MetricsSnapshot:
+    engine = EngineMetrics(
+        running=running,
+        waiting=waiting,
+        gen_tokens=gen,
+        prefix_queries=queries,
+        iterations=steps,
+    )
+    return MetricsSnapshot(
+        running=running,
+        waiting=waiting,
+        gen_tokens=gen,
+        prefix_queries=queries,
+        iterations=steps,
+        engines={"0": engine},
+    )
+
+
+def feed(
+    det: StallDetector,
+    samples: Sequence[tuple[int, MetricsSnapshot | None]],
+    gpu: Mapping[str, float] | None = None,
+) -> list[DetectorEvent]:
+    out: list[DetectorEvent] = []
+    for t, s in samples:
+        out += det.observe(t, s, gpu)
+    return out
+
+
+def busy_then_stuck(stop_at: int, until: int, **kw: float) -> list[tuple[int, MetricsSnapshot]]:
+    """Tokens flow until `stop_at`, then the counter stays put until `until`."""
+    out = []
+    for t in range(until + 1):
+        gen = min(t, stop_at) * 100
+        q = t * 50 if kw.get("spin") else 0
+        out.append((t, snap(gen, queries=q)))
+    return out
+
+
+def test_onset_exactly_at_stall_after() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    # The counter last moves at t=5 (the onset); the rule first holds at t=6.
+    events = feed(det, busy_then_stuck(5, 14))
+    assert events == []
+    suspect = det.state
+    assert suspect.status == "suspect" and suspect.seconds == 9
+    events = det.observe(15, snap(500))
+    assert len(events) == 1
+    started = events[0]
+    assert isinstance(started, StallStarted)
+    assert (started.t, started.onset, started.kind, started.gpu_checked) == (15, 5, "frozen", False)
+    assert started.onset_snapshot.gen_tokens == 500
+    assert det.state.status == "stalled" and det.state.kind == "frozen"
+    ongoing = det.observe(16, snap(500))
+    assert ongoing == [StallOngoing(16, 5, "frozen", False, 11)]
+
+
+def test_work_arriving_on_an_idle_engine_starts_the_clock_at_its_sample() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    samples = [(t, snap(500, running=0, waiting=0)) for t in range(5)]
+    samples += [(t, snap(500, running=0, waiting=3)) for t in range(5, 15)]
+    assert feed(det, samples) == []
+    started = det.observe(15, snap(500, running=0, waiting=3))
+    assert [(type(e), e.onset) for e in started] == [(StallStarted, 5)]
+
+
+def test_a_shorter_gap_does_not_fire() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    samples = [(t, snap(100 * t)) for t in range(5)]
+    samples += [(t, snap(400)) for t in range(5, 14)]  # 9 s without tokens
+    samples += [(t, snap(400 + 100 * (t - 13))) for t in range(14, 40)]
+    assert feed(det, samples) == []
+    assert det.state.status == "ok"
+
+
+def test_idle_is_not_a_stall() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    assert feed(det, [(t, snap(500, running=0, waiting=0)) for t in range(100)]) == []
+    assert det.state.status == "idle"
+
+
+def test_down_is_not_a_stall_and_ends_one() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    assert feed(det, [(t, None) for t in range(100)]) == []
+    assert det.state.status == "down" and det.state.seconds == 99
+    events = feed(det, busy_then_stuck(0, 20))
+    assert any(isinstance(e, StallStarted) for e in events)
+    ended = det.observe(25, None)
+    assert ended == [StallEnded(25, 0, "frozen", 25)]
+    assert det.state.status == "down"
+
+
+def test_spinning_versus_frozen() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    started = [e for e in feed(det, busy_then_stuck(5, 20, spin=1)) if isinstance(e, StallStarted)]
+    assert [e.kind for e in started] == ["spinning"]
+    steps_only = StallDetector(CFG, gpu_checked=False)
+    samples = [(t, snap(min(t, 3) * 10, steps=t * 7)) for t in range(20)]
+    kinds = [e.kind for e in feed(steps_only, samples) if isinstance(e, StallStarted)]
+    assert kinds == ["spinning"]
+
+
+def test_frozen_ignores_the_last_steps_before_the_freeze() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    # Steps move with the tokens and once more into the onset interval, then nothing.
+    samples = [(t, snap(min(t, 5) * 10, steps=min(t, 6) * 3)) for t in range(20)]
+    kinds = [e.kind for e in feed(det, samples) if isinstance(e, StallStarted)]
+    assert kinds == ["frozen"]
+
+
+def test_stop_requested_once_after_stop_after() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    events = feed(det, busy_then_stuck(5, 60))
+    stops = [e for e in events if isinstance(e, StopRequested)]
+    assert stops == [StopRequested(35, 5, 30)]
+    never = StallDetector(MonitorConfig(stall_after_s=10, stop_after_s=None), gpu_checked=False)
+    assert not any(isinstance(e, StopRequested) for e in feed(never, busy_then_stuck(5, 60)))
+
+
+def test_busy_gpus_make_the_same_metrics_not_a_stall() -> None:
+    busy = StallDetector(CFG, gpu_checked=True)
+    assert feed(busy, busy_then_stuck(5, 60), gpu={"0": 3.0, "1": 60.0}) == []
+    assert busy.state.status == "ok"
+    idle = StallDetector(CFG, gpu_checked=True)
+    events = feed(idle, busy_then_stuck(5, 60), gpu={"0": 3.0, "1": 5.0})
+    started = [e for e in events if isinstance(e, StallStarted)]
+    assert len(started) == 1 and started[0].gpu_checked
+    # A configured source with no reading cannot prove the GPUs idle.
+    blind = StallDetector(CFG, gpu_checked=True)
+    assert feed(blind, busy_then_stuck(5, 60), gpu=None) == []
+
+
+def test_recovery_ends_the_stall_with_its_duration() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    feed(det, busy_then_stuck(5, 40))
+    events = det.observe(41, snap(600))
+    assert events == [StallEnded(41, 5, "frozen", 36)]
+    assert det.state.status == "ok"
+    # A second stall is a new one, with its own stop request.
+    events = feed(det, [(t, snap(600)) for t in range(42, 90)])
+    assert [type(e) for e in events if not isinstance(e, StallOngoing)] == [
+        StallStarted,
+        StopRequested,
+    ]
+
+
+def test_going_idle_ends_a_stall() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    feed(det, busy_then_stuck(5, 20))
+    assert det.observe(21, snap(500, running=0, waiting=0)) == [StallEnded(21, 5, "frozen", 16)]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"stall_after_s": 0},
+        {"stall_after_s": -1},
+        {"interval_s": 0},
+        {"stall_after_s": 60, "stop_after_s": 30},
+        {"idle_gpu_perc": 101},
+        {"unknown": 1},
+    ],
+)
+def test_thresholds_are_validated(fields: dict[str, float]) -> None:
+    with pytest.raises(MonitorError, match="invalid monitor setting"):
+        monitor_config(**fields)
+
+
+def test_defaults() -> None:
+    cfg = monitor_config()
+    assert (cfg.interval_s, cfg.stall_after_s, cfg.stop_after_s, cfg.idle_gpu_perc) == (
+        1,
+        60,
+        240,
+        5,
+    )
+
+
+def test_gpu_readings_lagging_the_onset_do_not_delay_the_stall() -> None:
+    cfg = MonitorConfig(stall_after_s=10, stop_after_s=30, gpu_window_s=2)
+    det = StallDetector(cfg, gpu_checked=True)
+    events: list[DetectorEvent] = []
+    for t, s in busy_then_stuck(5, 20):
+        # The reading at t=6 averages (4, 6]: it still shows the work before the onset.
+        util = {"0": 80.0} if t <= 6 else {"0": 0.0}
+        events += det.observe(t, s, util)
+    started = [e for e in events if isinstance(e, StallStarted)]
+    assert [(e.t, e.onset) for e in started] == [(15, 5)]
+    # A reading a whole window after the onset that is busy is evidence of work.
+    strict = StallDetector(CFG, gpu_checked=True)
+    for t, s in busy_then_stuck(5, 20):
+        strict.observe(t, s, {"0": 80.0} if t <= 6 else {"0": 0.0})
+    assert strict.state.status == "stalled" and strict.state.since == 6
+
+
+def test_gpu_busy_mid_quiet_restarts_the_clock_and_ends_a_stall() -> None:
+    det = StallDetector(CFG, gpu_checked=True)
+    events: list[DetectorEvent] = []
+    for t, s in busy_then_stuck(5, 40):
+        util = {"0": 90.0} if t == 20 else {"0": 0.0}
+        events += det.observe(t, s, util)
+    kinds = [(type(e).__name__, e.t, e.onset) for e in events if not isinstance(e, StallOngoing)]
+    assert kinds == [
+        ("StallStarted", 15, 5),
+        ("StallEnded", 20, 5),
+        ("StallStarted", 30, 20),
+    ]

@@ -1,0 +1,193 @@
+"""The monitor loop against the simulator on port 0: freeze -> frozen stall, /metrics fault
+-> down, healthy load -> no stall. Load is a couple of plain streaming requests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from monitor.config import MonitorConfig
+from monitor.errors import MonitorError
+from monitor.events import (
+    Down,
+    GpuReading,
+    MonitorEvent,
+    Sample,
+    StallEnded,
+    StallStarted,
+    Up,
+    Verdict,
+)
+from monitor.gpu import gpu_source
+from monitor.session import run_monitor
+from monitor.watch import watch
+
+SimServer = Callable[..., AbstractAsyncContextManager[str]]
+INTERVAL_S = 0.1
+STALL_AFTER_S = 1.0
+CONFIG = MonitorConfig(
+    interval_s=INTERVAL_S, stall_after_s=STALL_AFTER_S, stop_after_s=None, scrape_timeout_s=2
+)
+
+
+async def stream_chat(client: httpx.AsyncClient, url: str, max_tokens: int) -> int:
+    """One streaming chat completion; returns the number of content deltas seen."""
+    body = {
+        "model": "stallkit-sim",
+        "messages": [{"role": "user", "content": "tell me about stalls " * 40}],
+        "max_tokens": max_tokens,
+        "stream": True,
+    }
+    deltas = 0
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                deltas += bool(json.loads(line[6:])["choices"])
+    return deltas
+
+
+@contextlib.asynccontextmanager
+async def load(url: str, n: int, max_tokens: int) -> AsyncIterator[list[asyncio.Task[int]]]:
+    """`n` concurrent streaming requests, cancelled when the block ends."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
+        tasks = [asyncio.create_task(stream_chat(client, url, max_tokens)) for _ in range(n)]
+        try:
+            yield tasks
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def collect(
+    url: str, duration_s: float, until: type | None = None, gpu: str = "dcgm"
+) -> list[MonitorEvent]:
+    source = gpu_source(f"dcgm:{url}/dcgm/metrics" if gpu == "dcgm" else gpu)
+    events: list[MonitorEvent] = []
+    async for event in watch(url, CONFIG, source, duration_s=duration_s):
+        events.append(event)
+        if until is not None and isinstance(event, until):
+            break
+    return events
+
+
+async def test_freeze_is_a_frozen_stall_within_stall_after_plus_two_intervals(
+    sim_server: SimServer,
+) -> None:
+    scale, freeze_at = 20.0, 20.0  # the engine freezes 1 wall second after it starts
+    async with (
+        sim_server(time_scale=scale, freeze_at_s=freeze_at) as url,
+        load(url, 2, max_tokens=50_000),
+    ):
+        events = await collect(url, duration_s=8.0, until=StallStarted)
+    started = [e for e in events if isinstance(e, StallStarted)]
+    assert len(started) == 1, [type(e).__name__ for e in events]
+    stall = started[0]
+    assert stall.kind == "frozen" and stall.gpu_checked
+    samples = [e for e in events if isinstance(e, Sample)]
+    assert max(s.gen_tok_s for s in samples) > 0  # tokens flowed before the freeze
+    assert stall.onset_snapshot.running == 2
+    # The monitor started after the engine, so the freeze is at most this far into its run.
+    freeze_wall = freeze_at / scale
+    assert stall.t <= freeze_wall + STALL_AFTER_S + 2 * INTERVAL_S
+    assert stall.t - stall.onset >= STALL_AFTER_S
+    gpu = [e for e in events if isinstance(e, GpuReading)]
+    assert set(gpu[-1].util) == {"0", "1"} and max(gpu[-1].util.values()) <= 5
+
+
+async def test_metrics_fault_is_down_not_a_stall(sim_server: SimServer) -> None:
+    scale = 20.0
+    async with (
+        sim_server(time_scale=scale, fail_metrics_at_s=0.5 * scale) as url,
+        load(url, 2, max_tokens=50_000),
+    ):
+        events = await collect(url, duration_s=2.5)
+    downs = [e for e in events if isinstance(e, Down)]
+    assert downs and all("503" in d.error for d in downs)
+    assert not any(isinstance(e, StallStarted | StallEnded) for e in events)
+    verdicts = [e for e in events if isinstance(e, Verdict)]
+    assert verdicts[-1].state.status == "down"
+    assert verdicts[-1].state.seconds >= STALL_AFTER_S  # down long enough to have been one
+
+
+async def test_healthy_run_has_no_stall(sim_server: SimServer) -> None:
+    async with sim_server(time_scale=20.0) as url, load(url, 2, max_tokens=600) as tasks:
+        events = await collect(url, duration_s=3.0)
+        finished = [t.result() for t in tasks if t.done() and not t.cancelled()]
+    assert finished and all(n > 0 for n in finished)
+    assert not any(isinstance(e, StallStarted) for e in events)
+    samples = [e for e in events if isinstance(e, Sample)]
+    assert max(s.gen_tok_s for s in samples) > 0
+    statuses = {e.state.status for e in events if isinstance(e, Verdict)}
+    assert "stalled" not in statuses and "idle" in statuses  # the requests finished
+
+
+async def test_run_monitor_writes_the_timeline_and_exits_on_stall(
+    sim_server: SimServer, tmp_path: Path
+) -> None:
+    async with (
+        sim_server(time_scale=20.0, freeze_at_s=10.0) as url,
+        load(url, 2, max_tokens=50_000),
+    ):
+        outcome = await run_monitor(
+            url,
+            CONFIG,
+            gpu_source("none"),
+            out_dir=tmp_path,
+            duration_s=8.0,
+            display="none",
+            exit_on_stall=True,
+        )
+    assert outcome.exited_on_stall and [s.kind for s in outcome.stalls] == ["frozen"]
+    assert not outcome.stalls[0].gpu_checked
+    lines = [json.loads(x) for x in (tmp_path / "timeline.jsonl").read_text().splitlines()]
+    assert lines[-1]["type"] == "stall_started" and lines[-1]["gpu_checked"] is False
+    assert {x["type"] for x in lines} == {"sample", "stall_started"}
+
+
+async def test_unreachable_engine_and_bad_gpu_source_fail_at_start(
+    sim_server: SimServer,
+) -> None:
+    with pytest.raises(MonitorError, match="cannot read engine metrics"):
+        await collect("http://127.0.0.1:9", duration_s=1.0, gpu="none")
+    async with sim_server() as url:
+        with pytest.raises(MonitorError, match="dcgm"):
+            await collect(url, duration_s=1.0, gpu="dcgm:http://127.0.0.1:9/metrics")
+
+
+async def test_engine_coming_back_yields_up() -> None:
+    # A real server that answers 503 for a while, then serves a recorded page.
+    page = (Path(__file__).parent / "data" / "vllm-0.32-one-engine.txt").read_text()
+    calls = {"n": 0}
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        calls["n"] += 1
+        status = 503 if 2 <= calls["n"] <= 4 else 200
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": page.encode()})
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
+                                           lifespan="off"))  # fmt: skip
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        events = await collect(f"http://127.0.0.1:{port}", duration_s=0.75, gpu="none")
+    finally:
+        server.should_exit = True
+        await task
+    kinds = [type(e).__name__ for e in events if not isinstance(e, Verdict)]
+    assert kinds[:5] == ["Sample", "Down", "Down", "Down", "Up"]
+    up = next(e for e in events if isinstance(e, Up))
+    assert up.down_s > 0
