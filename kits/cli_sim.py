@@ -1,9 +1,94 @@
-"""Commands of the `kit` CLI for this role (placeholder until implemented)."""
+"""`kit sim`: the embedded simulated engine (`trace` explains the livelock step by step)."""
 
 from __future__ import annotations
 
+import json
+from enum import StrEnum
+from typing import Annotated
+
 import typer
+
+from kits.cli_common import user_errors
+
+
+class PolicyChoice(StrEnum):
+    """Scheduler policy of the simulated engine."""
+
+    base = "base"
+    fix = "fix"
+
+
+class CaseChoice(StrEnum):
+    """Where the regression scenario's restores wait."""
+
+    full_slots = "full-slots"
+    free_slot = "free-slot"
+
+
+sim_app = typer.Typer(
+    help="The embedded simulated engine: serve it like vLLM, or trace its scheduler.",
+    no_args_is_help=True,
+)
+
+
+@sim_app.command()
+@user_errors
+def trace(
+    policy: Annotated[PolicyChoice, typer.Option(help="Scheduler policy: base (the fork) or fix.")],
+    case: Annotated[
+        CaseChoice,
+        typer.Option(
+            help="full-slots: restores wait behind full running slots; "
+            "free-slot: a slot is free but the KV pool is not."
+        ),
+    ] = CaseChoice.full_slots,
+    steps: Annotated[int, typer.Option(min=1, max=100_000, help="Steps to run.")] = 12,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per line per step.")
+    ] = False,
+) -> None:
+    """Run the fork's regression scenario and print one line per scheduler step.
+
+    Compute share 0.4, two decodes that fill the KV pool, two restores waiting. Under base,
+    from the fifth step on every step schedules nothing (a prefill turn that records no time
+    is chosen again forever); under fix, a decode preempts the other and keeps going.
+    """
+    from engine.sim.trace import run_trace
+
+    rows = run_trace(policy.value, case.value, steps)
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row.to_json()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"sim trace: policy {policy.value}, case {case.value}",
+        caption="tok: tokens scheduled; pre: preemptions; rst: restores polled; "
+        "vrt: virtual runtime (ms); wait (def): waiting (deferred restores)",
+    )
+    for name in ("step", "turn", "tok", "pre", "rst", "KV", "vrt P", "vrt D", "run", "wait (def)"):
+        table.add_column(name, justify="left" if name == "turn" else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(
+            str(row.step),
+            row.turn,
+            str(row.scheduled_tokens),
+            str(row.preemptions),
+            str(row.restores_polled),
+            f"{row.kv_usage:.0%}",
+            f"{row.vruntime_prefill * 1000:.1f}",
+            f"{row.vruntime_decode * 1000:.1f}",
+            str(row.running),
+            f"{row.waiting} ({row.deferred})",
+        )
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add `kit sim` (trace, serve) to the top-level app."""
+    from kits.cli_simserve import serve
+
+    sim_app.command()(serve)
+    app.add_typer(sim_app, name="sim")

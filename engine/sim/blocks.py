@@ -1,0 +1,154 @@
+"""The KV block pool: GPU blocks, a prefix cache of full blocks, and the host tier.
+
+Blocks carry no identity here, only accounting: blocks held by requests, free blocks with no
+cached content, and free blocks that still hold a cached full block (keyed by the hash chain of
+the conversation up to and including that block), evictable in LRU order. A cached block
+evicted from the GPU goes to the host tier (LMCache on-evict), itself a bounded LRU. `version`
+changes whenever the set of cached hashes changes, so callers can memoise prefix lookups.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+#: Parent hash of a conversation's first block.
+ROOT_HASH = 0x5EED
+
+
+def chain_hashes(tokens: Sequence[str], block_size: int, start: int, parent: int) -> list[int]:
+    """Hashes of the full blocks of `tokens` from block index `start`, chained from `parent`."""
+    out: list[int] = []
+    tup = tokens if isinstance(tokens, tuple) else tuple(tokens)
+    for k in range(start, len(tup) // block_size):
+        parent = hash((parent, tup[k * block_size : (k + 1) * block_size]))
+        out.append(parent)
+    return out
+
+
+class BlockPool:
+    """GPU KV blocks with a prefix cache, plus an optional host tier of evicted blocks."""
+
+    def __init__(self, num_blocks: int, block_size: int, host_tier_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.host_tier_blocks = host_tier_blocks
+        self.used = 0
+        self._free_plain = num_blocks
+        # free blocks that still hold a cached block: hash -> None, least recently used first
+        self._evictable: OrderedDict[int, None] = OrderedDict()
+        # cached blocks held by requests: hash -> reference count
+        self._in_use: dict[int, int] = {}
+        self._host: OrderedDict[int, None] = OrderedDict()
+        self.version = 0
+
+    @property
+    def num_free(self) -> int:
+        """Blocks an allocation may take (plain free blocks plus evictable cached ones)."""
+        return self._free_plain + len(self._evictable)
+
+    @property
+    def usage(self) -> float:
+        """Fraction of blocks held by requests."""
+        return self.used / self.num_blocks
+
+    @property
+    def host_size(self) -> int:
+        """Blocks in the host tier."""
+        return len(self._host)
+
+    def gpu_cached(self, block_hash: int) -> bool:
+        """Whether a full block with this hash is on the GPU (held or evictable)."""
+        return block_hash in self._in_use or block_hash in self._evictable
+
+    def in_host(self, block_hash: int) -> bool:
+        """Whether the host tier holds this block."""
+        return block_hash in self._host
+
+    def match(self, chain: Sequence[int], max_blocks: int) -> tuple[int, int]:
+        """Leading blocks of `chain` cached on the GPU, and on the GPU or in the host tier."""
+        in_use, evictable, host = self._in_use, self._evictable, self._host
+        limit = min(len(chain), max_blocks)
+        gpu = 0
+        while gpu < limit and (chain[gpu] in in_use or chain[gpu] in evictable):
+            gpu += 1
+        total = gpu
+        if host:
+            while total < limit and (
+                chain[total] in host or chain[total] in in_use or chain[total] in evictable
+            ):
+                total += 1
+        return gpu, total
+
+    def free_after_acquire(self, hashes: Sequence[int]) -> int:
+        """Blocks free for allocation once the cached `hashes` are acquired."""
+        evictable = self._evictable
+        taken = sum(1 for h in hashes if h in evictable) if evictable else 0
+        return self.num_free - taken
+
+    def acquire(self, hashes: Sequence[int]) -> None:
+        """Take a reference on cached GPU blocks (a prefix cache hit)."""
+        in_use, evictable = self._in_use, self._evictable
+        for h in hashes:
+            count = in_use.get(h)
+            if count is None:
+                del evictable[h]
+                in_use[h] = 1
+                self.used += 1
+            else:
+                in_use[h] = count + 1
+
+    def allocate(self, count: int) -> bool:
+        """Take `count` plain blocks, evicting LRU cached ones to the host tier if needed."""
+        if count > self.num_free:
+            return False
+        plain = min(count, self._free_plain)
+        self._free_plain -= plain
+        for _ in range(count - plain):
+            evicted, _ = self._evictable.popitem(last=False)
+            self._to_host(evicted)
+        self.used += count
+        return True
+
+    def register(self, block_hash: int) -> bool:
+        """Cache a held plain block that just became full; False if that hash is cached already."""
+        if block_hash in self._in_use or block_hash in self._evictable:
+            return False
+        self._in_use[block_hash] = 1
+        self.version += 1
+        return True
+
+    def restore(self, hashes: Sequence[int]) -> bool:
+        """Copy blocks from the host tier into newly allocated GPU blocks, held and cached."""
+        if not self.allocate(len(hashes)):
+            return False
+        for h in hashes:
+            self._in_use[h] = self._in_use.get(h, 0) + 1
+            if h in self._host:
+                self._host.move_to_end(h)
+        self.version += 1
+        return True
+
+    def release(self, hashes: Sequence[int | None]) -> None:
+        """Free a request's blocks; cached ones stay cached and evictable, tail blocks first."""
+        in_use, evictable = self._in_use, self._evictable
+        for h in reversed(hashes):
+            if h is None:
+                self._free_plain += 1
+                continue
+            count = in_use[h] - 1
+            if count:
+                in_use[h] = count
+            else:
+                del in_use[h]
+                evictable[h] = None
+        self.used -= len(hashes)
+
+    def _to_host(self, block_hash: int) -> None:
+        self.version += 1
+        if not self.host_tier_blocks:
+            return
+        self._host[block_hash] = None
+        self._host.move_to_end(block_hash)
+        if len(self._host) > self.host_tier_blocks:
+            self._host.popitem(last=False)

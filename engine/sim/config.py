@@ -1,0 +1,99 @@
+"""Validated configuration of the simulated engine: scheduler sizes, policy and cost model.
+
+`SimConfig()` gives the restore-stall sizes (4 running slots, 319 KV blocks of 896 tokens, a
+host tier, compute share 0.4), on which the `base` policy livelocks under sustained load and the
+`fix` policy does not. Kits load it from TOML through `SimConfig.model_validate(dict)`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Policy = Literal["base", "fix"]
+
+
+class CostModel(BaseModel):
+    """Engine seconds a step takes, from the work it schedules.
+
+    A non-empty step costs `step_overhead_s`, plus prefill tokens (with a context term, so
+    long-context prefill is slower), plus decode (per sequence and per context token read),
+    plus blocks restored from the host tier. The defaults give about 300 decode tok/s at four
+    running sequences of ~70K context and a few thousand prefill tok/s.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step_overhead_s: float = Field(0.004, ge=0, description="Fixed cost of a non-empty step.")
+    decode_per_seq_s: float = Field(0.0012, ge=0, description="Decode cost per running sequence.")
+    decode_per_context_token_s: float = Field(
+        1.5e-8, ge=0, description="Decode cost per context token read (attention) per sequence."
+    )
+    prefill_per_token_s: float = Field(2.0e-4, ge=0, description="Prefill cost per new token.")
+    prefill_per_token_context_s: float = Field(
+        2.0e-9, ge=0, description="Extra prefill cost per new token per token of context before it."
+    )
+    restore_per_block_s: float = Field(
+        0.01, ge=0, description="Cost of restoring one KV block from the host tier."
+    )
+
+    def prefill_s(self, tokens: int, context: int) -> float:
+        """Engine seconds to prefill `tokens` new tokens that follow `context` cached tokens."""
+        mean_context = context + tokens / 2
+        return tokens * (self.prefill_per_token_s + self.prefill_per_token_context_s * mean_context)
+
+    def decode_s(self, num_seqs: int, context_tokens: int) -> float:
+        """Engine seconds to decode one token for each of `num_seqs` sequences."""
+        return num_seqs * self.decode_per_seq_s + context_tokens * self.decode_per_context_token_s
+
+
+class SimConfig(BaseModel):
+    """Every knob of the simulated engine; the defaults are the restore-stall sizes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    policy: Policy = Field(
+        "base",
+        description="Scheduler policy: `base` (the fork) or `fix` (leftover decode may preempt).",
+    )
+    model_name: str = Field("stallkit-sim", min_length=1, description="Served model name.")
+    max_model_len: int = Field(131072, gt=0, description="Longest prompt plus output, tokens.")
+    max_num_seqs: int = Field(4, gt=0, description="Running slots (max_num_seqs).")
+    num_blocks: int = Field(319, gt=0, description="KV blocks in the GPU pool.")
+    block_size: int = Field(
+        896, gt=0, description="Tokens per KV block (four ~70K-token contexts fill 319 blocks)."
+    )
+    max_num_batched_tokens: int = Field(
+        2048, gt=0, description="Per-step token budget (chunked prefill)."
+    )
+    prefill_compute_share: float = Field(
+        0.4, description="Prefill's share of compute when prefill and decode contend; 0 = off."
+    )
+    host_tier_blocks: int = Field(
+        4096, ge=0, description="Blocks the host tier (LMCache on-evict) holds; 0 = off."
+    )
+    restore_max_wait_s: float = Field(
+        60.0, ge=0, description="Engine seconds a restore waits for capacity before recomputing."
+    )
+    num_gpus: int = Field(2, gt=0, description="Simulated GPUs (for utilisation telemetry).")
+    cost: CostModel = Field(default_factory=CostModel, description="Step cost model.")
+    idle_tick_s: float = Field(0.02, gt=0, description="Engine seconds an empty step takes.")
+
+    @field_validator("prefill_compute_share")
+    @classmethod
+    def _share_in_range(cls, value: float) -> float:
+        if value != 0 and not 0 < value < 1:
+            raise ValueError("prefill_compute_share must be 0 (off) or strictly between 0 and 1")
+        return value
+
+    @model_validator(mode="after")
+    def _pool_holds_something(self) -> SimConfig:
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError("max_num_batched_tokens must be at least max_num_seqs")
+        return self
+
+    @property
+    def max_request_tokens(self) -> int:
+        """Longest request (prompt plus output) the engine can ever hold."""
+        return min(self.max_model_len, self.num_blocks * self.block_size)

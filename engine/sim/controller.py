@@ -1,0 +1,54 @@
+"""The compute-share controller: prefill and decode take turns by weighted virtual runtime.
+
+A contended step that ran charges its class `elapsed / share` (prefill) or
+`elapsed / (1 - share)` (decode), and pulls the other class up so that it trails by at most one
+charge. Prefill gets the turn only when its virtual runtime is strictly behind decode's; with one
+class runnable that class runs uncontended and both clocks reset. An empty step records nothing,
+which is what lets a prefill turn that can schedule nothing repeat forever.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Turn = Literal["prefill", "decode", "none"]
+
+
+class ComputeShareController:
+    """Two virtual runtimes and the rule that picks the class of the next step."""
+
+    def __init__(self, prefill_share: float) -> None:
+        self.share = prefill_share
+        self.vruntime_prefill = 0.0
+        self.vruntime_decode = 0.0
+
+    def select(self, decode_runnable: bool, prefill_runnable: bool) -> tuple[Turn, bool]:
+        """The class of the next step and whether the step is contended.
+
+        Share 0 (off) and an idle engine give ("none", False); a single runnable class gives
+        that class, uncontended, and resets both clocks.
+        """
+        if self.share == 0 or not (decode_runnable or prefill_runnable):
+            return "none", False
+        if not (decode_runnable and prefill_runnable):
+            self.reset()
+            return ("decode" if decode_runnable else "prefill"), False
+        if self.vruntime_prefill < self.vruntime_decode:
+            return "prefill", True
+        return "decode", True
+
+    def charge(self, turn: Turn, elapsed_s: float) -> None:
+        """Record a contended step of class `turn` that ran for `elapsed_s` engine seconds."""
+        if turn == "prefill":
+            charge = elapsed_s / self.share
+            self.vruntime_prefill += charge
+            self.vruntime_decode = max(self.vruntime_decode, self.vruntime_prefill - charge)
+        elif turn == "decode":
+            charge = elapsed_s / (1.0 - self.share)
+            self.vruntime_decode += charge
+            self.vruntime_prefill = max(self.vruntime_prefill, self.vruntime_decode - charge)
+
+    def reset(self) -> None:
+        """Forget the history (only one class is runnable)."""
+        self.vruntime_prefill = 0.0
+        self.vruntime_decode = 0.0

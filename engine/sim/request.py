@@ -1,0 +1,108 @@
+"""A request's scheduling state inside the simulator, and its public `RequestInfo` view."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.sim.core import RequestInfo
+
+
+class Request:
+    """A request's scheduling state (internal)."""
+
+    __slots__ = (
+        "arrival_s",
+        "blocks",
+        "cached_prompt_tokens",
+        "chain",
+        "deferred_since",
+        "first_scheduled_s",
+        "first_token_s",
+        "id",
+        "last_step",
+        "match_key",
+        "match_value",
+        "max_outputs",
+        "num_computed",
+        "num_registered",
+        "outputs",
+        "preemptions",
+        "prompt",
+        "recompute",
+        "split_key",
+        "split_value",
+    )
+
+    def __init__(self, request_id: str, prompt: tuple[str, ...], max_outputs: int, now_s: float):
+        self.id = request_id
+        self.prompt = prompt
+        self.outputs: list[str] = []
+        self.max_outputs = max_outputs
+        self.arrival_s = now_s
+        self.chain: list[int] = []
+        self.num_computed = 0
+        self.num_registered = 0
+        # one entry per held block: its cache hash, or None for a plain (partial) block
+        self.blocks: list[int | None] = []
+        self.first_scheduled_s: float | None = None
+        self.first_token_s: float | None = None
+        self.cached_prompt_tokens = 0
+        self.deferred_since: float | None = None
+        self.recompute = False
+        self.preemptions = 0
+        self.last_step = -1
+        self.match_key: tuple[int, int] = (-1, -1)
+        self.match_value: tuple[int, int] = (0, 0)
+        # a restore's prefix split into GPU-cached and host-only blocks, for match_key
+        self.split_key: tuple[int, int] = (-1, -1)
+        self.split_value: tuple[list[int], list[int]] = ([], [])
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt) + len(self.outputs)
+
+    def block_tokens(self, k: int, size: int) -> tuple[str, ...]:
+        """The tokens of full block `k` over prompt + outputs."""
+        start, end, plen = k * size, (k + 1) * size, len(self.prompt)
+        if end <= plen:
+            return self.prompt[start:end]
+        if start >= plen:
+            return tuple(self.outputs[start - plen : end - plen])
+        return self.prompt[start:] + tuple(self.outputs[: end - plen])
+
+
+@dataclass
+class StepWork:
+    """What the passes of one step scheduled so far."""
+
+    budget: int
+    scheduled: int = 0
+    prefill_tokens: int = 0
+    decode_seqs: int = 0
+    decode_context: int = 0
+    prefill_s: float = 0.0
+    restored_blocks: int = 0
+    preemptions: int = 0
+    restores_polled: int = 0
+
+
+def is_deferred(r: Request) -> bool:
+    """A restore waiting for capacity (not yet switched to recompute)."""
+    return r.deferred_since is not None and not r.recompute
+
+
+def request_info(
+    r: Request, state: str, reason: str | None, finished_s: float | None
+) -> RequestInfo:
+    return RequestInfo(
+        prompt_tokens=len(r.prompt),
+        cached_prompt_tokens=r.cached_prompt_tokens,
+        output_tokens=len(r.outputs),
+        arrival_s=r.arrival_s,
+        first_scheduled_s=r.first_scheduled_s,
+        first_token_s=r.first_token_s,
+        finished_s=finished_s,
+        state=state,
+        finish_reason=reason,
+        num_preemptions=r.preemptions,
+    )

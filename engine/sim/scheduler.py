@@ -1,0 +1,424 @@
+"""The fork's scheduler step: running pass, waiting pass with restore admission, leftover decode.
+
+One step (DESIGN.md, "The simulated engine"): the controller picks a turn. A contended prefill
+turn continues running prefill chunks, runs the waiting pass (FCFS; restores are polled here),
+then the leftover decode pass, which under policy `base` may not preempt and under `fix` may
+preempt while the step has scheduled nothing. A decode turn, or an uncontended step, runs the
+running pass with preemption (victim: the most recently admitted request) and then the waiting
+pass if nothing was preempted. An allocation failure without permission to preempt ends the pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+
+from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
+from engine.sim.config import SimConfig
+from engine.sim.controller import ComputeShareController, Turn
+from engine.sim.core import (
+    AdvanceResult,
+    EngineStats,
+    RequestInfo,
+    SimRequestError,
+    StepResult,
+    output_words,
+)
+from engine.sim.request import Request, StepWork, is_deferred, request_info
+from engine.sim.stats import Counters
+
+#: Finished requests remembered for `request_info`.
+FINISHED_KEPT = 4096
+
+
+class Scheduler:
+    """The engine state and the step; `SimEngine` is its public face."""
+
+    def __init__(self, config: SimConfig, logger: logging.Logger) -> None:
+        self.cfg = config
+        self.log = logger
+        self.pool = BlockPool(config.num_blocks, config.block_size, config.host_tier_blocks)
+        self.ctl = ComputeShareController(config.prefill_compute_share)
+        self.running: list[Request] = []
+        self.waiting: deque[Request] = deque()
+        self.live: dict[str, Request] = {}
+        self.done: OrderedDict[str, RequestInfo] = OrderedDict()
+        self.c = Counters()
+        self.step_no = 0
+        self.now_s = 0.0
+        self.gpu_busy = False
+        self._pending_finished: dict[str, str] = {}
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def add(self, request_id: str, prompt: Sequence[str], max_tokens: int, now_s: float) -> None:
+        cap = self.cfg.max_request_tokens
+        if request_id in self.live:
+            raise SimRequestError(f"request id {request_id!r} is already in use")
+        if not prompt:
+            raise SimRequestError("empty prompt", "send at least one token")
+        if len(prompt) > self.cfg.max_model_len or len(prompt) >= cap:
+            raise SimRequestError(
+                f"prompt of {len(prompt)} tokens is too long (engine holds {cap - 1} at most)",
+                "shorten the prompt or raise max_model_len / num_blocks",
+            )
+        if max_tokens < 1:
+            raise SimRequestError(f"max_tokens must be at least 1, got {max_tokens}")
+        tokens = prompt if isinstance(prompt, tuple) else tuple(prompt)
+        req = Request(request_id, tokens, min(max_tokens, cap - len(tokens)), now_s)
+        req.chain = chain_hashes(tokens, self.cfg.block_size, 0, ROOT_HASH)
+        self.live[request_id] = req
+        self.waiting.append(req)
+
+    def abort(self, request_id: str, now_s: float) -> None:
+        req = self.live.get(request_id)
+        if req is None:
+            return
+        if req in self.running:
+            self.running.remove(req)
+            self.pool.release(req.blocks)
+            req.blocks = []
+        else:
+            self.waiting.remove(req)
+        self._finish(req, "abort", now_s)
+        self._pending_finished[request_id] = "abort"
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def info(self, request_id: str) -> RequestInfo | None:
+        req = self.live.get(request_id)
+        if req is None:
+            return self.done.get(request_id)
+        state = "running" if req.blocks or req in self.running else "waiting"
+        return request_info(req, state, None, None)
+
+    def snapshot(self) -> EngineStats:
+        deferred = sum(1 for r in self.waiting if is_deferred(r))
+        return self.c.snapshot(
+            now_s=self.now_s,
+            running=len(self.running),
+            waiting=len(self.waiting),
+            deferred=deferred,
+            kv_usage=self.pool.usage,
+            share=self.cfg.prefill_compute_share,
+            gpu_busy=self.gpu_busy,
+            vruntimes=(self.ctl.vruntime_prefill, self.ctl.vruntime_decode),
+        )
+
+    # -- the step ---------------------------------------------------------------------------
+
+    def step(self, now_s: float) -> StepResult:
+        outputs: dict[str, list[str]] = {}
+        turn, work, duration, finished = self._step(now_s, outputs)
+        finished.update(self._pending_finished)
+        self._pending_finished = {}
+        return StepResult(
+            duration_s=duration,
+            turn=turn,
+            scheduled_tokens=work.scheduled,
+            prefill_tokens=work.prefill_tokens,
+            decode_tokens=work.decode_seqs,
+            preemptions=work.preemptions,
+            restores_polled=work.restores_polled,
+            kv_usage=self.pool.usage,
+            gpu_busy=work.scheduled > 0,
+            vruntime_prefill=self.ctl.vruntime_prefill,
+            vruntime_decode=self.ctl.vruntime_decode,
+            outputs=outputs,
+            finished=finished,
+        )
+
+    def advance(self, now_s: float, until_s: float, max_steps: int) -> AdvanceResult:
+        steps = empty = tokens = 0
+        last_token: float | None = None
+        last_busy: float | None = None
+        finished: dict[str, str] = dict(self._pending_finished)
+        self._pending_finished = {}
+        while now_s < until_s and steps < max_steps and (self.running or self.waiting):
+            gen_before = self.c.generation_tokens
+            _, work, duration, done = self._step(now_s, None)
+            now_s += duration
+            steps += 1
+            if work.scheduled:
+                last_busy = now_s
+                if self.c.generation_tokens != gen_before:
+                    tokens += self.c.generation_tokens - gen_before
+                    last_token = now_s
+            else:
+                empty += 1
+            if done:
+                finished.update(done)
+                break
+        return AdvanceResult(now_s, steps, empty, tokens, last_token, last_busy, finished)
+
+    def _step(
+        self, now_s: float, outputs: dict[str, list[str]] | None
+    ) -> tuple[Turn, StepWork, float, dict[str, str]]:
+        self.now_s = now_s
+        self.step_no += 1
+        decode_runnable = prefill_runnable = False
+        for r in self.running:
+            if r.num_tokens - r.num_computed == 1:
+                decode_runnable = True
+            else:
+                prefill_runnable = True
+        turn, contended = self.ctl.select(decode_runnable, prefill_runnable or bool(self.waiting))
+        work = StepWork(budget=self.cfg.max_num_batched_tokens)
+        sampled: list[Request] = []
+        if contended and turn == "prefill":
+            self._running_pass(work, sampled, "prefill", may_preempt=False)
+            self._waiting_pass(work, sampled, now_s)
+            fix = self.cfg.policy == "fix"
+            self._running_pass(work, sampled, "decode", may_preempt=fix)
+        else:
+            self._running_pass(work, sampled, "all", may_preempt=True)
+            if not work.preemptions:
+                self._waiting_pass(work, sampled, now_s)
+        if not work.scheduled:
+            self.gpu_busy = False
+            self.c.empty_steps += 1
+            self.c.steps += 1
+            return turn, work, self.cfg.idle_tick_s, {}
+        duration = self._account(work)
+        if contended:
+            self.ctl.charge(turn, duration)
+        self.gpu_busy = True
+        return turn, work, duration, self._sample(sampled, now_s + duration, outputs)
+
+    # -- passes -----------------------------------------------------------------------------
+
+    def _running_pass(
+        self, work: StepWork, sampled: list[Request], phase: str, may_preempt: bool
+    ) -> None:
+        """Schedule running requests in admission order (phase: prefill, decode or all).
+
+        `may_preempt` in the leftover decode pass (phase "decode") holds only while the step
+        has scheduled nothing; in the running pass of a decode turn (phase "all") it always holds.
+        """
+        running, pool, bs, step_no = self.running, self.pool, self.cfg.block_size, self.step_no
+        i = 0
+        while i < len(running) and work.budget > 0:
+            r = running[i]
+            remaining = r.num_tokens - r.num_computed
+            if r.last_step == step_no or (
+                (remaining == 1) if phase == "prefill" else (remaining != 1 and phase == "decode")
+            ):
+                i += 1
+                continue
+            n = min(remaining, work.budget)
+            need = -(-(r.num_computed + n) // bs) - len(r.blocks)
+            while need > pool.num_free:
+                if not may_preempt or (phase == "decode" and work.scheduled):
+                    return
+                victim = running[-1]
+                self._preempt(victim)
+                work.preemptions += 1
+                if victim is r:
+                    return
+            if need > 0:
+                pool.allocate(need)
+                r.blocks.extend([None] * need)
+            self._schedule(r, n, work, sampled)
+            i += 1
+
+    def _waiting_pass(self, work: StepWork, sampled: list[Request], now_s: float) -> None:
+        """FCFS admission; restores are polled here and defer (skip) while capacity lacks."""
+        waiting, running = self.waiting, self.running
+        max_seqs, max_wait = self.cfg.max_num_seqs, self.cfg.restore_max_wait_s
+        idx = 0
+        while idx < len(waiting) and work.budget > 0:
+            r = waiting[idx]
+            gpu, total = self._lookup(r)
+            if total > gpu and not r.recompute:
+                work.restores_polled += 1
+                if len(running) < max_seqs and self._restore(r, gpu, total, work, sampled, now_s):
+                    del waiting[idx]
+                    continue
+                if r.deferred_since is None:
+                    r.deferred_since = now_s
+                if now_s - r.deferred_since < max_wait:
+                    idx += 1
+                    continue
+                # waited long enough: from now on it is admitted like any request, recomputing
+                r.recompute = True
+            if len(running) >= max_seqs or not self._admit(r, gpu, work, sampled, now_s):
+                return
+            del waiting[idx]
+
+    def _lookup(self, r: Request) -> tuple[int, int]:
+        """Prefix lookup (counted, as vLLM counts it): GPU-cached and GPU-or-host blocks."""
+        bs = self.cfg.block_size
+        num_tokens = r.num_tokens
+        key = (self.pool.version, (num_tokens - 1) // bs)
+        if r.match_key != key:
+            r.match_value = self.pool.match(r.chain, key[1])
+            r.match_key = key
+        gpu, total = r.match_value
+        c = self.c
+        c.prefix_cache_queries += num_tokens
+        c.prefix_cache_hits += gpu * bs
+        if self.cfg.host_tier_blocks and not r.recompute:
+            c.external_queries += num_tokens - gpu * bs
+            c.external_hits += (total - gpu) * bs
+        return gpu, total
+
+    def _restore(
+        self, r: Request, gpu: int, total: int, work: StepWork, sampled: list[Request], now: float
+    ) -> bool:
+        """Admit a restore if its pages plus its first chunk fit; False leaves it waiting."""
+        pool, bs = self.pool, self.cfg.block_size
+        hit_tokens = total * bs
+        n = min(r.num_tokens - hit_tokens, work.budget)
+        step_blocks = -(-(hit_tokens + n) // bs) - total
+        if r.split_key != r.match_key:  # the cache changed since the last poll
+            r.split_value = (
+                [h for h in r.chain[:total] if pool.gpu_cached(h)],
+                [h for h in r.chain[gpu:total] if not pool.gpu_cached(h)],
+            )
+            r.split_key = r.match_key
+        on_gpu, from_host = r.split_value
+        need = len(from_host) + step_blocks
+        if need > pool.num_free or need > pool.free_after_acquire(on_gpu):
+            return False
+        pool.acquire(on_gpu)
+        pool.restore(from_host)
+        pool.allocate(step_blocks)
+        r.blocks = [*r.chain[:total], *([None] * step_blocks)]
+        work.restored_blocks += len(from_host)
+        self.c.restores_done += 1
+        self._start(r, total, len(from_host) * bs, now)
+        self._schedule(r, n, work, sampled)
+        return True
+
+    def _admit(
+        self, r: Request, gpu: int, work: StepWork, sampled: list[Request], now: float
+    ) -> bool:
+        """Admit a request on its GPU prefix hits; False if its first chunk does not fit."""
+        pool, bs = self.pool, self.cfg.block_size
+        hit_tokens = gpu * bs
+        n = min(r.num_tokens - hit_tokens, work.budget)
+        need = -(-(hit_tokens + n) // bs) - gpu
+        hits = r.chain[:gpu]
+        if need > pool.num_free or need > pool.free_after_acquire(hits):
+            return False
+        pool.acquire(hits)
+        pool.allocate(need)
+        r.blocks = [*hits, *([None] * need)]
+        if r.recompute:
+            self.c.restores_recomputed += 1
+            waited = now - (r.deferred_since if r.deferred_since is not None else now)
+            self.log.warning(
+                "Request %s restore waited %.1f s (max wait %.1f s); recomputing its prompt",
+                r.id,
+                waited,
+                self.cfg.restore_max_wait_s,
+            )
+        self._start(r, gpu, 0, now)
+        self._schedule(r, n, work, sampled)
+        return True
+
+    def _start(self, r: Request, computed_blocks: int, external_tokens: int, now: float) -> None:
+        """Move an admitted request to the running list (first scheduling counts its prompt)."""
+        bs = self.cfg.block_size
+        r.num_computed = computed_blocks * bs
+        r.num_registered = computed_blocks
+        r.deferred_since = None
+        r.recompute = False
+        self.running.append(r)
+        if r.first_scheduled_s is None:
+            r.first_scheduled_s = now
+            cached = computed_blocks * bs
+            r.cached_prompt_tokens = cached
+            self.c.count_prompt(len(r.prompt), cached - external_tokens, external_tokens)
+
+    def _schedule(self, r: Request, n: int, work: StepWork, sampled: list[Request]) -> None:
+        """Book `n` tokens of `r` into this step."""
+        if r.num_tokens - r.num_computed == 1:
+            work.decode_seqs += 1
+            work.decode_context += r.num_computed
+        else:
+            work.prefill_tokens += n
+            work.prefill_s += self.cfg.cost.prefill_s(n, r.num_computed)
+        r.num_computed += n
+        r.last_step = self.step_no
+        work.scheduled += n
+        work.budget -= n
+        full = r.num_computed // self.cfg.block_size
+        if full > r.num_registered:
+            self._register(r, full)
+        if r.num_computed == r.num_tokens:
+            sampled.append(r)
+
+    def _register(self, r: Request, full: int) -> None:
+        """Cache the request's blocks that just became full (extending its hash chain)."""
+        bs, chain = self.cfg.block_size, r.chain
+        while len(chain) < full:
+            parent = chain[-1] if chain else ROOT_HASH
+            chain.append(hash((parent, r.block_tokens(len(chain), bs))))
+        blocks, pool = r.blocks, self.pool
+        for k in range(r.num_registered, full):
+            if blocks[k] is None and pool.register(chain[k]):
+                blocks[k] = chain[k]
+        r.num_registered = full
+
+    def _preempt(self, victim: Request) -> None:
+        """Free the victim's blocks (they stay cached) and requeue it at the head."""
+        self.running.remove(victim)
+        self.pool.release(victim.blocks)
+        victim.blocks = []
+        victim.num_computed = 0
+        victim.num_registered = 0
+        victim.preemptions += 1
+        victim.deferred_since = None
+        victim.recompute = False
+        self.waiting.appendleft(victim)
+        self.c.num_preemptions += 1
+        self.log.debug("Request %s preempted (KV cache full); it will recompute", victim.id)
+
+    # -- after the passes ---------------------------------------------------------------------
+
+    def _account(self, work: StepWork) -> float:
+        """The step's engine seconds from the cost model; counts compute by class."""
+        cost = self.cfg.cost
+        decode_s = cost.decode_s(work.decode_seqs, work.decode_context) if work.decode_seqs else 0.0
+        prefill_s = work.prefill_s + work.restored_blocks * cost.restore_per_block_s
+        work_s = prefill_s + decode_s
+        duration = cost.step_overhead_s + work_s
+        prefill_part = prefill_s / work_s if work_s else 0.0
+        c = self.c
+        c.compute_prefill_s += prefill_s + cost.step_overhead_s * prefill_part
+        c.compute_decode_s += decode_s + cost.step_overhead_s * (1.0 - prefill_part)
+        c.busy_s += duration
+        c.steps += 1
+        c.observe_iteration(work.scheduled)
+        return duration
+
+    def _sample(
+        self, sampled: list[Request], end_s: float, outputs: dict[str, list[str]] | None
+    ) -> dict[str, str]:
+        """Append one output word to each request that completed its tokens; finish some."""
+        finished: dict[str, str] = {}
+        for r in sampled:
+            word = output_words(r.id, len(r.outputs), 1)[0]
+            r.outputs.append(word)
+            if outputs is not None:
+                outputs[r.id] = [word]
+            if r.first_token_s is None:
+                r.first_token_s = end_s
+            if len(r.outputs) >= r.max_outputs:
+                finished[r.id] = "length"
+                self.running.remove(r)
+                self.pool.release(r.blocks)
+                r.blocks = []
+                self._finish(r, "length", end_s)
+        self.c.generation_tokens += len(sampled)
+        return finished
+
+    def _finish(self, r: Request, reason: str, now_s: float) -> None:
+        del self.live[r.id]
+        self.done[r.id] = request_info(r, "finished", reason, now_s)
+        if len(self.done) > FINISHED_KEPT:
+            self.done.popitem(last=False)
+        self.c.request_success[reason] = self.c.request_success.get(reason, 0) + 1
