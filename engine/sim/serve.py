@@ -1,0 +1,196 @@
+"""Serve the simulated engine over HTTP: options, an in-loop context manager, a blocking entry.
+
+`running(opts)` binds the port (0 = any free one), starts uvicorn and the engine driver in the
+*current* event loop and yields the base URL, so tests and tools can embed a live simulator;
+`serve(opts)` is the blocking form used by `python -m engine.sim` and `kit sim serve`. Binds
+127.0.0.1 unless told otherwise. Uvicorn's own logging and access log stay off: the log is
+the engine's (start-up line, preemptions at debug, the core's restore warnings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+import tomllib
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import uvicorn
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.errors import EngineError
+from engine.sim.app import build_app
+from engine.sim.config import SimConfig
+from engine.sim.driver import EngineDriver
+
+log = logging.getLogger("engine.sim")
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_FORMAT = "%(levelname)s %(asctime)s [%(name)s] %(message)s"
+#: Wall seconds uvicorn waits for open streams (a frozen engine's hang forever) at shutdown.
+SHUTDOWN_GRACE_S = 1
+
+
+class ServeOptions(BaseModel):
+    """How to serve one simulated engine."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    config: SimConfig = Field(default_factory=SimConfig, description="The engine's configuration.")
+    host: str = Field("127.0.0.1", min_length=1, description="Address to bind.")
+    port: int = Field(0, ge=0, le=65535, description="Port to bind; 0 picks a free one.")
+    time_scale: float = Field(1.0, gt=0, description="Engine seconds per wall second.")
+    freeze_at_s: float | None = Field(
+        None, ge=0, description="Engine time at which the engine stops stepping for good."
+    )
+    fail_metrics_at_s: float | None = Field(
+        None, ge=0, description="Engine time from which /metrics answers 503."
+    )
+    log_level: LogLevel = Field("info", description="Level of the engine's log lines.")
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def load_sim_config(path: Path | None, policy: str | None = None) -> SimConfig:
+    """A `SimConfig` from a TOML file of its fields (or the defaults); `policy` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise EngineError(
+                f"cannot read simulator config {path}: {exc.strerror or exc}",
+                "pass an existing TOML file",
+            ) from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise EngineError(
+                f"simulator config {path} is not valid TOML: {exc}", "fix the file's syntax"
+            ) from None
+    if policy is not None:
+        data["policy"] = policy
+    try:
+        return SimConfig.model_validate(data)
+    except ValidationError as exc:
+        where = f" {path}" if path is not None else ""
+        raise EngineError(
+            f"invalid simulator config{where}: {_validation_summary(exc)}",
+            "see the SimConfig fields (engine/sim/config.py)",
+        ) from None
+
+
+def configure_logging(level: LogLevel) -> None:
+    """Engine-style log lines on stderr (for the process entry points, not for embedding)."""
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format=LOG_FORMAT, datefmt="%m-%d %H:%M:%S"
+    )
+    # The server's own chatter ("Started server process") is not an engine log line.
+    logging.getLogger("uvicorn").setLevel(logging.WARNING)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise EngineError(
+            f"cannot bind {host}:{port}: {exc.strerror or exc}", "pick another --port (0 = any)"
+        ) from None
+    sock.setblocking(False)
+    return sock
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class _Server(uvicorn.Server):
+    """Uvicorn that ends the engine's open streams as its shutdown begins (a frozen engine's
+    streams would otherwise hang until the grace period and be cancelled with a traceback)."""
+
+    def __init__(self, config: uvicorn.Config, driver: EngineDriver) -> None:
+        super().__init__(config)
+        self.driver = driver
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self.driver.stop()
+        await super().shutdown(sockets)
+
+
+@contextlib.asynccontextmanager
+async def _serving(opts: ServeOptions) -> AsyncIterator[tuple[str, asyncio.Task[None]]]:
+    logging.getLogger("engine.sim").setLevel(opts.log_level.upper())
+    driver = EngineDriver(opts.config, opts.time_scale, opts.freeze_at_s, log)
+    app = build_app(driver, opts.fail_metrics_at_s)
+    sock = _bind(opts.host, opts.port)
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        timeout_keep_alive=30,
+    )
+    server = _Server(config, driver)
+    driver.start()
+    task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if task.done():
+                task.result()
+                raise EngineError("the simulator's HTTP server did not start")
+            await asyncio.sleep(0.005)
+        url = _url(opts.host, sock.getsockname()[1])
+        cfg = opts.config
+        log.info(
+            "stallkit-sim serving on %s: policy=%s time_scale=%g max_num_seqs=%d num_blocks=%d "
+            "block_size=%d max_num_batched_tokens=%d prefill_compute_share=%g "
+            "host_tier_blocks=%d restore_max_wait_s=%g num_gpus=%d model=%s",
+            url, cfg.policy, opts.time_scale, cfg.max_num_seqs, cfg.num_blocks, cfg.block_size,
+            cfg.max_num_batched_tokens, cfg.prefill_compute_share, cfg.host_tier_blocks,
+            cfg.restore_max_wait_s, cfg.num_gpus, cfg.model_name,
+        )  # fmt: skip
+        yield url, task
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await driver.stop()
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def running(opts: ServeOptions) -> AsyncIterator[str]:
+    """Serve in the current event loop while the block runs; yields `http://HOST:PORT`."""
+    async with _serving(opts) as (url, _task):
+        yield url
+
+
+async def serve_async(opts: ServeOptions, ready: Callable[[str], None] | None = None) -> None:
+    """Serve until the server stops (SIGINT/SIGTERM); `ready(url)` runs once it listens."""
+    async with _serving(opts) as (url, task):
+        if ready is not None:
+            ready(url)
+        await asyncio.shield(task)
+
+
+def serve(opts: ServeOptions, ready: Callable[[str], None] | None = None) -> None:
+    """Blocking: serve until interrupted. Uses uvloop when it is installed."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(serve_async(opts, ready))
+    else:
+        uvloop.run(serve_async(opts, ready))

@@ -1,0 +1,44 @@
+"""Shared fixtures: `sim_server`, a live simulated engine on 127.0.0.1 (port 0) in the test's loop.
+
+    async with sim_server(policy="base", time_scale=50.0, block_size=16) as url:
+        ...
+
+Keyword arguments other than the serve options are `SimConfig` fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import pytest
+
+SimServerFactory = Callable[..., AbstractAsyncContextManager[str]]
+
+
+@pytest.fixture
+def sim_server() -> SimServerFactory:
+    """Factory of running simulators: `async with sim_server(**options) as url`."""
+    from engine.sim.config import SimConfig
+    from engine.sim.serve import ServeOptions, running
+
+    def factory(
+        policy: str = "base",
+        time_scale: float = 1.0,
+        freeze_at_s: float | None = None,
+        fail_metrics_at_s: float | None = None,
+        log_level: str = "info",
+        **config_overrides: Any,
+    ) -> AbstractAsyncContextManager[str]:
+        config = SimConfig.model_validate({"policy": policy, **config_overrides})
+        opts = ServeOptions(
+            config=config,
+            time_scale=time_scale,
+            freeze_at_s=freeze_at_s,
+            fail_metrics_at_s=fail_metrics_at_s,
+            log_level=log_level,
+        )
+        return running(opts)
+
+    return factory
