@@ -1,9 +1,118 @@
-"""Commands of the `kit` CLI for this role (placeholder until implemented)."""
+"""`kit load`: drive many streaming agents against any running OpenAI-compatible server.
+
+Parses options into a :class:`~loadgen.config.LoadConfig`, checks the server before any agent
+starts, shows live progress, writes ``turns.jsonl``, ``summary.json`` and the resolved config
+(``load.json``, without any API key) in the run directory, and prints the summary.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+
+from kits.cli_common import user_errors
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the top-level app."""
+    """Add `kit load` to the top-level app."""
+    app.command("load")(load)
+
+
+@user_errors
+def load(
+    url: Annotated[str, typer.Argument(help="Server root, e.g. http://127.0.0.1:8000.")],
+    model: Annotated[
+        str | None, typer.Option(help="Model to request (default: the server's only model).")
+    ] = None,
+    agents: Annotated[int, typer.Option(help="Concurrent agents.")] = 12,
+    min_context: Annotated[int, typer.Option(help="Lower context bound, tokens.")] = 40_000,
+    max_context: Annotated[int, typer.Option(help="Upper context bound, tokens.")] = 100_000,
+    read_timeout: Annotated[
+        float, typer.Option(help="Abort a request after this many seconds without a byte.")
+    ] = 600.0,
+    duration: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds (default: until Ctrl-C).")
+    ] = None,
+    max_turns: Annotated[int | None, typer.Option(help="Turns per agent, then stop.")] = None,
+    seed: Annotated[int, typer.Option(help="Workload seed (same seed, same requests).")] = 0,
+    out: Annotated[
+        Path | None, typer.Option(help="Run directory (default ./kit-runs/<time>-load).")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable holding an API key (bearer token).")
+    ] = None,
+    tokenizer: Annotated[
+        str | None, typer.Option(help="Local Hugging Face tokenizer if the server lacks /tokenize.")
+    ] = None,
+) -> None:
+    """Run multi-agent streaming load with long, growing contexts; print and save a summary."""
+    import asyncio
+    import time
+
+    from pydantic import ValidationError
+
+    from kits.errors import KitError
+    from loadgen.config import LoadConfig
+
+    options: dict[str, Any] = {
+        "agents": agents, "min_context": min_context, "max_context": max_context,
+        "read_timeout_s": read_timeout, "duration_s": duration, "max_turns": max_turns,
+        "seed": seed, "model": model, "api_key_env": api_key_env, "tokenizer": tokenizer,
+    }  # fmt: skip
+    try:
+        cfg = LoadConfig.model_validate(options)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "options"
+        raise KitError(f"invalid load options: {where}: {first['msg']}") from None
+    out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
+    interrupted = False
+    try:
+        asyncio.run(_drive(url, cfg, out_dir))
+    except KeyboardInterrupt:
+        interrupted = True
+    _finish(out_dir)
+    if interrupted:
+        raise typer.Exit(130)
+
+
+async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
+    import contextlib
+    import json
+
+    from rich.live import Live
+
+    from kits.cli_common import err_console
+    from loadgen.preflight import preflight
+    from loadgen.progress import LoadProgress
+    from loadgen.run import run_agents
+
+    info = await preflight(url, cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    resolved = {"config": cfg.model_dump(mode="json"), "server": info.model_dump(mode="json")}
+    (out_dir / "load.json").write_text(json.dumps(resolved, indent=2) + "\n")
+    err_console.print(
+        f"[dim]load:[/] {cfg.agents} agents on {info.base_url} model {info.model} -> {out_dir}",
+        highlight=False,
+    )
+    progress = LoadProgress(cfg.agents, cfg.duration_s)
+    with Live(progress, console=err_console, refresh_per_second=4, transient=False):
+        async with contextlib.aclosing(run_agents(info, cfg, out_dir)) as events:
+            async for event in events:
+                progress.update(event)
+
+
+def _finish(out_dir: Path) -> None:
+    from rich.console import Console
+
+    from loadgen.progress import summary_table
+    from loadgen.records import TURNS_FILE, read_records
+    from loadgen.summary import summarize
+
+    if not (out_dir / TURNS_FILE).exists():
+        return
+    summary = summarize(read_records(out_dir))
+    (out_dir / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n")
+    Console().print(summary_table(summary))

@@ -1,0 +1,120 @@
+"""The load generator's configuration: one frozen, validated model for a whole load run.
+
+Every duration here is in wall seconds: when the engine is a simulator running faster than the
+wall clock, the kit divides its engine-second durations by the time scale before building this
+model. The API key itself never appears here, only the name of the environment variable that
+holds it, so the resolved config can be saved next to the records.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class LoadConfig(BaseModel):
+    """How many agents, how large their contexts grow, how they pace and retry."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agents: int = Field(12, ge=1, description="Concurrent agents (the load's concurrency).")
+    min_context: int = Field(
+        40_000, ge=16, description="Lower context bound in tokens; sessions (re)start near it."
+    )
+    max_context: int = Field(
+        100_000,
+        ge=32,
+        description="Upper bound in tokens on prompt plus reply; a session that would pass it "
+        "restarts as a new conversation near min_context.",
+    )
+    restart_spread: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="A new session's first prompt is drawn from min_context up to this fraction "
+        "of the (max_context - min_context) range above it.",
+    )
+    system_prompt_tokens: int = Field(
+        1000, ge=1, description="Approximate size in words of each session's system prompt."
+    )
+    shared_system_prompt: bool = Field(
+        False,
+        description="All agents use the same system prompt (a prefix shared across agents); "
+        "otherwise every session's prompt is distinct.",
+    )
+    new_tokens_min: int = Field(
+        500, ge=1, description="Smallest new content (tool output or user message) per turn."
+    )
+    new_tokens_max: int = Field(4000, ge=1, description="Largest new content per turn.")
+    reply_tokens_min: int = Field(100, ge=1, description="Smallest reply (max_tokens) per turn.")
+    reply_tokens_max: int = Field(1000, ge=1, description="Largest reply (max_tokens) per turn.")
+    think_min_s: float = Field(1.0, ge=0.0, description="Shortest pause between turns (wall s).")
+    think_max_s: float = Field(10.0, ge=0.0, description="Longest pause between turns (wall s).")
+    stagger_s: float = Field(
+        2.0, ge=0.0, description="Agent i starts at about i * stagger_s wall seconds."
+    )
+    read_timeout_s: float = Field(
+        600.0,
+        gt=0.0,
+        description="Abort a request when no byte arrives for this long (wall s), counted from "
+        "the last byte received.",
+    )
+    connect_timeout_s: float = Field(10.0, gt=0.0, description="TCP connect timeout (wall s).")
+    duration_s: float | None = Field(
+        None, gt=0.0, description="Stop after this many wall seconds; None runs until stopped."
+    )
+    max_turns: int | None = Field(
+        None, ge=1, description="Turns per agent (attempts excluded), then the agent is done."
+    )
+    seed: int = Field(0, description="Seed of every size, pause and text in the workload.")
+    max_retries: int = Field(
+        1,
+        ge=0,
+        description="Retries of a failed turn (after its pause) before the agent drops it and "
+        "moves on; 0 moves on at once.",
+    )
+    request_rate: float | None = Field(
+        None, gt=0.0, description="Cap on requests started per second across all agents."
+    )
+    model: str | None = Field(
+        None, description="Model name to request; None takes the server's only model."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Name of the environment variable holding an API key, sent as a bearer "
+        "token (the key itself is never stored).",
+    )
+    ignore_eos: bool = Field(
+        True,
+        description="Send vLLM's ignore_eos so every reply is exactly max_tokens long; turn off "
+        "for servers that reject unknown parameters.",
+    )
+    tokenizer: str | None = Field(
+        None,
+        description="Hugging Face tokenizer name or path used to size prompts when the server "
+        "has no /tokenize.",
+    )
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> Self:
+        pairs = [
+            ("min_context", self.min_context, "max_context", self.max_context),
+            ("new_tokens_min", self.new_tokens_min, "new_tokens_max", self.new_tokens_max),
+            ("reply_tokens_min", self.reply_tokens_min, "reply_tokens_max", self.reply_tokens_max),
+            ("think_min_s", self.think_min_s, "think_max_s", self.think_max_s),
+        ]
+        for low_name, low, high_name, high in pairs:
+            if low > high:
+                raise ValueError(f"{low_name} ({low}) must not exceed {high_name} ({high})")
+        if self.min_context >= self.max_context:
+            raise ValueError("min_context must be below max_context")
+        if self.system_prompt_tokens >= self.min_context:
+            raise ValueError("system_prompt_tokens must be below min_context")
+        headroom = self.max_context - self.min_context
+        if headroom < self.reply_tokens_max + self.new_tokens_max:
+            raise ValueError(
+                "max_context - min_context must leave room for one more turn "
+                "(new_tokens_max + reply_tokens_max)"
+            )
+        return self

@@ -1,0 +1,312 @@
+"""The agents: run the planned workload against a server and emit typed events as it goes.
+
+:func:`run_agents` is an async generator of :data:`LoadEvent`: an agent changing state, a turn
+finishing (its record already appended to ``turns.jsonl``), and finally the run ending. The
+progress display, the CLI and the kit's A/B runner all consume the same stream. Stopping is
+structured, never a global flag: the run ends at ``duration_s``, when every agent has played
+``max_turns``, or when the consumer stops iterating (``aclose``, cancellation, Ctrl-C). Then
+every agent task is cancelled, in-flight streams are closed and recorded as ``aborted``.
+Use it inside ``contextlib.aclosing`` so breaking out of the loop stops the agents at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from asyncio_throttle.throttler import Throttler
+
+from loadgen import text
+from loadgen.client import StreamResult, make_client, stream_chat
+from loadgen.config import LoadConfig
+from loadgen.preflight import ServerInfo, auth_headers, make_counter
+from loadgen.records import TURNS_FILE, RecordWriter, TurnRecord
+from loadgen.tokens import Message, PromptSizer, TokenizeFailed
+from loadgen.workload import TurnPlan, plan_agent, start_offset_s
+
+logger = logging.getLogger(__name__)
+
+State = Literal["waiting", "streaming", "thinking", "failed", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentState:
+    """An agent entered a state (waiting to start, streaming, thinking, failed, done)."""
+
+    agent: int
+    state: State
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFinished:
+    """A request ended, whatever its outcome; the record is already on disk."""
+
+    record: TurnRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """The run ended: its duration passed, all agents finished, or it was stopped."""
+
+    reason: Literal["duration", "done"]
+    t: float
+
+
+LoadEvent = AgentState | TurnFinished | RunFinished
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentExit:
+    task: str
+    error: BaseException | None
+
+
+@dataclass
+class _Conversation:
+    """One session's messages; the last reply waits to be sent with the next turn."""
+
+    history: list[Message]
+    history_tokens: int | None = None
+    pending_reply: Message | None = None
+
+
+class _Run:
+    """Shared state of the agents of one run."""
+
+    def __init__(
+        self,
+        info: ServerInfo,
+        cfg: LoadConfig,
+        client: httpx.AsyncClient,
+        writer: RecordWriter | None,
+    ) -> None:
+        self.info, self.cfg, self.client, self.writer = info, cfg, client, writer
+        self.url = info.base_url + "/v1/chat/completions"
+        self.queue: asyncio.Queue[LoadEvent | _AgentExit] = asyncio.Queue()
+        self.t0 = time.perf_counter()
+        self.counter = make_counter(info, cfg, client)
+        rate = cfg.request_rate
+        self.throttler = Throttler(rate_limit=1, period=1.0 / rate) if rate else None
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def state(self, agent: int, state: State) -> None:
+        self.queue.put_nowait(AgentState(agent, state, self.now()))
+
+    def exited(self, task: asyncio.Task[None]) -> None:
+        error = None if task.cancelled() else task.exception()
+        self.queue.put_nowait(_AgentExit(task.get_name(), error))
+
+    def finish(self, record: TurnRecord) -> None:
+        if self.writer is not None:
+            self.writer.write(record)
+        self.queue.put_nowait(TurnFinished(record))
+
+
+async def run_agents(
+    info: ServerInfo, cfg: LoadConfig, out_dir: Path | None = None
+) -> AsyncGenerator[LoadEvent, None]:
+    """Drive ``cfg.agents`` agents against the server ``info`` describes, yielding events.
+
+    Records are appended to ``out_dir/turns.jsonl`` when ``out_dir`` is given.
+    """
+    headers = auth_headers(cfg)
+    writer = RecordWriter(out_dir / TURNS_FILE) if out_dir is not None else None
+    client = make_client(cfg.read_timeout_s, cfg.connect_timeout_s, headers)
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        run = _Run(info, cfg, client, writer)
+        for i in range(cfg.agents):
+            tasks.append(asyncio.create_task(_agent(run, i), name=f"agent-{i}"))
+            tasks[-1].add_done_callback(run.exited)
+        reason: Literal["duration", "done"] = "done"
+        running = len(tasks)
+        while running:
+            left = None if cfg.duration_s is None else cfg.duration_s - run.now()
+            try:
+                item = await asyncio.wait_for(run.queue.get(), left)
+            except TimeoutError:
+                reason = "duration"
+                break
+            if isinstance(item, _AgentExit):
+                running -= 1
+                if item.error is not None:
+                    raise item.error
+                continue
+            yield item
+        await _stop(tasks)
+        while not run.queue.empty():
+            item = run.queue.get_nowait()
+            if not isinstance(item, _AgentExit):
+                yield item
+        yield RunFinished(reason, run.now())
+    finally:
+        await _stop(tasks)
+        await client.aclose()
+        if writer is not None:
+            writer.close()
+
+
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _agent(run: _Run, agent: int) -> None:
+    cfg = run.cfg
+    sizer = PromptSizer(run.counter, additive=run.info.additive)
+    run.state(agent, "waiting")
+    await asyncio.sleep(start_offset_s(cfg, agent))
+    conversation = _Conversation(history=[])
+    for played, plan in enumerate(plan_agent(cfg, agent), start=1):
+        if plan.turn == 0:
+            system = text.text(plan.system_seed, cfg.system_prompt_tokens)
+            conversation = _Conversation(history=[{"role": "system", "content": system}])
+        await _play_turn(run, sizer, conversation, plan)
+        if cfg.max_turns is not None and played >= cfg.max_turns:
+            break
+        await asyncio.sleep(plan.think_s)
+    run.state(agent, "done")
+
+
+async def _play_turn(
+    run: _Run, sizer: PromptSizer, conversation: _Conversation, plan: TurnPlan
+) -> None:
+    """Send one planned turn (retries wait the turn's pause); on success extend the conversation.
+
+    The pause after the turn is the caller's, so an agent that has played its last turn stops.
+    """
+    run.state(plan.agent, "streaming")
+    extra = [conversation.pending_reply] if conversation.pending_reply else []
+    try:
+        message, expected = await sizer.fit(
+            conversation.history,
+            conversation.history_tokens,
+            extra,
+            plan.text_seed,
+            plan.target_prompt_tokens,
+        )
+    except TokenizeFailed as exc:
+        now = run.now()
+        run.finish(_failed_record(plan, now, exc))
+        run.state(plan.agent, "failed")
+        return
+    messages = [*conversation.history, *extra, message]
+    body = _request_body(run, messages, plan.max_tokens)
+    for attempt in range(run.cfg.max_retries + 1):
+        run.state(plan.agent, "streaming")
+        result = await _attempt(run, plan, attempt, body, expected)
+        if result.outcome == "ok":
+            _check_prompt_size(sizer, plan, expected, result.prompt_tokens)
+            conversation.history = messages
+            conversation.history_tokens = result.prompt_tokens or expected
+            conversation.pending_reply = {"role": "assistant", "content": result.text}
+            run.state(plan.agent, "thinking")
+            return
+        run.state(plan.agent, "failed")
+        if attempt < run.cfg.max_retries:
+            await asyncio.sleep(plan.think_s)
+
+
+async def _attempt(
+    run: _Run, plan: TurnPlan, attempt: int, body: dict[str, Any], expected: int
+) -> StreamResult:
+    if run.throttler is not None:
+        async with run.throttler:
+            pass
+    result = StreamResult()
+    try:
+        await stream_chat(run.client, run.url, body, result)
+    except asyncio.CancelledError:
+        if result.started:
+            result.fail("aborted", "the run stopped while the request was in flight")
+            result.elapsed_s = time.perf_counter() - result.started
+            run.finish(_record(run, plan, attempt, expected, result))
+        raise
+    run.finish(_record(run, plan, attempt, expected, result))
+    return result
+
+
+def _request_body(run: _Run, messages: list[Message], max_tokens: int) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": run.info.model,
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if run.cfg.ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+def _check_prompt_size(
+    sizer: PromptSizer, plan: TurnPlan, expected: int, reported: int | None
+) -> None:
+    if reported is None or reported == expected:
+        return
+    logger.warning(
+        "agent %d session %d turn %d: server counted %d prompt tokens, planned %d%s",
+        plan.agent,
+        plan.session,
+        plan.turn,
+        reported,
+        expected,
+        "; counting whole conversations from now on" if sizer.additive else "",
+    )
+    sizer.additive = False
+
+
+def _record(
+    run: _Run, plan: TurnPlan, attempt: int, expected: int, result: StreamResult
+) -> TurnRecord:
+    t_start = result.started - run.t0
+    assert result.outcome is not None
+    return TurnRecord(
+        agent=plan.agent,
+        session=plan.session,
+        turn=plan.turn,
+        attempt=attempt,
+        t_start=t_start,
+        t_end=t_start + result.elapsed_s,
+        ttft_s=result.ttft_s,
+        chunks=result.chunks,
+        expected_prompt_tokens=expected,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cached_tokens=result.cached_tokens,
+        max_tokens=plan.max_tokens,
+        outcome=result.outcome,
+        error=result.error,
+        status=result.status,
+    )
+
+
+def _failed_record(plan: TurnPlan, now: float, exc: TokenizeFailed) -> TurnRecord:
+    return TurnRecord(
+        agent=plan.agent,
+        session=plan.session,
+        turn=plan.turn,
+        attempt=0,
+        t_start=now,
+        t_end=now,
+        ttft_s=None,
+        chunks=[],
+        expected_prompt_tokens=plan.target_prompt_tokens,
+        prompt_tokens=None,
+        completion_tokens=None,
+        cached_tokens=None,
+        max_tokens=plan.max_tokens,
+        outcome=exc.outcome,
+        error=exc.error,
+        status=exc.status,
+    )
