@@ -35,7 +35,8 @@ class Overlay:
         src, sep, dest = text.partition(":")
         if not sep or not src or not dest.startswith("/"):
             raise EngineError(
-                f"bad overlay {text!r}", "write --overlay SRC:DEST with an absolute DEST in the image"
+                f"bad overlay {text!r}",
+                "write --overlay SRC:DEST with an absolute DEST in the image",
             )
         path = Path(src).expanduser().resolve()
         if not path.exists():
@@ -80,15 +81,21 @@ def docker_run_argv(image: str, name: str, opts: DockerOptions) -> list[str]:
     return argv
 
 
-def _docker(args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+def _docker(
+    args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
             ["docker", *args], capture_output=True, text=True, timeout=timeout_s, check=False
         )
     except FileNotFoundError:
-        raise EngineError("the docker CLI is not installed", "install docker or use sim:/vllm: specs") from None
+        raise EngineError(
+            "the docker CLI is not installed", "install docker or use sim:/vllm: specs"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise EngineError(f"docker {args[0]} did not answer in {timeout_s:.0f} s", "is the docker daemon up?") from None
+        raise EngineError(
+            f"docker {args[0]} did not answer in {timeout_s:.0f} s", "is the docker daemon up?"
+        ) from None
 
 
 class DockerLauncher(Launcher):
@@ -98,6 +105,7 @@ class DockerLauncher(Launcher):
         self.spec = spec
         self.opts = opts
         self.log_path = log_path
+        self._log_file = log_path
         self.name = f"{opts.name_prefix}-{secrets.token_hex(4)}"
         self._started = False
         self._logs: subprocess.Popen[bytes] | None = None
@@ -120,25 +128,33 @@ class DockerLauncher(Launcher):
         pulled = _docker(["pull", image], timeout_s=3600)
         if pulled.returncode != 0:
             last = (pulled.stderr.strip().splitlines() or ["no output"])[-1]
-            raise EngineError(f"image {image} is not available: {last}", "check the image name and registry login")
+            raise EngineError(
+                f"image {image} is not available: {last}", "check the image name and registry login"
+            )
 
     def start(self) -> None:
         if self._started:
             return
         if shutil.which("docker") is None:
-            raise EngineError("the docker CLI is not installed", "install docker or use sim:/vllm: specs")
+            raise EngineError(
+                "the docker CLI is not installed", "install docker or use sim:/vllm: specs"
+            )
         self._ensure_image()
         argv = docker_run_argv(self.spec.target, self.name, self.opts)
         self._started = True  # from here on, stop() must remove the container
         done = _docker(argv[1:])
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise EngineError(f"docker run failed: {last}", "is the port free and are the GPUs visible?")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
+            raise EngineError(
+                f"docker run failed: {last}", "is the port free and are the GPUs visible?"
+            )
+        self._log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self._log_file.open("ab") as log:
             self._logs = subprocess.Popen(
                 ["docker", "logs", "--follow", self.name],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
 
@@ -147,7 +163,11 @@ class DockerLauncher(Launcher):
         if state.returncode != 0:
             return "container is gone"
         status, _, code = state.stdout.strip().partition(" ")
-        return None if status in ("created", "running", "restarting") else f"{status}, exit code {code}"
+        return (
+            None
+            if status in ("created", "running", "restarting")
+            else f"{status}, exit code {code}"
+        )
 
     def wait_healthy(self, timeout_s: float) -> None:
         last_check = [0.0]

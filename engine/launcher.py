@@ -100,7 +100,9 @@ def wait_for_health(
                 msg = f"{what} exited before it was healthy ({dead})"
                 if tail:
                     msg += "; last log lines:\n" + tail
-                raise EngineError(msg, f"see {log_path}" if log_path else "check the engine's output")
+                raise EngineError(
+                    msg, f"see {log_path}" if log_path else "check the engine's output"
+                )
             with contextlib.suppress(httpx.HTTPError):
                 if client.get(f"{url}/health").status_code == 200:
                     return
@@ -123,10 +125,8 @@ def kill_process_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
             os.killpg(pgid, signal.SIGTERM)
             # a stopped (SIGSTOPped) group must be continued to act on SIGTERM
             os.killpg(pgid, signal.SIGCONT)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
     if pgid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
@@ -208,7 +208,10 @@ class ProcessLauncher(Launcher):
         if self._url is None and self.url_pattern is not None:
             self._url = self._discover_url(deadline)
         wait_for_health(
-            self.url, max(0.1, deadline - time.monotonic()), self._dead_reason, self.log_path,
+            self.url,
+            max(0.1, deadline - time.monotonic()),
+            self._dead_reason,
+            self.log_path,
             self.spec.raw,
         )
 

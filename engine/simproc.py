@@ -59,12 +59,19 @@ class SimLauncher(ProcessLauncher):
         config_path = work_dir / "sim-config.toml"
         config_path.write_text(dump_toml(sim_config), encoding="utf-8")
         argv = [
-            sys.executable, "-m", "engine.sim",
-            "--policy", spec.target,
-            "--host", "127.0.0.1",
-            "--port", "0",
-            "--time-scale", repr(float(time_scale)),
-            "--config", str(config_path),
+            sys.executable,
+            "-m",
+            "engine.sim",
+            "--policy",
+            spec.target,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--time-scale",
+            repr(float(time_scale)),
+            "--config",
+            str(config_path),
             *(extra_args or []),
         ]
         super().__init__(spec, argv, log_path or work_dir / "engine.log", grace_s=5.0)

@@ -15,7 +15,9 @@ from engine.errors import EngineError
 EngineKind = Literal["sim", "docker", "url", "vllm"]
 SIM_POLICIES = ("base", "fix")
 
-_IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+_IMAGE_RE = re.compile(
+    r"^[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
 _SPEC_HINT = "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR or a docker image"
 
 
@@ -42,7 +44,9 @@ def parse_spec(raw: str) -> EngineSpec:
     if text.startswith("sim:"):
         policy = text[4:]
         if policy not in SIM_POLICIES:
-            raise EngineError(f"unknown simulator policy {policy!r} in {raw!r}", "use sim:base or sim:fix")
+            raise EngineError(
+                f"unknown simulator policy {policy!r} in {raw!r}", "use sim:base or sim:fix"
+            )
         return EngineSpec("sim", policy, text)
     if text.startswith("url:"):
         url = text[4:].rstrip("/")

@@ -63,22 +63,38 @@ class Plan:
         parsed = {name: parse_spec(raw) for name, raw in specs.items()}
         overlay_objs = [Overlay.parse(text) for text in overlays]
         if overlay_objs and not any(s.kind == "docker" for s in parsed.values()):
-            raise KitError("--overlay applies to docker image arms only", "drop --overlay or use an image spec")
+            raise KitError(
+                "--overlay applies to docker image arms only", "drop --overlay or use an image spec"
+            )
         if parallel:
             _check_disjoint_gpus(kit, parsed)
-        out_dir = out if out is not None else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{kit.name}"
+        out_dir = (
+            out
+            if out is not None
+            else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{kit.name}"
+        )
         if out_dir.exists() and any(out_dir.iterdir()):
-            raise KitError(f"{out_dir} already holds files", "choose a new --out; nothing recorded is overwritten")
+            raise KitError(
+                f"{out_dir} already holds files",
+                "choose a new --out; nothing recorded is overwritten",
+            )
         single = len(parsed) == 1
-        arms = [Arm(name, spec, out_dir if single else out_dir / name) for name, spec in parsed.items()]
+        arms = [
+            Arm(name, spec, out_dir if single else out_dir / name) for name, spec in parsed.items()
+        ]
         return cls(kit, arms, out_dir, parallel, overlay_objs)
 
     def describe(self) -> str:
-        lines = [f"kit {self.kit.name}: {self.kit.description}".rstrip(": "), f"out: {self.out_dir}"]
+        lines = [
+            f"kit {self.kit.name}: {self.kit.description}".rstrip(": "),
+            f"out: {self.out_dir}",
+        ]
         for arm in self.arms:
             gpus = self.kit.engine.gpus_for(arm.name) if arm.spec.kind == "docker" else []
             scale = self.kit.sim.time_scale if arm.spec.kind == "sim" else 1.0
-            lines.append(f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; time scale {scale:g})")
+            lines.append(
+                f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; time scale {scale:g})"
+            )
         load = self.kit.load
         lines.append(
             f"load: {load.agents} agents, contexts {load.min_context}-{load.max_context} tokens, "
@@ -148,7 +164,9 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
 
     console = console or Console()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    (plan.out_dir / "kit.json").write_text(plan.kit.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (plan.out_dir / "kit.json").write_text(
+        plan.kit.model_dump_json(indent=2) + "\n", encoding="utf-8"
+    )
     interrupted = False
     try:
         asyncio.run(_run_all(plan, console, dashboard))

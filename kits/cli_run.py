@@ -17,36 +17,55 @@ EXIT_STRICT = 1
 EXIT_INTERRUPTED = 130
 
 KitOpt = Annotated[
-    str, typer.Option("--kit", "-k", help="Kit name (shipped, e.g. restore-stall, cpu-smoke) or path to a .toml")
+    str,
+    typer.Option(
+        "--kit", "-k", help="Kit name (shipped, e.g. restore-stall, cpu-smoke) or path to a .toml"
+    ),
 ]
 OutOpt = Annotated[
-    Path | None, typer.Option("--out", "-o", help="Run directory (default ./kit-runs/<time>-<kit>/)")
+    Path | None,
+    typer.Option("--out", "-o", help="Run directory (default ./kit-runs/<time>-<kit>/)"),
 ]
 DurationOpt = Annotated[
     float | None, typer.Option("--duration", help="Override load.duration_s (engine seconds)")
 ]
 ScaleOpt = Annotated[
-    float | None, typer.Option("--time-scale", help="Override sim.time_scale (engine s per wall s; sim arms)")
+    float | None,
+    typer.Option("--time-scale", help="Override sim.time_scale (engine s per wall s; sim arms)"),
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Override load.seed")]
 AgentsOpt = Annotated[int | None, typer.Option("--agents", help="Override load.agents")]
 OverlayOpt = Annotated[
     list[str] | None,
-    typer.Option("--overlay", help="SRC:DEST bind-mounted read-only over DEST in docker images (repeatable)"),
+    typer.Option(
+        "--overlay", help="SRC:DEST bind-mounted read-only over DEST in docker images (repeatable)"
+    ),
 ]
 NoDashOpt = Annotated[
     bool, typer.Option("--no-dashboard", help="Plain log lines instead of the live dashboard")
 ]
 
 
-def _overrides(duration: float | None, scale: float | None, seed: int | None, agents: int | None) -> dict[str, Any]:
-    pairs = {"load.duration_s": duration, "sim.time_scale": scale, "load.seed": seed, "load.agents": agents}
+def _overrides(
+    duration: float | None, scale: float | None, seed: int | None, agents: int | None
+) -> dict[str, Any]:
+    pairs = {
+        "load.duration_s": duration,
+        "sim.time_scale": scale,
+        "load.seed": seed,
+        "load.agents": agents,
+    }
     return {key: value for key, value in pairs.items() if value is not None}
 
 
 @user_errors
 def run(
-    engine: Annotated[str, typer.Option("--engine", "-e", help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR")],
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine", "-e", help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR"
+        ),
+    ],
     kit: KitOpt = "restore-stall",
     out: OutOpt = None,
     duration: DurationOpt = None,
@@ -59,23 +78,35 @@ def run(
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
     from kits.ab import Plan, execute
 
-    plan = Plan.build(kit, {"run": engine}, out, _overrides(duration, time_scale, seed, agents), overlay or [])
+    plan = Plan.build(
+        kit, {"run": engine}, out, _overrides(duration, time_scale, seed, agents), overlay or []
+    )
     result = execute(plan, dashboard=not no_dashboard)
     if result.interrupted:
-        raise fail("interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED)
+        raise fail(
+            "interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED
+        )
 
 
 @user_errors
 def ab(
-    base: Annotated[str, typer.Option("--base", help="Spec of the base arm (image, sim:base, url:, vllm:)")] = "sim:base",
+    base: Annotated[
+        str, typer.Option("--base", help="Spec of the base arm (image, sim:base, url:, vllm:)")
+    ] = "sim:base",
     fix: Annotated[str, typer.Option("--fix", help="Spec of the fix arm")] = "sim:fix",
     kit: KitOpt = "restore-stall",
     out: OutOpt = None,
     parallel: Annotated[
-        bool, typer.Option("--parallel", help="Run both arms at once (refused when their GPU sets overlap)")
+        bool,
+        typer.Option(
+            "--parallel", help="Run both arms at once (refused when their GPU sets overlap)"
+        ),
     ] = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 when the fix arm stalls or logs a traceback (for CI)")
+        bool,
+        typer.Option(
+            "--strict", help="Exit 1 when the fix arm stalls or logs a traceback (for CI)"
+        ),
     ] = False,
     duration: DurationOpt = None,
     time_scale: ScaleOpt = None,
@@ -84,7 +115,8 @@ def ab(
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Validate the kit and specs, print the plan, start nothing")
+        bool,
+        typer.Option("--dry-run", help="Validate the kit and specs, print the plan, start nothing"),
     ] = False,
 ) -> None:
     """A/B: the same kit and seed on a base and a fix engine, then the table of DESIGN.md.
@@ -94,7 +126,11 @@ def ab(
     from kits.ab import Plan, execute, strict_failures
 
     plan = Plan.build(
-        kit, {"base": base, "fix": fix}, out, _overrides(duration, time_scale, seed, agents), overlay or [],
+        kit,
+        {"base": base, "fix": fix},
+        out,
+        _overrides(duration, time_scale, seed, agents),
+        overlay or [],
         parallel=parallel,
     )
     if dry_run:
@@ -102,11 +138,15 @@ def ab(
         return
     result = execute(plan, dashboard=not no_dashboard)
     if result.interrupted:
-        raise fail("interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED)
+        raise fail(
+            "interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED
+        )
     if strict and result.report is not None:
         problems = strict_failures(result.report)
         if problems:
-            raise fail("strict: " + "; ".join(problems), f"see {plan.out_dir / 'ab.md'}", code=EXIT_STRICT)
+            raise fail(
+                "strict: " + "; ".join(problems), f"see {plan.out_dir / 'ab.md'}", code=EXIT_STRICT
+            )
 
 
 @user_errors

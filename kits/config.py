@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import tomllib
-from importlib import resources
 from pathlib import Path
 from typing import Any, Self
 
@@ -22,6 +21,8 @@ from loadgen.config import LoadConfig
 from monitor.config import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+#: the kits shipped in the package
+KITS_DIR = Path(__file__).parent / "kits"
 
 
 class EngineProfile(BaseModel):
@@ -34,15 +35,19 @@ class EngineProfile(BaseModel):
         description="per-arm GPU indices (arm name -> indices), e.g. to run --parallel on disjoint sets",
     )
     env: dict[str, str] = Field(default_factory=dict, description="environment passed to the image")
-    port: int = Field(8000, ge=1, le=65535, description="port the engine listens on in the container")
+    port: int = Field(
+        8000, ge=1, le=65535, description="port the engine listens on in the container"
+    )
     startup_timeout_s: float = Field(1200.0, gt=0, description="wall seconds to wait for /health")
     shm_size: str = Field("16g", description="docker --shm-size")
-    ipc_host: bool = Field(True, description="docker --ipc=host (NCCL between tensor-parallel ranks)")
+    ipc_host: bool = Field(
+        True, description="docker --ipc=host (NCCL between tensor-parallel ranks)"
+    )
     docker_args: list[str] = Field(default_factory=list, description="extra `docker run` arguments")
     engine_args: list[str] = Field(
-        default_factory=list, description="arguments after the image, or to `vllm serve` for vllm: arms"
+        default_factory=list,
+        description="arguments after the image, or to `vllm serve` for vllm: arms",
     )
-
 
     def gpus_for(self, arm: str) -> list[int]:
         """The GPUs an arm runs on."""
@@ -80,7 +85,9 @@ class ReportSettings(BaseModel):
             try:
                 re.compile(rx)
             except re.error as exc:
-                raise ValueError(f"log pattern {name!r} is not a valid regular expression: {exc}") from None
+                raise ValueError(
+                    f"log pattern {name!r} is not a valid regular expression: {exc}"
+                ) from None
         return value
 
 
@@ -105,8 +112,7 @@ class Kit(BaseModel):
 
 def shipped_kits() -> list[str]:
     """Names of the kits shipped in the package."""
-    folder = resources.files("kits") / "kits"
-    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    return sorted(p.stem for p in KITS_DIR.glob("*.toml"))
 
 
 def _kit_text(name_or_path: str) -> tuple[str, str]:
@@ -115,10 +121,14 @@ def _kit_text(name_or_path: str) -> tuple[str, str]:
         try:
             return path.read_text(encoding="utf-8"), str(path)
         except OSError as exc:
-            raise KitError(f"cannot read kit {name_or_path}: {exc.strerror}", "check the path") from None
-    resource = resources.files("kits") / "kits" / f"{name_or_path}.toml"
+            raise KitError(
+                f"cannot read kit {name_or_path}: {exc.strerror}", "check the path"
+            ) from None
+    resource = KITS_DIR / f"{name_or_path}.toml"
     if not resource.is_file():
-        raise KitError(f"no kit named {name_or_path!r}", "shipped kits: " + ", ".join(shipped_kits()))
+        raise KitError(
+            f"no kit named {name_or_path!r}", "shipped kits: " + ", ".join(shipped_kits())
+        )
     return resource.read_text(encoding="utf-8"), f"{name_or_path}.toml"
 
 
@@ -154,7 +164,9 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise KitError(f"{origin} is not valid TOML: {exc}", "fix the syntax at that line") from None
+        raise KitError(
+            f"{origin} is not valid TOML: {exc}", "fix the syntax at that line"
+        ) from None
     for dotted, value in (overrides or {}).items():
         set_dotted(data, dotted, value)
     data.setdefault("name", Path(origin).stem)
@@ -167,4 +179,6 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
         line = _line_of(text, loc)
         where = f"{origin}:{line}" if line else origin
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise KitError(f"{where}: {key}: {msg}", "see `kit ab --help` and the shipped kits") from None
+        raise KitError(
+            f"{where}: {key}: {msg}", "see `kit ab --help` and the shipped kits"
+        ) from None

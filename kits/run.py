@@ -36,7 +36,9 @@ from monitor.gpu import GpuSource, gpu_source
 from monitor.timeline import TimelineWriter
 from monitor.watch import watch
 
-_ENGINE_TIME_RE = re.compile(r"^stallkit_sim_engine_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+_ENGINE_TIME_RE = re.compile(
+    r"^stallkit_sim_engine_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M
+)
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,13 @@ async def _engine_time_s(url: str) -> float | None:
 
 
 async def _drive(
-    arm: Arm, url: str, info: ServerInfo, load: LoadConfig, mon: MonitorConfig, gpu: GpuSource, view: RunView
+    arm: Arm,
+    url: str,
+    info: ServerInfo,
+    load: LoadConfig,
+    mon: MonitorConfig,
+    gpu: GpuSource,
+    view: RunView,
 ) -> str:
     """Run agents and monitor together until the duration passes or a stall stop; the end reason."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -123,9 +131,16 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     arm.dir.mkdir(parents=True, exist_ok=True)
     _write_json(arm.dir / "kit.json", kit.model_dump(mode="json") | {"time_scale": scale})
     meta: dict[str, Any] = {
-        "arm": arm.name, "spec": arm.spec.raw, "kind": arm.spec.kind, "time_scale": scale,
-        "planned_duration_s": kit.load.duration_s, "started_at": datetime.now(UTC).isoformat(),
-        "end_reason": "starting", "stopped_by_monitor": False, "wall_s": 0.0, "error": None,
+        "arm": arm.name,
+        "spec": arm.spec.raw,
+        "kind": arm.spec.kind,
+        "time_scale": scale,
+        "planned_duration_s": kit.load.duration_s,
+        "started_at": datetime.now(UTC).isoformat(),
+        "end_reason": "starting",
+        "stopped_by_monitor": False,
+        "wall_s": 0.0,
+        "error": None,
     }
     _write_json(arm.dir / "meta.json", meta)
     launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
@@ -150,7 +165,10 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         meta["end_reason"] = "interrupted"
         raise
     except BaseException as exc:
-        meta["end_reason"], meta["error"] = "error", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        meta["end_reason"], meta["error"] = (
+            "error",
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
         raise
     finally:
         meta["wall_s"] = round(time.monotonic() - t_load, 3)

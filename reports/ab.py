@@ -33,7 +33,9 @@ class ABReport(BaseModel):
 def load_ab(ab_dir: Path) -> ABReport:
     """Read every arm below an A/B directory (or a single-arm run directory)."""
     if not ab_dir.is_dir():
-        raise ReportError(f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`")
+        raise ReportError(
+            f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
+        )
     kit = load_json(ab_dir / "kit.json")
     if (ab_dir / "meta.json").exists():
         arm_dirs = [ab_dir]
@@ -78,16 +80,46 @@ def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
 
     rows: list[tuple[str, str, list[str]]] = [
         ("stalls", "stalls (count, longest, stopped)", [_stall_cell(a) for a in arms]),
-        ("turns", "turns / errors / timeouts", [f"{a.turns} / {a.errors} / {a.timeouts}" for a in arms]),
-        ("kv", "max KV usage", [opt(a.max_kv_perc, ".1f") + (" %" if a.max_kv_perc is not None else "") for a in arms]),
+        (
+            "turns",
+            "turns / errors / timeouts",
+            [f"{a.turns} / {a.errors} / {a.timeouts}" for a in arms],
+        ),
+        (
+            "kv",
+            "max KV usage",
+            [opt(a.max_kv_perc, ".1f") + (" %" if a.max_kv_perc is not None else "") for a in arms],
+        ),
         ("preemptions", "preemptions", [opt(a.preemptions, ".0f") for a in arms]),
     ]
     for name in log_names:
-        rows.append(("log", name.replace("_", " ") + " (log)", [str(a.log_counts.get(name, 0)) for a in arms]))
+        rows.append(
+            (
+                "log",
+                name.replace("_", " ") + " (log)",
+                [str(a.log_counts.get(name, 0)) for a in arms],
+            )
+        )
     rows += [
         ("decode", "decode tok/s", [opt(a.decode_tok_s, ".1f") for a in arms]),
-        ("cached", "prompt tokens from cache", [opt(a.cached_perc, ".1f") + (" %" if a.cached_perc is not None else "") for a in arms]),
-        ("length", "run length", [_fmt_s(a.duration_s) + (f" of {_fmt_s(a.planned_duration_s)}" if a.planned_duration_s and stopped_early(a) else "") for a in arms]),
+        (
+            "cached",
+            "prompt tokens from cache",
+            [opt(a.cached_perc, ".1f") + (" %" if a.cached_perc is not None else "") for a in arms],
+        ),
+        (
+            "length",
+            "run length",
+            [
+                _fmt_s(a.duration_s)
+                + (
+                    f" of {_fmt_s(a.planned_duration_s)}"
+                    if a.planned_duration_s and stopped_early(a)
+                    else ""
+                )
+                for a in arms
+            ],
+        ),
     ]
     flagged: list[tuple[str, str, list[str]]] = []
     for key, label, cells in rows:
@@ -101,26 +133,38 @@ def footnotes(report: ABReport) -> list[str]:
     notes = []
     for name, arm in report.arms.items():
         if stopped_early(arm):
-            why = {"stall_stop": "stopped by the monitor during a stall", "interrupted": "interrupted",
-                   "error": "ended by an error"}.get(arm.end_reason, arm.end_reason)
-            notes.append(f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}: its totals are not like for like.")
+            why = {
+                "stall_stop": "stopped by the monitor during a stall",
+                "interrupted": "interrupted",
+                "error": "ended by an error",
+            }.get(arm.end_reason, arm.end_reason)
+            notes.append(
+                f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}: its totals are not like for like."
+            )
     return notes
 
 
 def to_markdown(report: ABReport) -> str:
     names = list(report.arms)
-    lines = [f"# A/B: {report.kit}", "", "| | " + " | ".join(f"{n} (`{report.arms[n].spec}`)" for n in names) + " |",
-             "| --- |" + " --- |" * len(names)]
+    lines = [
+        f"# A/B: {report.kit}",
+        "",
+        "| | " + " | ".join(f"{n} (`{report.arms[n].spec}`)" for n in names) + " |",
+        "| --- |" + " --- |" * len(names),
+    ]
     for _key, label, cells in table_rows(report):
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     notes = footnotes(report)
     if notes:
-        lines += [""] + notes
+        lines += ["", *notes]
     return "\n".join(lines) + "\n"
 
 
 def to_json(report: ABReport) -> dict[str, Any]:
-    return {"kit": report.kit, "arms": {name: arm.model_dump() for name, arm in report.arms.items()}}
+    return {
+        "kit": report.kit,
+        "arms": {name: arm.model_dump() for name, arm in report.arms.items()},
+    }
 
 
 def write_reports(ab_dir: Path) -> ABReport:

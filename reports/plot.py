@@ -15,7 +15,9 @@ def _arm_dirs(run_dir: Path) -> list[Path]:
     return sorted(p for p in run_dir.iterdir() if (p / "meta.json").exists())
 
 
-def _series(events: list[dict[str, Any]], key: str, scale: float) -> tuple[list[float], list[float]]:
+def _series(
+    events: list[dict[str, Any]], key: str, scale: float
+) -> tuple[list[float], list[float]]:
     xs, ys = [], []
     for ev in events:
         if ev.get("type") == "sample" and ev.get(key) is not None:
@@ -32,7 +34,9 @@ def plot_timelines(run_dir: Path, out_path: Path) -> None:
     import matplotlib.pyplot as plt
 
     arms = _arm_dirs(run_dir)
-    fig, axes = plt.subplots(4, max(1, len(arms)), figsize=(6.5 * max(1, len(arms)), 9), sharex="col", squeeze=False)
+    fig, axes = plt.subplots(
+        4, max(1, len(arms)), figsize=(6.5 * max(1, len(arms)), 9), sharex="col", squeeze=False
+    )
     for col, arm_dir in enumerate(arms):
         meta = load_json(arm_dir / "meta.json")
         scale = effective_scale(meta)

@@ -90,7 +90,9 @@ def stalls_from_timeline(events: Iterable[Mapping[str, Any]], scale: float) -> l
     return stalls
 
 
-def _stall(info: Mapping[str, Any], duration_wall_s: float, scale: float, stops: set[float]) -> Stall:
+def _stall(
+    info: Mapping[str, Any], duration_wall_s: float, scale: float, stops: set[float]
+) -> Stall:
     return Stall(
         start_s=round(info["onset"] * scale, 3),
         duration_s=round(max(0.0, duration_wall_s) * scale, 3),
@@ -147,7 +149,10 @@ def turn_figures(turns: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             prompt += int(rec["prompt_tokens"])
             cached += int(rec["cached_tokens"])
     return {
-        "turns": ok, "errors": errors, "timeouts": timeouts, "aborted": aborted,
+        "turns": ok,
+        "errors": errors,
+        "timeouts": timeouts,
+        "aborted": aborted,
         "generated": generated,
         "cached_perc": round(100.0 * cached / prompt, 1) if prompt else None,
     }
@@ -157,11 +162,17 @@ def load_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ReportError(f"{path} is missing", "is this a run directory written by `kit run`?") from None
+        raise ReportError(
+            f"{path} is missing", "is this a run directory written by `kit run`?"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise ReportError(f"{path} is not valid JSON ({exc.msg})", "was the run interrupted while writing?") from None
+        raise ReportError(
+            f"{path} is not valid JSON ({exc.msg})", "was the run interrupted while writing?"
+        ) from None
     if not isinstance(data, dict):
-        raise ReportError(f"{path} does not hold a JSON object", "is this a stallkit run directory?")
+        raise ReportError(
+            f"{path} does not hold a JSON object", "is this a stallkit run directory?"
+        )
     return data
 
 
@@ -187,7 +198,10 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         spec=str(meta.get("spec", arm_dir.name)),
         stalls=stalls,
         stopped_by_monitor=bool(meta.get("stopped_by_monitor", False)),
-        turns=tf["turns"], errors=tf["errors"], timeouts=tf["timeouts"], aborted=tf["aborted"],
+        turns=tf["turns"],
+        errors=tf["errors"],
+        timeouts=tf["timeouts"],
+        aborted=tf["aborted"],
         max_kv_perc=round(100.0 * max(kv), 1) if kv else None,
         preemptions=counter_increase(s.get("preemptions") for s in samples),
         log_counts=count_log_patterns(arm_dir / "engine.log", patterns),

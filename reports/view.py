@@ -17,7 +17,8 @@ def ab_table(report: ABReport) -> RenderableType:
         table.add_column(f"{name}\n{arm.spec}", justify="right")
     for key, label, cells in table_rows(report):
         styled = [
-            Text(c, style=("red" if c != "none" else "green") if key == "stalls" else "") for c in cells
+            Text(c, style=("red" if c != "none" else "green") if key == "stalls" else "")
+            for c in cells
         ]
         table.add_row(label, *styled)
     notes = [Text(n, style="dim") for n in footnotes(report)]

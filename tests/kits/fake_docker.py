@@ -9,6 +9,7 @@ exit at once after printing a line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -46,10 +47,24 @@ def run(args: list[str]) -> int:
         i += 2 if args[i] in takes_value else 1
     image = args[i]
     if "crash" in image:
-        argv = [sys.executable, "-c", "print('engine: fatal error, cannot allocate KV cache'); raise SystemExit(3)"]
+        argv = [
+            sys.executable,
+            "-c",
+            "print('engine: fatal error, cannot allocate KV cache'); raise SystemExit(3)",
+        ]
     else:
         policy = "fix" if image.endswith(":fix") else "base"
-        argv = [sys.executable, "-m", "engine.sim", "--policy", policy, "--port", host_port, "--time-scale", "20"]
+        argv = [
+            sys.executable,
+            "-m",
+            "engine.sim",
+            "--policy",
+            policy,
+            "--port",
+            host_port,
+            "--time-scale",
+            "20",
+        ]
     log = (STATE / f"{name}.log").open("ab")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     (STATE / f"{name}.pid").write_text(str(proc.pid))
@@ -85,10 +100,8 @@ def rm(args: list[str]) -> int:
     pid_file = STATE / f"{args[-1]}.pid"
     if pid_file.exists():
         pid = int(pid_file.read_text())
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         pid_file.unlink()
     return 0
 

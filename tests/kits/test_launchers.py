@@ -32,13 +32,21 @@ def _calls(state: Path) -> list[list[str]]:
 
 
 def _descendants_alive(pids: list[int]) -> list[int]:
-    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    return [
+        p
+        for p in pids
+        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 def test_docker_run_argv_uses_real_cli_forms(tmp_path: Path) -> None:
     opts = DockerOptions(
-        gpus=(5, 6), env={"TP": "2", "MAX_NUM_SEQS": "4"}, container_port=8000, host_port=18000,
-        overlays=(Overlay(tmp_path, "/usr/lib/python3/dist-packages/vllm"),), engine_args=("--x", "1"),
+        gpus=(5, 6),
+        env={"TP": "2", "MAX_NUM_SEQS": "4"},
+        container_port=8000,
+        host_port=18000,
+        overlays=(Overlay(tmp_path, "/usr/lib/python3/dist-packages/vllm"),),
+        engine_args=("--x", "1"),
     )
     argv = docker_run_argv("registry/fork:base", "stallkit-abc", opts)
     assert argv[:4] == ["docker", "run", "--detach", "--name"]
@@ -82,9 +90,13 @@ def test_docker_launcher_runs_follows_logs_and_removes(fake_docker: Path, tmp_pa
     assert "listening on" in (tmp_path / "engine.log").read_text()
 
 
-def test_docker_container_that_exits_shows_its_last_lines(fake_docker: Path, tmp_path: Path) -> None:
+def test_docker_container_that_exits_shows_its_last_lines(
+    fake_docker: Path, tmp_path: Path
+) -> None:
     launcher = DockerLauncher(
-        parse_spec("registry.local/crash:1"), DockerOptions(host_port=_free_port()), tmp_path / "engine.log"
+        parse_spec("registry.local/crash:1"),
+        DockerOptions(host_port=_free_port()),
+        tmp_path / "engine.log",
     )
     try:
         launcher.start()
@@ -95,8 +107,12 @@ def test_docker_container_that_exits_shows_its_last_lines(fake_docker: Path, tmp
     assert ["rm", "--force", launcher.name] in _calls(fake_docker)
 
 
-def test_missing_image_is_a_clear_error_and_starts_nothing(fake_docker: Path, tmp_path: Path) -> None:
-    launcher = DockerLauncher(parse_spec("registry.local/missing:1"), DockerOptions(), tmp_path / "e.log")
+def test_missing_image_is_a_clear_error_and_starts_nothing(
+    fake_docker: Path, tmp_path: Path
+) -> None:
+    launcher = DockerLauncher(
+        parse_spec("registry.local/missing:1"), DockerOptions(), tmp_path / "e.log"
+    )
     with pytest.raises(EngineError, match="not available"):
         launcher.start()
     launcher.stop()
@@ -121,5 +137,12 @@ def test_sim_launcher_stop_leaves_no_process(tmp_path: Path) -> None:
 def test_dump_toml_round_trips() -> None:
     import tomllib
 
-    data = {"a": 1, "b": 0.5, "c": "x\"y", "d": [1, 2], "e": True, "cost": {"k": 2.5, "inner": {"z": 1}}}
+    data = {
+        "a": 1,
+        "b": 0.5,
+        "c": 'x"y',
+        "d": [1, 2],
+        "e": True,
+        "cost": {"k": 2.5, "inner": {"z": 1}},
+    }
     assert tomllib.loads(dump_toml(data)) == data
