@@ -5,6 +5,9 @@ from __future__ import annotations
 from engine.launcher import Launcher, wait_for_health
 from engine.spec import EngineSpec
 
+#: how long an attached engine may take to answer /health
+ATTACH_TIMEOUT_S = 10.0
+
 
 class AttachLauncher(Launcher):
     """An engine someone else runs. Health is checked; stop leaves it alone."""
@@ -17,7 +20,10 @@ class AttachLauncher(Launcher):
         return None
 
     def wait_healthy(self, timeout_s: float) -> None:
-        wait_for_health(self.url, timeout_s, lambda: None, None, self.spec.target)
+        # the engine is supposed to be up already: do not wait a start-up timeout for it
+        wait_for_health(
+            self.url, min(timeout_s, ATTACH_TIMEOUT_S), lambda: None, None, self.spec.target
+        )
 
     @property
     def url(self) -> str:
