@@ -98,6 +98,9 @@ async def _drive(
                     return "duration"
                 continue
             if isinstance(event, RunFinished):
+                # let the agents' generator finish its clean-up (it closes turns.jsonl and its
+                # client); a cancel landing inside that clean-up would leak them
+                await asyncio.wait({tasks[1]}, timeout=10.0)
                 return "duration"
             if view.handle(event):  # a monitor event
                 timeline.write(event)
@@ -118,7 +121,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 
 def _write_summary(arm_dir: Path, scale: float) -> None:
-    records = read_records(arm_dir / "turns.jsonl")
+    turns = arm_dir / "turns.jsonl"
+    records = read_records(turns) if turns.exists() else []
     summary = summarize(records).model_dump(mode="json")
     summary["time_scale"] = scale
     _write_json(arm_dir / "summary.json", summary)

@@ -139,7 +139,8 @@ def test_ctrl_c_during_run_keeps_records_and_stops_everything(tmp_path: Path) ->
     meta = json.loads((out / "meta.json").read_text())
     assert meta["end_reason"] == "interrupted"
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["turns_ok"] >= 1 and summary["aborted"] >= 1
+    # the partial summary is made from exactly the records on disk
+    assert summary["requests"] == len(records) and summary["turns_ok"] >= 1
 
 
 def test_bad_inputs_are_one_line_errors_with_exit_2(tmp_path: Path) -> None:
