@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from abc import ABC, abstractmethod
@@ -24,6 +25,14 @@ from engine.errors import EngineError
 from engine.spec import EngineSpec
 
 HEALTH_POLL_S = 0.2
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on `host` a moment ago (the engine binds it soon after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def tail_lines(path: Path | None, count: int = 12) -> str:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from engine.errors import EngineError
-from engine.launcher import ProcessLauncher
+from engine.launcher import ProcessLauncher, free_port
 from engine.spec import EngineSpec
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -28,14 +27,6 @@ INSTALL_HINT = (
 )
 #: substrings of the engine-core process's title or command line (vLLM V1 sets the title)
 ENGINE_CORE_MARKERS = ("EngineCore", "engine_core")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free on `host` a moment ago (the server binds it soon after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def vllm_env(work_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:

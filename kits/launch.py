@@ -7,13 +7,12 @@ by the scale here; reports multiply back with the scale saved in each arm's meta
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
 from engine.attach import AttachLauncher
 from engine.docker import DockerLauncher, DockerOptions, Overlay
-from engine.launcher import Launcher
+from engine.launcher import Launcher, free_port
 from engine.spec import EngineSpec
 from kits.config import Kit
 from loadgen.config import LoadConfig
@@ -48,13 +47,6 @@ def monitor_config(kit: Kit, scale: float) -> MonitorConfig:
     fields = _scaled(kit.monitor.model_dump(exclude={"gpu_source"}), scale)
     fields["interval_s"] = max(MIN_INTERVAL_S, fields["interval_s"])
     return MonitorConfig.model_validate(fields)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def make_launcher(

@@ -15,16 +15,9 @@ import pytest
 
 from engine.docker import DockerLauncher, DockerOptions, Overlay, docker_run_argv
 from engine.errors import EngineError
+from engine.launcher import free_port
 from engine.simproc import SimLauncher, dump_toml
 from engine.spec import parse_spec
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _calls(state: Path) -> list[list[str]]:
@@ -67,7 +60,7 @@ def test_overlay_needs_an_existing_source_and_absolute_dest(tmp_path: Path) -> N
 
 
 def test_docker_launcher_runs_follows_logs_and_removes(fake_docker: Path, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     launcher = DockerLauncher(
         parse_spec("registry.local/fork:fix"),
         DockerOptions(gpus=(0, 1), env={"PROFILE": "x"}, container_port=8000, host_port=port),
@@ -95,7 +88,7 @@ def test_docker_container_that_exits_shows_its_last_lines(
 ) -> None:
     launcher = DockerLauncher(
         parse_spec("registry.local/crash:1"),
-        DockerOptions(host_port=_free_port()),
+        DockerOptions(host_port=free_port()),
         tmp_path / "engine.log",
     )
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager
@@ -14,16 +13,10 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from engine.launcher import free_port
 from kits.cli import app
 
 SimServer = Callable[..., AbstractAsyncContextManager[str]]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture
