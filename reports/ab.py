@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from reports.errors import ReportError
-from reports.rundir import ArmFigures, arm_figures, load_json
+from reports.rundir import ArmFigures, arm_dirs, arm_figures, load_json
 
 FLAG = "\u2020"  # dagger
 #: rows whose values depend on how long the arm ran
@@ -37,14 +37,11 @@ def load_ab(ab_dir: Path) -> ABReport:
             f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
         )
     kit = load_json(ab_dir / "kit.json")
-    if (ab_dir / "meta.json").exists():
-        arm_dirs = [ab_dir]
-    else:
-        arm_dirs = sorted(p for p in ab_dir.iterdir() if (p / "meta.json").exists())
-    if not arm_dirs:
+    dirs = arm_dirs(ab_dir)
+    if not dirs:
         raise ReportError(f"no arm directories under {ab_dir}", "each arm needs a meta.json")
     arms = {}
-    for d in arm_dirs:
+    for d in dirs:
         name = str(load_json(d / "meta.json").get("arm", d.name))
         arms[name] = arm_figures(d)
     return ABReport(kit=str(kit.get("name", "kit")), arms=arms)

@@ -6,13 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reports.rundir import effective_scale, load_json, read_jsonl, stalls_from_timeline
-
-
-def _arm_dirs(run_dir: Path) -> list[Path]:
-    if (run_dir / "meta.json").exists():
-        return [run_dir]
-    return sorted(p for p in run_dir.iterdir() if (p / "meta.json").exists())
+from reports.rundir import arm_dirs, effective_scale, load_json, read_jsonl, stalls_from_timeline
 
 
 def _series(
@@ -33,7 +27,7 @@ def plot_timelines(run_dir: Path, out_path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    arms = _arm_dirs(run_dir)
+    arms = arm_dirs(run_dir)
     fig, axes = plt.subplots(
         4, max(1, len(arms)), figsize=(6.5 * max(1, len(arms)), 9), sharex="col", squeeze=False
     )

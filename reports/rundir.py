@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from loadgen.records import read_records
+from loadgen.summary import summarize
 from reports.errors import ReportError
-
-ERROR_OUTCOMES = ("http_error", "stream_error", "connect_error")
 
 
 class Stall(BaseModel):
@@ -130,34 +130,6 @@ def count_log_patterns(log_path: Path, patterns: Mapping[str, str]) -> dict[str,
     return counts
 
 
-def turn_figures(turns: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Turns, errors, timeouts, aborted, generated tokens and cached share from turn records."""
-    ok = errors = timeouts = aborted = 0
-    generated = prompt = cached = 0
-    for rec in turns:
-        outcome = rec.get("outcome")
-        if outcome == "ok":
-            ok += 1
-        elif outcome == "timeout":
-            timeouts += 1
-        elif outcome == "aborted":
-            aborted += 1
-        elif outcome in ERROR_OUTCOMES:
-            errors += 1
-        generated += int(rec.get("completion_tokens") or 0)
-        if rec.get("prompt_tokens") is not None and rec.get("cached_tokens") is not None:
-            prompt += int(rec["prompt_tokens"])
-            cached += int(rec["cached_tokens"])
-    return {
-        "turns": ok,
-        "errors": errors,
-        "timeouts": timeouts,
-        "aborted": aborted,
-        "generated": generated,
-        "cached_perc": round(100.0 * cached / prompt, 1) if prompt else None,
-    }
-
-
 def load_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -176,6 +148,13 @@ def load_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def arm_dirs(run_dir: Path) -> list[Path]:
+    """The arm directories of a run: the run itself (`kit run`) or its children (`kit ab`)."""
+    if (run_dir / "meta.json").exists():
+        return [run_dir]
+    return sorted(p for p in run_dir.iterdir() if (p / "meta.json").exists())
+
+
 def effective_scale(meta: Mapping[str, Any]) -> float:
     """Engine seconds per wall second of an arm: as achieved when measured, else nominal."""
     achieved = meta.get("engine_s_per_wall_s")
@@ -189,7 +168,9 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
     scale = effective_scale(meta)
     events = list(read_jsonl(arm_dir / "timeline.jsonl"))
     samples = [e for e in events if e.get("type") == "sample"]
-    tf = turn_figures(read_jsonl(arm_dir / "turns.jsonl"))
+    # the records, not summary.json, are the source: they survive a crash that a summary may not
+    turns = arm_dir / "turns.jsonl"
+    load = summarize(read_records(turns) if turns.exists() else [])
     duration_s = float(meta.get("wall_s", 0.0)) * scale
     kv = [float(s["kv_usage"]) for s in samples if s.get("kv_usage") is not None]
     patterns = kit.get("report", {}).get("log_patterns", {})
@@ -198,15 +179,15 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         spec=str(meta.get("spec", arm_dir.name)),
         stalls=stalls,
         stopped_by_monitor=bool(meta.get("stopped_by_monitor", False)),
-        turns=tf["turns"],
-        errors=tf["errors"],
-        timeouts=tf["timeouts"],
-        aborted=tf["aborted"],
+        turns=load.turns_ok,
+        errors=load.errors,
+        timeouts=load.timeouts,
+        aborted=load.aborted,
         max_kv_perc=round(100.0 * max(kv), 1) if kv else None,
         preemptions=counter_increase(s.get("preemptions") for s in samples),
         log_counts=count_log_patterns(arm_dir / "engine.log", patterns),
-        decode_tok_s=round(tf["generated"] / duration_s, 1) if duration_s > 0 else None,
-        cached_perc=tf["cached_perc"],
+        decode_tok_s=round(load.generated_tokens / duration_s, 1) if duration_s > 0 else None,
+        cached_perc=None if load.cached_prompt_pct is None else round(load.cached_prompt_pct, 1),
         duration_s=round(duration_s, 1),
         planned_duration_s=meta.get("planned_duration_s"),
         end_reason=str(meta.get("end_reason", "unknown")),
