@@ -7,11 +7,14 @@ orchestration lives in `kits.run` and `kits.ab`; the tables in `reports`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kits.cli_common import fail, user_errors
+
+if TYPE_CHECKING:
+    from kits.ab import Plan, Result
 
 EXIT_STRICT = 1
 EXIT_INTERRUPTED = 130
@@ -58,6 +61,16 @@ def _overrides(
     return {key: value for key, value in pairs.items() if value is not None}
 
 
+def _execute(plan: Plan, no_dashboard: bool) -> Result:
+    """Run a plan; an interrupted run exits 130 after its partial results are written."""
+    from kits.ab import execute
+
+    result = execute(plan, dashboard=not no_dashboard)
+    if result.interrupted:
+        raise fail(f"interrupted; partial results kept in {plan.out_dir}", code=EXIT_INTERRUPTED)
+    return result
+
+
 @user_errors
 def run(
     engine: Annotated[
@@ -76,16 +89,12 @@ def run(
     no_dashboard: NoDashOpt = False,
 ) -> None:
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
-    from kits.ab import Plan, execute
+    from kits.ab import Plan
 
     plan = Plan.build(
         kit, {"run": engine}, out, _overrides(duration, time_scale, seed, agents), overlay or []
     )
-    result = execute(plan, dashboard=not no_dashboard)
-    if result.interrupted:
-        raise fail(
-            "interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED
-        )
+    _execute(plan, no_dashboard)
 
 
 @user_errors
@@ -123,7 +132,7 @@ def ab(
 
     With no arguments: the restore-stall kit on sim:base versus sim:fix, a few minutes on a laptop.
     """
-    from kits.ab import Plan, execute, strict_failures
+    from kits.ab import Plan, strict_failures
 
     plan = Plan.build(
         kit,
@@ -136,11 +145,7 @@ def ab(
     if dry_run:
         typer.echo(plan.describe())
         return
-    result = execute(plan, dashboard=not no_dashboard)
-    if result.interrupted:
-        raise fail(
-            "interrupted; partial results kept in " + str(plan.out_dir), code=EXIT_INTERRUPTED
-        )
+    result = _execute(plan, no_dashboard)
     if strict and result.report is not None:
         problems = strict_failures(result.report)
         if problems:

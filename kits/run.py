@@ -161,6 +161,8 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         gpu = gpu_source(source, timeout_s=mon.scrape_timeout_s)
         info = await preflight(launcher.url, load)
         view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
+        if scale != 1.0:
+            view.note(f"{arm.name}: engine runs at {scale:g}x: live rates are per wall second")
         engine_t0 = await _engine_time_s(launcher.url)
         t_load = time.monotonic()
         async with view.live(launcher.url):
