@@ -276,7 +276,7 @@ async def test_sigstop_of_the_engine_core_freezes_generation_and_sigcont_resumes
     assert len(cores) == 1, f"expected one engine-core child, found {cores}"
     chunks: list[float] = []
     body = {
-        "model": model_name, "prompt": "ka ri", "max_tokens": 3000, "ignore_eos": True,
+        "model": model_name, "prompt": "ka ri", "max_tokens": 4000, "ignore_eos": True,
         "stream": True,
     }  # fmt: skip
     async with httpx.AsyncClient(base_url=vllm_server.url, timeout=120) as client:
@@ -289,11 +289,13 @@ async def test_sigstop_of_the_engine_core_freezes_generation_and_sigcont_resumes
 
         task = asyncio.create_task(stream())
         try:
-            await wait_for(lambda: len(chunks) >= 20, 60, "no tokens streamed")
+            # stop early: a stream that already ended cannot show a freeze (it would race)
+            await wait_for(lambda: len(chunks) >= 1, 60, "no tokens streamed")
             os.kill(cores[0], signal.SIGSTOP)
             try:
                 await asyncio.sleep(1.0)  # what the core sent before it stopped drains
                 frozen_at = len(chunks)
+                assert not task.done(), f"the stream ended ({frozen_at} chunks) before the freeze"
                 await asyncio.sleep(3.0)
                 stalled = len(chunks) - frozen_at
                 metrics = await client.get("/metrics", timeout=10)
