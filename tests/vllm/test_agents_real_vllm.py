@@ -126,7 +126,10 @@ class HangScript:
                 self.early.append(event)
             if isinstance(event, Sample) and event.gen_tok_s > 0:
                 self.streaming_samples += 1
-            if self.streaming_samples >= 6:  # three seconds of steady generation first
+            # three seconds of steady generation first, and stop while requests run: a
+            # stopped core's gauges keep their last values, which must show work pending
+            busy = isinstance(event, Sample) and (event.snapshot.running or 0) > 0
+            if self.streaming_samples >= 6 and busy:
                 os.kill(self.core, signal.SIGSTOP)
                 self.stopped_at = self.now()
             return False
