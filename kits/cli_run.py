@@ -38,6 +38,12 @@ ScaleOpt = Annotated[
 ]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Override load.seed")]
 AgentsOpt = Annotated[int | None, typer.Option("--agents", help="Override load.agents")]
+MinContextOpt = Annotated[
+    int | None, typer.Option("--min-context", help="Override load.min_context (tokens)")
+]
+MaxContextOpt = Annotated[
+    int | None, typer.Option("--max-context", help="Override load.max_context (tokens)")
+]
 OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -50,13 +56,20 @@ NoDashOpt = Annotated[
 
 
 def _overrides(
-    duration: float | None, scale: float | None, seed: int | None, agents: int | None
+    duration: float | None,
+    scale: float | None,
+    seed: int | None,
+    agents: int | None,
+    min_context: int | None,
+    max_context: int | None,
 ) -> dict[str, Any]:
     pairs = {
         "load.duration_s": duration,
         "sim.time_scale": scale,
         "load.seed": seed,
         "load.agents": agents,
+        "load.min_context": min_context,
+        "load.max_context": max_context,
     }
     return {key: value for key, value in pairs.items() if value is not None}
 
@@ -85,6 +98,8 @@ def run(
     time_scale: ScaleOpt = None,
     seed: SeedOpt = None,
     agents: AgentsOpt = None,
+    min_context: MinContextOpt = None,
+    max_context: MaxContextOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
 ) -> None:
@@ -92,7 +107,11 @@ def run(
     from kits.ab import Plan
 
     plan = Plan.build(
-        kit, {"run": engine}, out, _overrides(duration, time_scale, seed, agents), overlay or []
+        kit,
+        {"run": engine},
+        out,
+        _overrides(duration, time_scale, seed, agents, min_context, max_context),
+        overlay or [],
     )
     _execute(plan, no_dashboard)
 
@@ -121,6 +140,8 @@ def ab(
     time_scale: ScaleOpt = None,
     seed: SeedOpt = None,
     agents: AgentsOpt = None,
+    min_context: MinContextOpt = None,
+    max_context: MaxContextOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     dry_run: Annotated[
@@ -138,7 +159,7 @@ def ab(
         kit,
         {"base": base, "fix": fix},
         out,
-        _overrides(duration, time_scale, seed, agents),
+        _overrides(duration, time_scale, seed, agents, min_context, max_context),
         overlay or [],
         parallel=parallel,
     )

@@ -36,19 +36,13 @@ def _kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 
 def test_ab_without_arguments_reproduces_the_stall_and_the_fix(tmp_path: Path) -> None:
     out = tmp_path / "ab"
-    # an hour of engine time at 120x: over HTTP the stall's onset varies with request timing,
-    # and a longer window makes the base arm's livelock (8 of 10 seeds within 30 min) near certain
+    # An hour of engine time at 120x, with contexts of 60-100K tokens: over HTTP the livelock's
+    # onset depends on request timing, and at the kit's 40-100K the four running contexts
+    # fill the pool only part of the time, so a 30-minute window can pass without it.
     done = _kit(
-        "ab",
-        "--duration",
-        "3600",
-        "--time-scale",
-        "120",
-        "--no-dashboard",
-        "--out",
-        str(out),
-        timeout=400,
-    )
+        "ab", "--duration", "3600", "--time-scale", "120", "--min-context", "60000",
+        "--no-dashboard", "--out", str(out), timeout=400,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     for name in ("ab.md", "ab.json", "timeline.png"):
         assert (out / name).stat().st_size > 0, name
@@ -57,10 +51,8 @@ def test_ab_without_arguments_reproduces_the_stall_and_the_fix(tmp_path: Path) -
     assert base["spec"] == "sim:base" and fix["spec"] == "sim:fix"
     assert any(s["kind"] == "spinning" and s["stopped_run"] for s in base["stalls"]), base["stalls"]
     assert fix["stalls"] == []
-    # the fixed engine keeps polling restores and recomputes the ones past the max wait; how
-    # many the base arm recomputed before its stall varies with request timing over HTTP
-    assert fix["log_counts"]["restores_recomputed"] > 0
-    assert base["stalls"][0]["start_s"] < base["duration_s"]
+    # a stuck engine never polls its restores again; the fixed one recomputes them after the wait
+    assert fix["log_counts"]["restores_recomputed"] > base["log_counts"]["restores_recomputed"]
     assert fix["duration_s"] == pytest.approx(3600, rel=0.05)
     md = (out / "ab.md").read_text()
     for row in (
