@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kits.errors import USER_ERRORS
+from contract.errors import StallkitError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -37,7 +37,7 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except USER_ERRORS as exc:
-            raise fail(str(exc), getattr(exc, "hint", "")) from None
+        except StallkitError as exc:
+            raise fail(str(exc), exc.hint) from None
 
     return wrapper
