@@ -30,6 +30,13 @@ def fail(message: str, hint: str = "", code: int = EXIT_USER_ERROR) -> typer.Exi
     return typer.Exit(code)
 
 
+def help_when_bare(ctx: typer.Context) -> None:
+    """A group's callback: print its help and exit 0 when no command is given."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+
+
 def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn the tool's own exceptions into one line and exit code 2, never a traceback."""
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import user_errors
+from kits.cli_common import help_when_bare, user_errors
 
 
 class PolicyChoice(StrEnum):
@@ -27,7 +27,8 @@ class CaseChoice(StrEnum):
 
 sim_app = typer.Typer(
     help="The embedded simulated engine: serve it like vLLM, or trace its scheduler.",
-    no_args_is_help=True,
+    invoke_without_command=True,
+    callback=help_when_bare,
 )
 
 

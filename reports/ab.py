@@ -1,4 +1,4 @@
-"""The A/B table of DESIGN.md from saved arm directories: markdown, JSON and a rich table.
+"""The A/B table from saved arm directories: markdown, JSON and a rich table.
 
 Rows, one column per arm: stalls; turns / errors / timeouts; max KV; preemptions; one row
 per named log pattern (restores recomputed, tracebacks, ...); decode tok/s; prompt tokens

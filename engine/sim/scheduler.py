@@ -1,6 +1,6 @@
 """The fork's scheduler step: running pass, waiting pass with restore admission, leftover decode.
 
-One step (DESIGN.md, "The simulated engine"): the controller picks a turn. A contended prefill
+One step: the controller picks a turn. A contended prefill
 turn continues running prefill chunks, runs the waiting pass (FCFS; restores are polled here),
 then the leftover decode pass, which under policy `base` may not preempt and under `fix` may
 preempt while the step has scheduled nothing. A decode turn, or an uncontended step, runs the
