@@ -108,7 +108,15 @@ def _execute(plan: Plan, no_dashboard: bool) -> Result:
     """Run a plan; an interrupted run exits 130 after its partial results are written."""
     from kits.ab import execute
 
-    result = execute(plan, dashboard=not no_dashboard)
+    try:
+        result = execute(plan, dashboard=not no_dashboard)
+    except KeyboardInterrupt:
+        # after the arms: everything they recorded is on disk, only the reports are missing
+        raise fail(
+            f"interrupted while writing the reports; the run is kept in {plan.out_dir}",
+            f"make them with `kit report {plan.out_dir}`",
+            code=EXIT_INTERRUPTED,
+        ) from None
     if result.interrupted and not plan.out_dir.exists():
         raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
     if result.interrupted:
