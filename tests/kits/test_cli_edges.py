@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from engine.launcher import free_port
+from monitor.gpu import probe_engine_dcgm
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -134,7 +136,9 @@ def test_a_one_arm_run_writes_its_own_report(tmp_path: Path) -> None:
     assert (out / "run.md").read_text() == md and not (out / "ab.md").exists()
 
 
-def test_load_with_small_contexts_fits_its_turns_to_them(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """`kit sim serve` in its own process, at 1x."""
     server = subprocess.Popen(
         [sys.executable, "-m", "kits", "sim", "serve", "--port", "0"],
         stdout=subprocess.PIPE,
@@ -142,20 +146,22 @@ def test_load_with_small_contexts_fits_its_turns_to_them(tmp_path: Path) -> None
         text=True,
         cwd=REPO,
     )
+    assert server.stdout is not None
     try:
-        assert server.stdout is not None
         line = server.stdout.readline()
         assert "listening on" in line, line
-        url = line.split()[-1]
-        done = kit(
-            "load", url, "--agents", "2", "--min-context", "200", "--max-context", "2000",
-            "--max-turns", "1", "--out", str(tmp_path / "load"),
-        )  # fmt: skip
+        yield line.split()[-1]
     finally:
         server.terminate()
         server.wait(10)
-        if server.stdout is not None:
-            server.stdout.close()
+        server.stdout.close()
+
+
+def test_load_with_small_contexts_fits_its_turns_to_them(sim_url: str, tmp_path: Path) -> None:
+    done = kit(
+        "load", sim_url, "--agents", "2", "--min-context", "200", "--max-context", "2000",
+        "--max-turns", "1", "--out", str(tmp_path / "load"),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     records = [json.loads(x) for x in (tmp_path / "load" / "turns.jsonl").read_text().splitlines()]
     assert len(records) == 2 and all(r["outcome"] == "ok" for r in records), records
@@ -163,6 +169,22 @@ def test_load_with_small_contexts_fits_its_turns_to_them(tmp_path: Path) -> None
     # without a terminal the last progress line ends, so the summary starts on its own line
     assert done.stderr.endswith("\n") and "timeouts" in done.stderr
     assert done.stdout.lstrip().startswith("load summary")
+
+
+def test_monitor_picks_the_engines_dcgm_page_by_default(sim_url: str, tmp_path: Path) -> None:
+    args = ["monitor", sim_url, "--duration", "1", "--interval", "0.2", "--no-dashboard"]
+    done = kit(*args, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    dcgm = f"dcgm:{sim_url}/dcgm/metrics"
+    assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in done.stderr
+    kinds = {json.loads(x)["type"] for x in (tmp_path / "timeline.jsonl").read_text().splitlines()}
+    assert "gpu" in kinds
+    assert probe_engine_dcgm(sim_url) == (dcgm, "the engine serves DCGM")
+    assert probe_engine_dcgm(sim_url + "/nothing") == (
+        "none",
+        f"no DCGM page at {sim_url}/nothing/dcgm/metrics",
+    )
+    assert probe_engine_dcgm(f"http://127.0.0.1:{free_port()}") == ("none", "")
 
 
 def test_load_bounds_that_cannot_fit_a_turn_say_the_limits_in_flags() -> None:
