@@ -82,7 +82,7 @@ def load(
         cfg = LoadConfig.model_validate(options)
     except ValidationError as exc:
         raise KitError(
-            f"invalid option {validation_message(exc, names=_FLAGS, default='')}",
+            f"invalid load options: {validation_message(exc, names=_FLAGS, default='')}",
             "see `kit load --help`",
         ) from None
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
