@@ -176,10 +176,17 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     except ValidationError as exc:
         loc = validation_location(exc)
         key = ".".join(str(k) for k in loc)
-        blamed = [k for k in overrides or {} if k == key or k.startswith(key + ".")]
+        message = validation_message(exc)
+        # an override is to blame for its own field, or for a check of its table that names it
+        blamed = [
+            k
+            for k in overrides or {}
+            if k == key
+            or (k.startswith(key + ".") and re.search(rf"\b{k.rsplit('.', 1)[-1]}\b", message))
+        ]
         if blamed:
             # the bad value came from the command line, not from the kit's text
-            raise OverrideError(blamed, validation_message(exc)) from None
+            raise OverrideError(blamed, message) from None
         line = _line_of(text, loc)
         where = f"{origin}:{line}" if line else origin
         raise KitError(
