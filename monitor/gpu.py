@@ -122,7 +122,9 @@ class SmiGpu:
         except OSError as exc:
             raise MonitorError(f"{self.label}: cannot run nvidia-smi: {exc}") from None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
+            # not wait_for: on Python 3.11 it can swallow the monitor's own cancellation
+            async with asyncio.timeout(self._timeout_s):
+                out, err = await proc.communicate()
         except TimeoutError:
             proc.kill()
             await proc.wait()
