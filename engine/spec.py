@@ -2,14 +2,17 @@
 
 Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, or a docker image
 reference with its repository path (`vllm/vllm-openai:v0.32`, `registry:5000/team/engine`).
-A bare `word:rest` with no `/` is read as a spec form, so a mistyped form (`sim2:base`,
-`nosuch:thing`) is refused with the list of forms instead of being handed to docker; an image
-of Docker Hub's library is written with its path (`library/NAME:TAG`).
+A bare `word:rest` with no `/` is a docker image only when docker has a local image of that
+name (one built here, e.g. `myfork:fix`); otherwise it is read as a mistyped form (`sim2:base`,
+`nosuch:thing`) and refused with the list of forms, in a dry run as in a run, instead of being
+handed to docker to pull. An image of Docker Hub's library is written with its path
+(`library/NAME:TAG`).
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,6 +46,17 @@ class EngineSpec:
         return self.raw
 
 
+def _local_image(image: str) -> bool:
+    """Whether docker has a local image of this name (False when docker cannot tell)."""
+    try:
+        found = subprocess.run(
+            ["docker", "image", "inspect", image], capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
+
+
 def parse_spec(raw: str) -> EngineSpec:
     """Parse one engine spec string; raise EngineError with a hint on an unknown form."""
     text = raw.strip()
@@ -67,7 +81,13 @@ def parse_spec(raw: str) -> EngineSpec:
         return EngineSpec("vllm", model, text)
     prefix, colon, _ = text.partition(":")
     if colon and "/" not in text:
-        raise EngineError(f"unknown engine spec form {prefix + ':'!r} in {raw!r}", _SPEC_HINT)
+        if _IMAGE_RE.match(text) and _local_image(text):
+            return EngineSpec("docker", text, text)
+        raise EngineError(
+            f"unknown engine spec form {prefix + ':'!r} in {raw!r} (and no local docker image "
+            "of that name)",
+            _SPEC_HINT,
+        )
     if "/" in text and _IMAGE_RE.match(text):
         return EngineSpec("docker", text, text)
     raise EngineError(f"unknown engine spec {raw!r}", _SPEC_HINT)

@@ -78,22 +78,28 @@ def test_flag_values_are_blamed_on_the_flag_not_the_kit_file() -> None:
 
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_unknown_spec_forms_are_refused_with_the_list_of_forms(
-    dry_run: bool, tmp_path: Path
+    dry_run: bool, fake_docker: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "ab"
-    args = ["ab", "--base", "nosuch:thing", "--out", str(out), *(["--dry-run"] * dry_run)]
+    # the fake docker has every image except those whose name says "missing"
+    args = ["ab", "--base", "nosuch:missing", "--out", str(out), *(["--dry-run"] * dry_run)]
     line = one_error_line(kit(*args))
-    assert "unknown engine spec form 'nosuch:'" in line
+    assert "unknown engine spec form 'nosuch:'" in line and "no local docker image" in line
     for form in ("sim:base", "url:http://HOST:PORT", "vllm:MODEL_DIR", "docker image"):
         assert form in line
-    assert "docker login" not in line and not out.exists()
+    assert "registry login" not in line and not out.exists()
+    calls = [json.loads(x) for x in (fake_docker / "calls.jsonl").read_text().splitlines()]
+    assert calls == [["image", "inspect", "nosuch:missing"]]  # asked, never pulled
 
 
-def test_image_references_with_a_path_are_still_images() -> None:
-    for image in ("library/ubuntu:22.04", "registry:5000/team/engine:fix", "vllm/vllm-openai"):
+def test_image_references_are_images(fake_docker: Path) -> None:
+    images = ("library/ubuntu:22.04", "registry:5000/team/engine:fix", "vllm/vllm-openai")
+    for image in (*images, "localbuild:fix"):  # the last: a local image without a path
         done = kit("ab", "--base", image, "--dry-run")
         assert done.returncode == 0, done.stderr
         assert f"base: {image} (docker;" in done.stdout
+    calls = [json.loads(x) for x in (fake_docker / "calls.jsonl").read_text().splitlines()]
+    assert calls == [["image", "inspect", "localbuild:fix"]]  # only a bare name is looked up
 
 
 def test_a_run_that_fails_before_recording_anything_leaves_nothing(tmp_path: Path) -> None:
