@@ -133,7 +133,10 @@ def wait_for_health(
             if time.monotonic() > deadline:
                 raise EngineError(
                     f"{what} was not healthy after {timeout_s:.0f} s",
-                    "raise the kit's engine.startup_timeout_s, or read " + str(log_path),
+                    f"raise the kit's engine.startup_timeout_s, or read {log_path}"
+                    if log_path
+                    else f"is the engine running and serving {url}/health? "
+                    "(url: specs attach to a running engine; they start nothing)",
                 )
             time.sleep(HEALTH_POLL_S)
 

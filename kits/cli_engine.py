@@ -7,12 +7,13 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import err_console, user_errors
+from kits.cli_common import err_console, help_when_bare, user_errors
 
 engine_app = typer.Typer(
     name="engine",
     help="Prepare engines: build the tiny local model that real vLLM serves on CPU.",
-    no_args_is_help=True,
+    invoke_without_command=True,
+    callback=help_when_bare,
 )
 
 

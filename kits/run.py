@@ -24,6 +24,7 @@ from rich.console import Console
 
 from engine.launcher import Launcher, tail_lines
 from kits.ab import Arm, Plan
+from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
 from kits.view import RunView
 from loadgen.config import LoadConfig
@@ -46,7 +47,7 @@ _ENGINE_TIME_RE = re.compile(
 ENGINE_POLL_S = 1.0
 
 
-class EngineDied(Exception):
+class EngineDied(KitError):
     """The engine ended on its own during the run; the message holds its last log lines."""
 
 

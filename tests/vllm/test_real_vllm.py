@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "vllm-0.32-metric-families.txt"
-#: what the monitor reads (DESIGN.md, "vLLM metrics the tool reads"); none is fork-only
+#: what the monitor reads (the stall signals); none is fork-only
 MONITOR_METRICS = (
     "vllm:generation_tokens_total",
     "vllm:num_requests_running",
