@@ -62,6 +62,24 @@ class SimSection(BaseModel):
     engine: SimConfig = Field(default_factory=SimConfig, description="simulated engine sizes")
 
 
+class PatchedSection(BaseModel):
+    """The patched engine, for `patched:base` / `patched:fix` arms (a local vLLM with the plugin)."""
+
+    model_config = _FROZEN
+    model: str | None = Field(
+        None,
+        description="model directory (or name) the arms serve unless the spec names one; "
+        "${VAR} expands from the environment",
+    )
+    prefill_compute_share: float = Field(
+        0.4, gt=0, lt=1, description="prefill's share of scheduler compute time"
+    )
+    async_scheduling: bool | None = Field(
+        None,
+        description="async scheduling (AsyncPatchedScheduler); default: on when the arm has GPUs",
+    )
+
+
 class KitMonitor(MonitorConfig):
     """The monitor's settings plus where its GPU readings come from."""
 
@@ -99,6 +117,7 @@ class Kit(BaseModel):
     description: str = Field("", description="what the kit reproduces")
     engine: EngineProfile = Field(default_factory=EngineProfile)
     sim: SimSection = Field(default_factory=SimSection)
+    patched: PatchedSection = Field(default_factory=PatchedSection)
     load: LoadConfig = Field(default_factory=LoadConfig)
     monitor: KitMonitor = Field(default_factory=KitMonitor)
     report: ReportSettings = Field(default_factory=ReportSettings)
