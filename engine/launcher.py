@@ -79,6 +79,10 @@ class Launcher(ABC):
         """PIDs of processes this launcher started and still holds (for tests and checks)."""
         return []
 
+    def cpu_seconds(self) -> float | None:
+        """The engine's cumulative CPU seconds (all its processes), None where unknown."""
+        return None
+
     def __enter__(self) -> Launcher:
         self.start()
         return self

@@ -13,7 +13,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,11 +80,12 @@ async def _drive(
     mon: MonitorConfig,
     gpu: GpuSource,
     view: RunView,
+    cpu: Callable[[], float | None] | None = None,
 ) -> str:
     """Run agents and monitor together until the duration passes or a stall stop; the end reason."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
     tasks = [
-        asyncio.create_task(_pump("monitor", watch(url, mon, gpu), queue)),
+        asyncio.create_task(_pump("monitor", watch(url, mon, gpu, engine_cpu=cpu), queue)),
         asyncio.create_task(_pump("load", run_agents(info, load, arm.dir), queue)),
     ]
     timeline = TimelineWriter(arm.dir / "timeline.jsonl")
@@ -166,7 +167,9 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         engine_t0 = await _engine_time_s(launcher.url)
         t_load = time.monotonic()
         async with view.live(launcher.url):
-            meta["end_reason"] = await _drive(arm, launcher.url, info, load, mon, gpu, view)
+            meta["end_reason"] = await _drive(
+                arm, launcher.url, info, load, mon, gpu, view, launcher.cpu_seconds
+            )
     except asyncio.CancelledError:
         meta["end_reason"] = "interrupted"
         raise
