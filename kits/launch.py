@@ -102,4 +102,5 @@ def _patched_launcher(
         engine_args=kit.engine.engine_args,
         gpus=gpus,
         log_path=log_path,
+        extra_env=kit.engine.env,
     )

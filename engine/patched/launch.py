@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +90,7 @@ class PatchedLauncher(VllmLauncher):
         gpus: Sequence[int] = (),
         log_path: Path | None = None,
         grace_s: float = 15.0,
+        extra_env: Mapping[str, str] | None = None,
     ) -> None:
         if spec.kind != "patched":
             raise EngineError(
@@ -102,6 +103,7 @@ class PatchedLauncher(VllmLauncher):
         self.options = options
         self.metrics_dir = Path(work_dir).resolve() / "prometheus"
         env = dict(self.env or os.environ)
+        env.update(extra_env or {})
         env["PYTHONPATH"] = _pythonpath(env.get("PYTHONPATH"))
         env["PROMETHEUS_MULTIPROC_DIR"] = str(self.metrics_dir)
         if gpus:
