@@ -48,10 +48,19 @@ class EngineProfile(BaseModel):
         default_factory=list,
         description="arguments after the image, or to `vllm serve` for vllm: arms",
     )
+    arm_engine_args: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per-arm engine arguments appended to engine_args (arm name -> arguments), "
+        "e.g. the patched scheduler's policy for each arm of one stock image",
+    )
 
     def gpus_for(self, arm: str) -> list[int]:
         """The GPUs an arm runs on."""
         return self.arm_gpus.get(arm, self.gpus)
+
+    def engine_args_for(self, arm: str) -> list[str]:
+        """The engine arguments of an arm: the shared ones, then the arm's own."""
+        return [*self.engine_args, *self.arm_engine_args.get(arm, [])]
 
 
 class SimSection(BaseModel):

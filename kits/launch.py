@@ -76,7 +76,7 @@ def make_launcher(
         shm_size=kit.engine.shm_size,
         ipc_host=kit.engine.ipc_host,
         extra_args=tuple(kit.engine.docker_args),
-        engine_args=tuple(kit.engine.engine_args),
+        engine_args=tuple(kit.engine.engine_args_for(arm)),
         overlays=tuple(overlays or ()),
         name_prefix=f"stallkit-{kit.name}-{arm}",
     )
