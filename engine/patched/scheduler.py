@@ -55,6 +55,8 @@ from engine.sim.controller import ComputeShareController, Turn, may_preempt, run
 
 logger = logging.getLogger("vllm.stallkit.patched")
 LOG_PREFIX = "stallkit patched scheduler"
+#: steps scheduled but not yet charged (async scheduling keeps one or two in flight)
+_MAX_PENDING = 16
 
 if TYPE_CHECKING:
     _Base = Scheduler
@@ -148,6 +150,9 @@ class PatchedSchedulingMixin(_Base):
         empty = output.total_num_scheduled_tokens == 0
         self.patched_metrics.step(self._turn, empty)
         if self._contended and not empty:
+            if len(self._pending) >= _MAX_PENDING:
+                # outputs that never came back (an aborted step): forget the oldest
+                self._pending.pop(next(iter(self._pending)))
             self._pending[id(output)] = (self._turn, started)
         return output
 

@@ -131,3 +131,29 @@ def test_bad_additional_config_fails_the_start_with_one_log_line(
     lines = [r.getMessage() for r in caplog.records if r.name == "vllm.stallkit.patched"]
     assert len(lines) == 1 and needle in lines[0]
     assert lines[0].startswith("stallkit patched scheduler: ")
+
+
+def test_untested_vllm_is_refused_unless_allowed(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from engine.patched.config import PatchedConfigError
+    from tests.vllm.patched_harness import import_vllm
+
+    import_vllm()
+    from engine.patched.scheduler import load_config
+
+    monkeypatch.delenv("STALLKIT_ALLOW_UNTESTED_VLLM", raising=False)
+    vllm_config = SimpleNamespace(additional_config={"patched_scheduler": {"policy": "fix"}})
+    with (
+        caplog.at_level(logging.ERROR, logger="vllm.stallkit.patched"),
+        pytest.raises(PatchedConfigError, match="vLLM 0.99.0 is untested"),
+    ):
+        load_config(vllm_config, "0.99.0")
+    assert len([r for r in caplog.records if r.name == "vllm.stallkit.patched"]) == 1
+    monkeypatch.setenv("STALLKIT_ALLOW_UNTESTED_VLLM", "1")
+    assert load_config(vllm_config, "0.99.0").policy == "fix"
+    allowed = {"patched_scheduler": {"policy": "base", "allow_untested_vllm": True}}
+    monkeypatch.delenv("STALLKIT_ALLOW_UNTESTED_VLLM")
+    assert load_config(SimpleNamespace(additional_config=allowed), "0.99.0").policy == "base"
