@@ -148,7 +148,7 @@ def test_untested_vllm_is_refused_unless_allowed(
     vllm_config = SimpleNamespace(additional_config={"patched_scheduler": {"policy": "fix"}})
     with (
         caplog.at_level(logging.ERROR, logger="vllm.stallkit.patched"),
-        pytest.raises(PatchedConfigError, match="vLLM 0.99.0 is untested"),
+        pytest.raises(PatchedConfigError, match=r"vLLM 0\.99\.0 is untested"),
     ):
         load_config(vllm_config, "0.99.0")
     assert len([r for r in caplog.records if r.name == "vllm.stallkit.patched"]) == 1
