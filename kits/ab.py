@@ -128,10 +128,12 @@ class Result:
 
 
 def strict_failures(report: ABReport) -> list[str]:
-    """Reasons a CI run fails: the fix arm (or the only arm) stalled or logged a traceback."""
+    """Reasons a CI run fails: the fix arm (or the only arm) died, stalled or logged a traceback."""
     name = "fix" if "fix" in report.arms else next(iter(report.arms))
     arm = report.arms[name]
     problems = []
+    if arm.end_reason == "engine_died":
+        problems.append(f"{name} arm's engine died")
     if arm.stalls:
         problems.append(f"{name} arm stalled {len(arm.stalls)} time(s)")
     if arm.log_counts.get("tracebacks", 0):

@@ -141,6 +141,7 @@ def footnotes(report: ABReport) -> list[str]:
                 "stall_stop": "stopped by the monitor during a stall",
                 "interrupted": "interrupted",
                 "error": "ended by an error",
+                "engine_died": "ended when its engine died",
             }.get(arm.end_reason, arm.end_reason)
             notes.append(
                 f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}: its totals are not like for like."

@@ -138,22 +138,6 @@ class PatchedLauncher(VllmLauncher):
                 f"{self.spec.raw} did not serve its first request: {exc}", f"see {self.log_path}"
             ) from None
 
-    def cpu_seconds(self) -> float | None:
-        """CPU seconds (user + system) the server's process tree has used, None if gone."""
-        import psutil
-
-        total = 0.0
-        pids = self.tree_pids()
-        if not pids:
-            return None
-        for pid in pids:
-            try:
-                times = psutil.Process(pid).cpu_times()
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-            total += times.user + times.system
-        return total
-
 
 def docker_engine_args(options: PatchedOptions) -> tuple[list[str], dict[str, str]]:
     """Engine arguments and environment that run the plugin inside a stock vLLM image.
