@@ -103,7 +103,9 @@ async def watch(
         util = await gpu.start()
         loop = _Loop(StallDetector(config, gpu_checked=gpu.checked), gpu.checked)
         cpu = engine_cpu or (lambda: None)
-        for event in loop.events(0.0, ScrapeResult(first), util, None, cpu()):
+        for event in loop.events(
+            0.0, ScrapeResult(first), util, None, await asyncio.to_thread(cpu)
+        ):
             yield event
         tick = 1
         while True:
@@ -114,8 +116,10 @@ async def watch(
             if delay > 0:
                 await sleep(delay)
             t = clock() - t0
-            result, (reading, gpu_error) = await asyncio.gather(scraper.scrape(), _read_gpu(gpu))
-            for event in loop.events(t, result, reading, gpu_error, cpu()):
+            result, (reading, gpu_error), cpu_s = await asyncio.gather(
+                scraper.scrape(), _read_gpu(gpu), asyncio.to_thread(cpu)
+            )
+            for event in loop.events(t, result, reading, gpu_error, cpu_s):
                 yield event
             # A scrape slower than the interval skips the ticks it overran, not piles them up.
             tick = max(tick + 1, math.floor((clock() - t0) / config.interval_s) + 1)

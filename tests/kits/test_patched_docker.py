@@ -50,3 +50,23 @@ def test_both_arms_run_the_plugin_in_one_stock_image(fake_docker: Path, tmp_path
         config = json.loads(after_image[after_image.index("--additional-config") + 1])
         assert config == {"patched_scheduler": {"policy": arm, "prefill_compute_share": 0.4}}
         assert run[run.index("--gpus") + 1] == '"device=0,1"'
+
+
+def test_container_cpu_is_read_from_its_cgroup(fake_docker: Path, tmp_path: Path) -> None:
+    from engine.docker import parse_cpu_stat
+
+    assert parse_cpu_stat("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n") == 2.5
+    assert parse_cpu_stat("user_usec 1\n") is None
+    kit = load_kit("gpu-patched-docker")
+    launcher = make_launcher("base", parse_spec(IMAGE), kit, tmp_path / "base")
+    assert isinstance(launcher, DockerLauncher)
+    assert launcher.cpu_seconds() is None  # not started: nothing asked
+    try:
+        launcher.start()
+        launcher.wait_healthy(60)
+        # the fake docker has no `exec`: the reading is unknown, never an error
+        assert launcher.cpu_seconds() is None
+    finally:
+        launcher.stop()
+    calls = [json.loads(line) for line in (fake_docker / "calls.jsonl").read_text().splitlines()]
+    assert ["exec", launcher.name, "cat", "/sys/fs/cgroup/cpu.stat"] in calls
