@@ -36,7 +36,8 @@ def test_kit_ab_patched_base_spins_and_is_stopped_fix_runs_clean(
     kit = load_kit("cpu-patched")
     out = tmp_path / "ab"
     args = ["ab", "--base", "patched:base", "--fix", "patched:fix", "--kit", "cpu-patched"]
-    args += ["--duration", "20", "--no-dashboard", "--out", str(out)]
+    # in parallel: the two start-ups overlap (CPU arms share no GPU)
+    args += ["--duration", "20", "--parallel", "--no-dashboard", "--out", str(out)]
     started = time.monotonic()
     result = CliRunner().invoke(app, args)
     elapsed = time.monotonic() - started
