@@ -157,3 +157,29 @@ def test_untested_vllm_is_refused_unless_allowed(
     allowed = {"patched_scheduler": {"policy": "base", "allow_untested_vllm": True}}
     monkeypatch.delenv("STALLKIT_ALLOW_UNTESTED_VLLM")
     assert load_config(SimpleNamespace(additional_config=allowed), "0.99.0").policy == "base"
+
+
+def test_plugin_imports_nothing_of_the_tool_but_itself_and_the_controller() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore');"
+        "import engine.patched.scheduler;"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('engine', 'kits', 'loadgen', 'monitor', 'reports'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=170
+    )
+    loaded = set(out.stdout.split())
+    allowed = {
+        "engine",
+        "engine.patched",
+        "engine.patched.config",
+        "engine.patched.metrics",
+        "engine.patched.scheduler",
+        "engine.sim",
+        "engine.sim.controller",
+    }
+    assert loaded == allowed, loaded ^ allowed
