@@ -77,7 +77,7 @@ class PatchedSection(BaseModel):
     model_config = _FROZEN
     model: str | None = Field(
         None,
-        description="model directory (or name) the arms serve unless the spec names one; "
+        description="model directory the arms serve unless the spec names one; "
         "${VAR} expands from the environment",
     )
     prefill_compute_share: float = Field(
