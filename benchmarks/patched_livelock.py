@@ -131,7 +131,7 @@ def main() -> None:
             line = asyncio.run(_try(args.policy, seed, args.window, Path(tmp) / f"try{seed}"))
             print(line, flush=True)
             lines.append(line)
-    stalled = sum("livelock " in line for line in lines)
+    stalled = sum(": livelock " in line for line in lines)
     print(f"patched:{args.policy}: livelocked in {stalled} of {len(lines)} tries")
 
 
