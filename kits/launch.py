@@ -66,6 +66,8 @@ def make_launcher(
         from engine.local import VllmLauncher
 
         return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
+    if spec.kind == "patched":
+        return _patched_launcher(arm, spec, kit, arm_dir, log_path)
     opts = DockerOptions(
         gpus=tuple(kit.engine.gpus_for(arm)),
         env=dict(kit.engine.env),
@@ -74,8 +76,31 @@ def make_launcher(
         shm_size=kit.engine.shm_size,
         ipc_host=kit.engine.ipc_host,
         extra_args=tuple(kit.engine.docker_args),
-        engine_args=tuple(kit.engine.engine_args),
+        engine_args=tuple(kit.engine.engine_args_for(arm)),
         overlays=tuple(overlays or ()),
         name_prefix=f"stallkit-{kit.name}-{arm}",
     )
     return DockerLauncher(spec, opts, log_path)
+
+
+def _patched_launcher(
+    arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, log_path: Path
+) -> Launcher:
+    """A local vLLM with the patched scheduler: the kit's model, share and engine arguments."""
+    from engine.patched.config import PatchedConfig
+    from engine.patched.launch import PatchedLauncher, PatchedOptions, resolve_model
+
+    gpus = kit.engine.gpus_for(arm)
+    section = kit.patched
+    asynchronous = bool(gpus) if section.async_scheduling is None else section.async_scheduling
+    config = PatchedConfig(spec.target, section.prefill_compute_share)  # type: ignore[arg-type]
+    return PatchedLauncher(
+        spec,
+        arm_dir,
+        resolve_model(spec, section.model),
+        PatchedOptions(config, asynchronous),
+        engine_args=kit.engine.engine_args,
+        gpus=gpus,
+        log_path=log_path,
+        extra_env=kit.engine.env,
+    )
