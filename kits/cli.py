@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from kits import cli_engine, cli_load, cli_monitor, cli_run, cli_sim
+from kits import cli_engine, cli_load, cli_monitor, cli_rules, cli_run, cli_sim
 
 app = typer.Typer(
     name="kit",
@@ -26,6 +26,7 @@ cli_engine.register(app)
 cli_load.register(app)
 cli_monitor.register(app)
 cli_run.register(app)
+cli_rules.register(app)
 
 
 def main() -> None:
