@@ -11,6 +11,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kits.cli_alerting import (
+    MetricsHostOpt,
+    MetricsPortOpt,
+    OnStallEndOpt,
+    OnStallOpt,
+    OnStallTimeoutOpt,
+    start_alerting,
+)
 from kits.cli_common import fail, user_errors
 
 if TYPE_CHECKING:
@@ -78,7 +86,11 @@ def _execute(plan: Plan, no_dashboard: bool) -> Result:
     """Run a plan; an interrupted run exits 130 after its partial results are written."""
     from kits.ab import execute
 
-    result = execute(plan, dashboard=not no_dashboard)
+    try:
+        result = execute(plan, dashboard=not no_dashboard)
+    finally:
+        if plan.alerting is not None:
+            plan.alerting.close()
     if result.interrupted:
         raise fail(f"interrupted; partial results kept in {plan.out_dir}", code=EXIT_INTERRUPTED)
     return result
@@ -102,6 +114,11 @@ def run(
     max_context: MaxContextOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
+    on_stall: OnStallOpt = None,
+    on_stall_end: OnStallEndOpt = False,
+    on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
     from kits.ab import Plan
@@ -112,6 +129,9 @@ def run(
         out,
         _overrides(duration, time_scale, seed, agents, min_context, max_context),
         overlay or [],
+    )
+    plan.alerting = start_alerting(
+        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
     )
     _execute(plan, no_dashboard)
 
@@ -148,6 +168,11 @@ def ab(
         bool,
         typer.Option("--dry-run", help="Validate the kit and specs, print the plan, start nothing"),
     ] = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
+    on_stall: OnStallOpt = None,
+    on_stall_end: OnStallEndOpt = False,
+    on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """A/B: the same kit and seed on a base and a fix engine, then the table of DESIGN.md.
 
@@ -166,6 +191,9 @@ def ab(
     if dry_run:
         typer.echo(plan.describe())
         return
+    plan.alerting = start_alerting(
+        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
+    )
     result = _execute(plan, no_dashboard)
     if strict and result.report is not None:
         problems = strict_failures(result.report)
