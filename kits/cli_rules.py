@@ -54,6 +54,13 @@ def rules(
         str,
         typer.Option(help='Label matchers picking the engines\' GPUs, e.g. Hostname="node-1".'),
     ] = "",
+    gpu_match: Annotated[
+        str,
+        typer.Option(
+            help="Labels an engine shares with its GPUs' series (e.g. instance); "
+            "default: every selected GPU must be idle.",
+        ),
+    ] = "",
     no_gpu: Annotated[
         bool,
         typer.Option("--no-gpu", help="No DCGM series: judge on engine metrics alone (said so)."),
@@ -78,6 +85,7 @@ def rules(
             engine_selector=engine_selector,
             gpu=not no_gpu,
             gpu_selector=gpu_selector,
+            gpu_match_labels=gpu_match,
         )
     except ValidationError as exc:
         err = exc.errors()[0]

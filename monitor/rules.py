@@ -13,6 +13,7 @@ count): the alert fires at onset + stall_after + one scrape, in the evaluation t
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,6 +62,12 @@ class RulesSettings(BaseModel):
     gpu_selector: str = Field(
         "", description="Label matchers picking the engine's GPUs in DCGM_FI_DEV_GPU_UTIL."
     )
+    gpu_match_labels: str = Field(
+        "",
+        pattern=r"^\s*([A-Za-z_][A-Za-z0-9_]*\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*)*)?$",
+        description="Labels an engine's series share with its GPUs' (e.g. instance, when DCGM "
+        "is scraped from the engine's address); empty: every selected GPU counts.",
+    )
 
 
 def _dur(seconds: float) -> str:
@@ -104,10 +111,28 @@ def _recording(s: RulesSettings) -> list[dict[str, str]]:
     )
     if s.gpu:
         gpu = _sel(s.gpu_selector)
-        rules.append(("stallkit:gpu_utilization:max", f"max(DCGM_FI_DEV_GPU_UTIL{gpu})"))
-        condition = f"({condition}) and on () stallkit:gpu_utilization:max <= {s.idle_gpu_perc:g}"
+        match = ", ".join(x.strip() for x in s.gpu_match_labels.split(",") if x.strip())
+        rules.append(
+            ("stallkit:gpu_utilization:max", f"max by ({match}) (DCGM_FI_DEV_GPU_UTIL{gpu})")
+        )
+        idle = f"stallkit:gpu_utilization:max <= {s.idle_gpu_perc:g}"
+        condition = f"({condition}) and on ({match}) {idle}"
     rules.append(("stallkit:stall_condition", condition))
     return [{"record": name, "expr": expr} for name, expr in rules]
+
+
+def inline(expr: str, recording: list[dict[str, str]]) -> str:
+    """`expr` with every recorded series replaced by its own expression, recursively.
+
+    Prometheus evaluates rule groups independently, in no set order: an alert reading a
+    series recorded by another group at the same instant may see the previous evaluation's
+    value, one interval late. Alerts therefore carry the whole rule themselves.
+    """
+    defs = {r["record"]: r["expr"] for r in recording}
+    pattern = re.compile(r"(?<![\w:])(" + "|".join(re.escape(n) for n in defs) + r")(?![\w:])")
+    while pattern.search(expr):
+        expr = pattern.sub(lambda m: f"({defs[m.group(1)]})", expr)
+    return expr
 
 
 def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
@@ -124,7 +149,7 @@ def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
     engine = "{{ $labels.instance }}"
     stall = {
         "alert": "EngineStalled",
-        "expr": stall_expr,
+        "expr": inline(stall_expr, _recording(s)),
         "for": _dur(s.stall_after_s),
         "labels": {"severity": "critical"},
         "annotations": {

@@ -1,10 +1,12 @@
-"""Helpers of the alerting tests: record a timeline against a live simulator, find the
-Prometheus tools (or skip saying how to get them)."""
+"""Helpers of the alerting tests: timelines of the simulator (its core on a virtual clock, or
+recorded live over HTTP), streaming load, and the Prometheus tools (or a skip saying how to
+get them)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import shutil
 from collections.abc import AsyncIterator
@@ -16,10 +18,18 @@ import httpx
 import pytest
 
 from engine.sim.config import SimConfig
+from engine.sim.core import SimEngine
+from engine.sim.metrics import SimMetrics
 from engine.sim.serve import ServeOptions, running
+from engine.sim.trace import prepare
 from monitor.config import MonitorConfig
-from monitor.gpu import gpu_source
+from monitor.detector import StallDetector
+from monitor.events import Down, GpuReading, MonitorEvent, Sample
+from monitor.gpu import gpu_source, parse_dcgm
+from monitor.parse import MetricsSnapshot, parse_metrics
+from monitor.rates import snapshot_deltas
 from monitor.session import run_monitor
+from monitor.timeline import event_record
 
 INTERVAL_S = 0.1
 STALL_AFTER_S = 1.0
@@ -37,9 +47,8 @@ CONFIG = MonitorConfig(
 
 @dataclass(frozen=True)
 class Recorded:
-    """A timeline recorded against a simulator, with its parsed lines."""
+    """A timeline's lines."""
 
-    path: Path
     lines: list[dict[str, Any]]
 
     def of(self, kind: str) -> list[dict[str, Any]]:
@@ -83,7 +92,68 @@ async def record(out: Path, duration_s: float, max_tokens: int, **faults: float)
             display="none",
         )
     path = out / "timeline.jsonl"
-    return Recorded(path, [json.loads(x) for x in path.read_text().splitlines()])
+    return Recorded([json.loads(x) for x in path.read_text().splitlines()])
+
+
+def virtual_timeline(
+    end_s: float,
+    *,
+    freeze_at_s: float | None = None,
+    fail_metrics_at_s: float | None = None,
+    max_tokens: int = 50_000,
+    livelock: bool = False,
+) -> list[dict[str, Any]]:
+    """A timeline of the simulator's core on a virtual clock: two requests kept in flight
+    (or, with `livelock`, the base scheduler's livelock scenario, which spins), scraped every
+    `INTERVAL_S` through its real /metrics and DCGM renderings into the real detector, the
+    lines written as the monitor writes them. Deterministic: no wall clock."""
+    if livelock:
+        engine, t0 = prepare("base", "full-slots")
+        config = engine.config
+    else:
+        config = SimConfig(policy="base")
+        engine, t0 = SimEngine(config), 0.0
+    metrics = SimMetrics(config, 1.0)
+    detector = StallDetector(CONFIG, gpu_checked=True)
+    prompt = ["tell", "me", "about", "stalls"] * 40
+    ids = itertools.count()
+    live: set[str] = set()
+    lines: list[dict[str, Any]] = []
+    prev: tuple[float, MetricsSnapshot] | None = None
+    now = t0
+
+    def top_up(at: float) -> None:
+        while not livelock and len(live) < 2:
+            rid = f"req-{next(ids)}"
+            engine.add_request(rid, prompt, max_tokens, at)
+            metrics.on_added(rid, at, max_tokens)
+            live.add(rid)
+
+    for k in range(round(end_s / INTERVAL_S) + 1):
+        t = k * INTERVAL_S
+        frozen = freeze_at_s is not None and t > freeze_at_s
+        while not frozen and now < t0 + t:
+            top_up(now)
+            result = engine.step(now)
+            metrics.on_step(result, now, now + result.duration_s)
+            now += result.duration_s
+            for rid in result.finished:
+                live.discard(rid)
+                metrics.on_finished(rid, "stop", engine.request_info(rid), now)
+        events: list[MonitorEvent] = []
+        util = parse_dcgm(metrics.render_dcgm(t0 + t).decode())
+        events.append(GpuReading(t, util))
+        if fail_metrics_at_s is not None and t >= fail_metrics_at_s:
+            events.append(Down(t, "HTTP 503"))
+            snapshot, prev = None, None
+        else:
+            snapshot = parse_metrics(metrics.render(engine.stats, t0 + t).decode())
+            deltas = None if prev is None else snapshot_deltas(prev[1], snapshot, t - prev[0])
+            events.append(Sample(t, snapshot, deltas))
+            prev = (t, snapshot)
+        events.extend(detector.observe(t, snapshot, util))
+        lines.extend(r for e in events if (r := event_record(e)) is not None)
+    return lines
 
 
 def tool(name: str) -> str:

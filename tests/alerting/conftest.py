@@ -1,9 +1,9 @@
-"""Timelines recorded once per session from live simulators (a frozen arm, a healthy arm, an
-arm whose /metrics fails), shared by the rules and promtool tests."""
+"""Timelines of the simulator's core on a virtual clock (deterministic), shared by the rules
+and promtool tests: a frozen arm, a spinning base arm, a healthy arm, an arm whose /metrics
+fails."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -11,20 +11,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from alerting_support import SCALE, Recorded, record
+from alerting_support import Recorded, virtual_timeline
 
 
 @pytest.fixture(scope="session")
-def timelines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Recorded]:
-    """frozen (freezes 1.5 wall s in), healthy (short requests), down (/metrics 503 after 1.5 s)."""
-    root = tmp_path_factory.mktemp("timelines")
-
-    async def all_three() -> list[Recorded]:
-        return await asyncio.gather(
-            record(root / "frozen", 4.0, 50_000, freeze_at_s=1.5 * SCALE),
-            record(root / "healthy", 3.0, 400),
-            record(root / "down", 3.5, 50_000, fail_metrics_at_s=1.5 * SCALE),
-        )
-
-    frozen, healthy, down = asyncio.run(all_three())
-    return {"frozen": frozen, "healthy": healthy, "down": down}
+def timelines() -> dict[str, Recorded]:
+    """frozen at 1.5 s, spinning (the base livelock), healthy (short requests), down at 1.5 s."""
+    return {
+        "frozen": Recorded(virtual_timeline(4.0, freeze_at_s=1.5)),
+        "spinning": Recorded(virtual_timeline(3.0, livelock=True)),
+        "healthy": Recorded(virtual_timeline(4.0, max_tokens=300)),
+        "down": Recorded(virtual_timeline(3.5, fail_metrics_at_s=1.5)),
+    }
