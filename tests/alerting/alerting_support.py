@@ -1,17 +1,14 @@
-"""Helpers of the alerting tests: timelines of the simulator (its core on a virtual clock, or
-recorded live over HTTP), streaming load, and the Prometheus tools (or a skip saying how to
-get them)."""
+"""Helpers of the alerting tests: timelines of the simulator (its core on a virtual clock),
+streaming load, and the Prometheus tools (or a skip saying how to get them)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
-import json
 import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,20 +17,17 @@ import pytest
 from engine.sim.config import SimConfig
 from engine.sim.core import SimEngine
 from engine.sim.metrics import SimMetrics
-from engine.sim.serve import ServeOptions, running
 from engine.sim.trace import prepare
 from monitor.config import MonitorConfig
 from monitor.detector import StallDetector
 from monitor.events import Down, GpuReading, MonitorEvent, Sample
-from monitor.gpu import gpu_source, parse_dcgm
+from monitor.gpu import parse_dcgm
 from monitor.parse import MetricsSnapshot, parse_metrics
 from monitor.rates import snapshot_deltas
-from monitor.session import run_monitor
 from monitor.timeline import event_record
 
 INTERVAL_S = 0.1
 STALL_AFTER_S = 1.0
-SCALE = 20.0
 CONFIG = MonitorConfig(
     interval_s=INTERVAL_S,
     stall_after_s=STALL_AFTER_S,
@@ -78,21 +72,6 @@ async def streaming_load(url: str, n: int, max_tokens: int) -> AsyncIterator[Non
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def record(out: Path, duration_s: float, max_tokens: int, **faults: float) -> Recorded:
-    opts = ServeOptions(config=SimConfig(policy="base"), time_scale=SCALE, **faults)
-    async with running(opts) as url, streaming_load(url, 2, max_tokens):
-        await run_monitor(
-            url,
-            CONFIG,
-            gpu_source(f"dcgm:{url}/dcgm/metrics"),
-            out_dir=out,
-            duration_s=duration_s,
-            display="none",
-        )
-    path = out / "timeline.jsonl"
-    return Recorded([json.loads(x) for x in path.read_text().splitlines()])
 
 
 def virtual_timeline(
