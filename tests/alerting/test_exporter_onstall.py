@@ -159,7 +159,7 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
             out = tmp_path / "mon"
             argv = ["-m", "kits", "monitor", url, "--out", str(out), "--interval", "0.1"]
             argv += ["--stall-after", "0.5", "--gpu-source", f"dcgm:{url}/dcgm/metrics"]
-            argv += ["--duration", "4", "--no-dashboard", "--metrics-port", "0"]
+            argv += ["--duration", "6", "--no-dashboard", "--metrics-port", "0"]
             argv += ["--on-stall", f"{sys.executable} -c {ENV_DUMP!r}"]
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, *argv, stdout=asyncio.subprocess.PIPE
@@ -170,7 +170,7 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
             metrics = line.split()[-1]
             active = 0.0
             async with httpx.AsyncClient(timeout=5) as client:
-                for _ in range(60):
+                for _ in range(150):
                     values = _values((await client.get(metrics)).text)
                     key = ("stallkit_stall_active", frozenset(
                         {"engine": url, "arm": "monitor", "kind": "frozen"}.items()))  # fmt: skip
