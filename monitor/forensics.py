@@ -100,15 +100,26 @@ def docker_commands(container: str, has_py_spy: bool) -> dict[str, list[str]]:
 
 
 def hottest_frames(folded: str, limit: int = 12) -> list[str]:
-    """The innermost frames of the most sampled stack in py-spy's raw (folded) output."""
+    """The innermost frames where the engine spends its time, from py-spy's raw output.
+
+    A stack that is a strict prefix of another sampled stack is an event loop waiting (its
+    coroutines' frames appear only while they run), so it is left out when others exist.
+    Of the rest, the leaf function with the most samples wins, and its most sampled stack
+    is returned innermost first.
+    """
     counts: collections.Counter[str] = collections.Counter()
     for line in folded.splitlines():
         stack, _, count = line.rpartition(" ")
         if stack and count.isdigit():
             counts[stack] += int(count)
-    if not counts:
+    busy = {s: n for s, n in counts.items() if not any(o.startswith(s + ";") for o in counts)}
+    if not busy:
         return []
-    stack = counts.most_common(1)[0][0]
+    leaves: collections.Counter[str] = collections.Counter()
+    for stack, n in busy.items():
+        leaves[stack.rsplit(";", 1)[-1]] += n
+    leaf = leaves.most_common(1)[0][0]
+    stack = max((s for s in busy if s.rsplit(";", 1)[-1] == leaf), key=lambda s: busy[s])
     return list(reversed(stack.split(";")))[:limit]
 
 

@@ -111,13 +111,17 @@ async def test_bundle_of_a_frozen_sim_arm(tmp_path: Path) -> None:
         assert any(f.endswith("-dump.txt") for f in manifest["files"]), manifest
 
 
-def test_hottest_frames_are_the_innermost_of_the_most_sampled_stack() -> None:
+def test_hottest_frames_skip_the_waiting_loop_and_follow_the_busiest_leaf() -> None:
     folded = (
-        "main (a.py:1);loop (a.py:5);step (s.py:9);_pass (s.py:20) 70\n"
-        "main (a.py:1);loop (a.py:5);sleep (t.py:2) 30\n"
+        "main (a.py:1);loop (a.py:5) 90\n"  # the event loop waiting: a prefix of the others
+        "main (a.py:1);loop (a.py:5);step (s.py:9);_pass (s.py:20) 30\n"
+        "main (a.py:1);loop (a.py:5);http (h.py:3);parse (h.py:8) 20\n"
+        "main (a.py:1);loop (a.py:5);http (h.py:3);send (h.py:9) 20\n"
+        "main (a.py:1);loop (a.py:5);other (o.py:2);_pass (s.py:20) 5\n"
         "garbage line\n"
     )
     assert hottest_frames(folded, limit=3) == ["_pass (s.py:20)", "step (s.py:9)", "loop (a.py:5)"]
+    assert hottest_frames("main (a.py:1) 3\n") == ["main (a.py:1)"]
     assert hottest_frames("") == []
 
 
