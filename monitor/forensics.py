@@ -15,14 +15,15 @@ directory from a background thread (the monitor never waits): `metrics.txt` (the
   container's process list and CPU (`docker top`, `docker stats`);
 - the simulator: its scheduler state from `GET /debug/state`.
 
-`manifest.json` lists the files, the errors and the hottest frames (`top_frames`), which
-the A/B report quotes. Every command is an argument list with a timeout.
+`manifest.json` lists the files, the errors, the hottest stack (`top_frames`) and the
+busiest functions with their share of samples (`hot_leaves`), which the A/B report quotes. Every command is an argument list with a timeout.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -99,6 +100,26 @@ def docker_commands(container: str, has_py_spy: bool) -> dict[str, list[str]]:
     }
 
 
+def _busy_stacks(folded: str) -> dict[str, int]:
+    counts: collections.Counter[str] = collections.Counter()
+    for line in folded.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            counts[stack] += int(count)
+    # a stack that prefixes another sampled one is an event loop waiting for its coroutines
+    return {s: n for s, n in counts.items() if not any(o.startswith(s + ";") for o in counts)}
+
+
+def hot_leaves(folded: str, limit: int = 5) -> list[str]:
+    """The innermost functions with the most samples, with their share of the busy samples."""
+    busy = _busy_stacks(folded)
+    total = sum(busy.values())
+    leaves: collections.Counter[str] = collections.Counter()
+    for stack, n in busy.items():
+        leaves[re.sub(r":\d+\)$", ")", stack.rsplit(";", 1)[-1])] += n  # the function, any line
+    return [f"{leaf} {100 * n / total:.0f}%" for leaf, n in leaves.most_common(limit)]
+
+
 def hottest_frames(folded: str, limit: int = 12) -> list[str]:
     """The innermost frames where the engine spends its time, from py-spy's raw output.
 
@@ -107,12 +128,7 @@ def hottest_frames(folded: str, limit: int = 12) -> list[str]:
     Of the rest, the leaf function with the most samples wins, and its most sampled stack
     is returned innermost first.
     """
-    counts: collections.Counter[str] = collections.Counter()
-    for line in folded.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
-            counts[stack] += int(count)
-    busy = {s: n for s, n in counts.items() if not any(o.startswith(s + ";") for o in counts)}
+    busy = _busy_stacks(folded)
     if not busy:
         return []
     leaves: collections.Counter[str] = collections.Counter()
@@ -213,12 +229,13 @@ class ForensicsCollector:
             bundle.write("engine-log-tail.txt", _tail(self._target.log_path, self._log_lines))
         if self._target.kind == "sim":
             self._fetch(bundle, f"{self._url}/debug/state", "sim-state.json")
-        top: list[str] = []
+        top: tuple[list[str], list[str]] = ([], [])
         if self._target.kind in ("local", "sim"):
             top = self._stacks(bundle)
         elif self._target.kind == "docker" and self._target.container:
             self._docker(bundle, self._target.container)
-        manifest = {**verdict, "files": sorted(bundle.files), "errors": errors, "top_frames": top}
+        manifest = {**verdict, "files": sorted(bundle.files), "errors": errors}
+        manifest |= {"top_frames": top[0], "hot_leaves": top[1]}
         (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         return out
 
@@ -231,15 +248,16 @@ class ForensicsCollector:
             return
         bundle.write(name, response.text)
 
-    def _stacks(self, bundle: _Bundle) -> list[str]:
+    def _stacks(self, bundle: _Bundle) -> tuple[list[str], list[str]]:
+        """Dump and profile each Python process; the first profile's frames and leaves."""
         spy = py_spy()
         pids = python_pids(self._target.pids())
         if spy is None:
             bundle.errors.append("py-spy not found (pip install py-spy): no stack dumps")
-            return []
+            return [], []
         if not pids:
             bundle.errors.append("no live Python process of the engine to dump")
-        top: list[str] = []
+        top: tuple[list[str], list[str]] = ([], [])
         for pid in pids:
             dump = [spy, "dump", "--pid", str(pid), "--nonblocking"]
             got = bundle.command(f"stacks/{pid}-dump.txt", dump, timeout_s=20)
@@ -252,7 +270,9 @@ class ForensicsCollector:
             ran = bundle.command(f"stacks/{pid}-record.txt", record, self._record_s + 20)
             if ran is not None and folded.exists():
                 bundle.files.append(f"stacks/{pid}.folded")
-                top = top or hottest_frames(folded.read_text(encoding="utf-8"))
+                text = folded.read_text(encoding="utf-8")
+                if not top[0]:
+                    top = (hottest_frames(text), hot_leaves(text))
         return top
 
     def _docker(self, bundle: _Bundle, container: str) -> None:

@@ -20,6 +20,9 @@ class BundleLink(BaseModel):
     kind: str
     path: str = Field(description="the bundle directory, relative to the arm directory")
     top_frames: list[str] = Field(description="innermost frames of the hottest stack")
+    hot_leaves: list[str] = Field(
+        default_factory=list, description="busiest functions, each with its share of samples"
+    )
     errors: int = Field(description="what could not be collected (see the manifest)")
 
 
@@ -35,6 +38,7 @@ def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
                     kind=str(data["kind"]),
                     path=str(manifest.parent.relative_to(arm_dir)),
                     top_frames=[str(f) for f in data.get("top_frames", [])],
+                    hot_leaves=[str(f) for f in data.get("hot_leaves", [])],
                     errors=len(data.get("errors", [])),
                 )
             )
@@ -49,7 +53,8 @@ def markdown_lines(arms: dict[str, list[BundleLink]], prefix_arm: bool) -> list[
     for name, links in arms.items():
         for link in links:
             path = f"{name}/{link.path}" if prefix_arm else link.path
-            frames = "; ".join(f"`{f}`" for f in link.top_frames[:3]) or "no stack dump"
+            quoted = link.hot_leaves[:3] or link.top_frames[:3]
+            frames = "; ".join(f"`{f}`" for f in quoted) or "no stack dump"
             lines.append(
                 f"- {name}: {link.kind} stall at {link.onset_s:.0f} s: [{path}]({path}/) — {frames}"
             )

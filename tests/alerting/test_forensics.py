@@ -24,6 +24,7 @@ from monitor.forensics import (
     EngineTarget,
     ForensicsCollector,
     docker_commands,
+    hot_leaves,
     hottest_frames,
 )
 from monitor.gpu import gpu_source
@@ -69,6 +70,7 @@ def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path
     top = " | ".join(manifest["top_frames"])
     assert "(engine/sim/scheduler.py:" in top and ("step (" in top or "_step (" in top), top
     assert f"stacks/{proc.pid}.folded" in manifest["files"]
+    assert any("(engine/sim/scheduler.py)" in leaf for leaf in manifest["hot_leaves"][:3])
 
 
 async def test_bundle_of_a_frozen_sim_arm(tmp_path: Path) -> None:
@@ -122,6 +124,7 @@ def test_hottest_frames_skip_the_waiting_loop_and_follow_the_busiest_leaf() -> N
     )
     assert hottest_frames(folded, limit=3) == ["_pass (s.py:20)", "step (s.py:9)", "loop (a.py:5)"]
     assert hottest_frames("main (a.py:1) 3\n") == ["main (a.py:1)"]
+    assert hot_leaves(folded, limit=2) == ["_pass (s.py) 47%", "parse (h.py) 27%"]
     assert hottest_frames("") == []
 
 

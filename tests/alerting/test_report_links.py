@@ -26,6 +26,7 @@ def test_ab_report_links_each_stall_to_its_bundle_with_top_frames(tmp_path: Path
     (tmp_path / "kit.json").write_text('{"name": "k"}')
     frames = ["Scheduler._running_pass (engine/sim/scheduler.py:210)", "Scheduler._step (x:1)"]
     manifest = {"onset": 1.0, "kind": "spinning", "top_frames": frames, "errors": []}
+    manifest["hot_leaves"] = ["Scheduler._step (engine/sim/scheduler.py) 61%", "send (h.py) 9%"]
     _arm(tmp_path, "base", {"0000001000ms": manifest, "0000009000ms": {"onset": "torn"}})
     _arm(tmp_path, "fix", {})
     report = load_ab(tmp_path)
@@ -36,4 +37,5 @@ def test_ab_report_links_each_stall_to_its_bundle_with_top_frames(tmp_path: Path
     assert "## Stall forensics" in md
     line = next(x for x in md.splitlines() if "forensics/0000001000ms" in x)
     assert "[base/forensics/0000001000ms](base/forensics/0000001000ms/)" in line
-    assert "spinning stall at 30 s" in line and "`Scheduler._running_pass" in line
+    assert "spinning stall at 30 s" in line
+    assert "`Scheduler._step (engine/sim/scheduler.py) 61%`; `send (h.py) 9%`" in line
