@@ -130,3 +130,31 @@ def test_metrics_down_is_the_down_alert_not_the_stall(
     cases.append(_case((first_down + 9) * STEP_MS, "EngineMetricsDown", []))
     cases.append(_case((first_down + 10) * STEP_MS, "EngineMetricsDown", [down_alert]))
     _run_tests(rec, cases, tmp_path)
+
+
+def test_watchdog_alert_fires_on_stallkits_own_metric(tmp_path: Path) -> None:
+    (tmp_path / "rules.yml").write_text(rules_yaml(SETTINGS))
+    labels = 'arm="base",engine="http://e:1"'
+    series = [
+        {"series": f'stallkit_stall_active{{{labels},kind="spinning"}}', "values": "0 0 1 1 0"},
+        {"series": f'stallkit_stall_active{{{labels},kind="frozen"}}', "values": "0 0 0 0 0"},
+    ]
+    firing = {
+        "exp_labels": {"arm": "base", "engine": "http://e:1", "severity": "critical"},
+        "exp_annotations": {
+            "summary": "stallkit's monitor sees a stall on http://e:1",
+            "description": "From the exporter of `kit monitor --metrics-port` (the detector itself).",
+        },
+    }
+    cases = [
+        _case(k * STEP_MS, "StallkitDetectedStall", [firing] if k in (2, 3) else [])
+        for k in range(5)
+    ]
+    doc = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": f"{STEP_MS}ms",
+        "tests": [{"interval": f"{STEP_MS}ms", "input_series": series, "alert_rule_test": cases}],
+    }
+    (tmp_path / "tests.yml").write_text(json.dumps(doc))
+    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
