@@ -67,8 +67,6 @@ def rules(
     ] = False,
 ) -> None:
     """Write the stall rule as Prometheus rules (and a Grafana dashboard with --out)."""
-    from importlib import resources
-
     from pydantic import ValidationError
 
     from kits.config import load_kit
@@ -93,7 +91,14 @@ def rules(
     text = rules_yaml(settings)
     if out is None:
         typer.echo(text, nl=False)
-        return
+    else:
+        _write(out, text)
+
+
+def _write(out: Path, text: str) -> None:
+    """The rules and the shipped dashboard into `out`."""
+    from importlib import resources
+
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / RULES_FILE).write_text(text, encoding="utf-8")
