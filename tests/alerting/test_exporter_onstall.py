@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -159,7 +160,7 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
             out = tmp_path / "mon"
             argv = ["-m", "kits", "monitor", url, "--out", str(out), "--interval", "0.1"]
             argv += ["--stall-after", "0.5", "--gpu-source", f"dcgm:{url}/dcgm/metrics"]
-            argv += ["--duration", "6", "--no-dashboard", "--metrics-port", "0"]
+            argv += ["--duration", "60", "--no-dashboard", "--metrics-port", "0"]
             argv += ["--on-stall", f"{sys.executable} -c {ENV_DUMP!r}"]
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, *argv, stdout=asyncio.subprocess.PIPE
@@ -170,7 +171,7 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
             metrics = line.split()[-1]
             active = 0.0
             async with httpx.AsyncClient(timeout=5) as client:
-                for _ in range(150):
+                for _ in range(300):  # stopped once seen; a loaded machine may be slow
                     values = _values((await client.get(metrics)).text)
                     key = ("stallkit_stall_active", frozenset(
                         {"engine": url, "arm": "monitor", "kind": "frozen"}.items()))  # fmt: skip
@@ -178,7 +179,9 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
                     if active:
                         break
                     await asyncio.sleep(0.1)
-            rest = (await asyncio.wait_for(proc.communicate(), 30))[0].decode()
+                await asyncio.sleep(0.5)  # the stall's handlers (command, bundle) have started
+            proc.send_signal(signal.SIGINT)  # Ctrl-C: what was recorded is kept
+            await asyncio.wait_for(proc.communicate(), 60)
     finally:
         launcher.stop()
     assert active == 1.0
@@ -186,7 +189,7 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
         values[("stallkit_requests_running", frozenset({"engine": url, "arm": "monitor"}.items()))]
         == 2
     )
-    assert proc.returncode == 0 and "1 stall(s)" in rest
+    assert proc.returncode == 130
     (run,) = _runs(out)
     assert run["exit_code"] == 0 and run["event"] == "start"
     env = json.loads((out / "on-stall" / str(run["log"])).read_text())
