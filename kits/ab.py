@@ -21,6 +21,7 @@ from rich.console import Console
 from engine.docker import Overlay
 from engine.launcher import Launcher
 from engine.spec import EngineSpec, parse_spec
+from kits.alerting import Alerting
 from kits.config import Kit, load_kit
 from kits.errors import KitError
 from reports.ab import ABReport
@@ -48,6 +49,8 @@ class Plan:
     overlays: list[Overlay] = field(default_factory=list)
     #: launchers started so far, so that any exit path can stop them
     launchers: list[Launcher] = field(default_factory=list)
+    #: exporter, --on-stall and forensics (None: forensics only)
+    alerting: Alerting | None = None
 
     @classmethod
     def build(

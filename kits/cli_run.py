@@ -13,6 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kits.cli_alerting import (
+    MetricsHostOpt,
+    MetricsPortOpt,
+    OnStallEndOpt,
+    OnStallOpt,
+    OnStallTimeoutOpt,
+    start_alerting,
+)
 from kits.cli_common import fail, user_errors
 
 if TYPE_CHECKING:
@@ -119,6 +127,9 @@ def _execute(plan: Plan, no_dashboard: bool) -> Result:
             f"make them with `kit report {plan.out_dir}`",
             code=EXIT_INTERRUPTED,
         ) from None
+    finally:
+        if plan.alerting is not None:
+            plan.alerting.close()
     if result.interrupted and not plan.out_dir.exists():
         raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
     if result.interrupted:
@@ -144,6 +155,11 @@ def run(
     max_context: MaxContextOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
+    on_stall: OnStallOpt = None,
+    on_stall_end: OnStallEndOpt = False,
+    on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
     from kits.ab import Plan
@@ -156,6 +172,9 @@ def run(
             _overrides(duration, time_scale, seed, agents, min_context, max_context),
             overlay or [],
         )
+    plan.alerting = start_alerting(
+        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
+    )
     result = _execute(plan, no_dashboard)
     arm = next(iter(result.report.arms.values())) if result.report is not None else None
     if arm is not None and arm.end_reason == "engine_died":
@@ -198,6 +217,11 @@ def ab(
         bool,
         typer.Option("--dry-run", help="Validate the kit and specs, print the plan, start nothing"),
     ] = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
+    on_stall: OnStallOpt = None,
+    on_stall_end: OnStallEndOpt = False,
+    on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """A/B: the same kit and seed on a base and a fix engine, then a table comparing them.
 
@@ -217,6 +241,9 @@ def ab(
     if dry_run:
         typer.echo(plan.describe())
         return
+    plan.alerting = start_alerting(
+        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
+    )
     result = _execute(plan, no_dashboard)
     if strict and result.report is not None:
         problems = strict_failures(result.report)

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from engine.launcher import Launcher, tail_lines
 from kits.ab import Arm, Plan
+from kits.alerting import Alerting, ArmAlerting
 from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
 from kits.view import RunView
@@ -112,6 +113,7 @@ async def _drive(
     mon: MonitorConfig,
     gpu: GpuSource,
     view: RunView,
+    hooks: ArmAlerting,
 ) -> str:
     """Run agents and monitor together until the duration passes or a stall stop; the end reason.
 
@@ -145,6 +147,7 @@ async def _drive(
                 return "duration"
             if view.handle(event):  # a monitor event
                 timeline.write(event)
+                hooks.handle(event)
                 if isinstance(event, StopRequested):
                     view.note(f"{arm.name}: stall for {event.stall_s:.1f} s: stopping the run")
                     return "stall_stop"
@@ -194,6 +197,7 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard)
     t_load = time.monotonic()
     engine_t0: float | None = None
+    hooks = ArmAlerting()
     try:
         view.note(f"{arm.name}: starting {arm.spec.raw}")
         await asyncio.to_thread(launcher.start)
@@ -205,9 +209,11 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         if scale != 1.0:
             view.note(f"{arm.name}: engine runs at {scale:g}x: live rates are per wall second")
         engine_t0 = await _engine_time_s(launcher.url)
+        alerting = plan.alerting or Alerting()
+        hooks = alerting.for_arm(arm.name, arm.spec, arm.dir, launcher, mon.stall_after_s)
         t_load = time.monotonic()
         async with view.live(launcher.url):
-            meta["end_reason"] = await _drive(arm, launcher, info, load, mon, gpu, view)
+            meta["end_reason"] = await _drive(arm, launcher, info, load, mon, gpu, view, hooks)
     except asyncio.CancelledError:
         meta["end_reason"] = "interrupted"
         raise
@@ -228,6 +234,7 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         if engine_t0 is not None and engine_t1 is not None:
             meta["engine_s"] = round(engine_t1 - engine_t0, 3)
             meta["engine_s_per_wall_s"] = round(meta["engine_s"] / max(meta["wall_s"], 1e-9), 2)
+        await asyncio.to_thread(hooks.close)  # bundles and on-stall commands, before the stop
         with contextlib.suppress(Exception):
             await asyncio.to_thread(launcher.stop)
         meta["finished_at"] = datetime.now(UTC).isoformat()

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from reports.errors import ReportError
+from reports.forensics import markdown_lines
 from reports.rundir import ArmFigures, arm_dirs, arm_figures, load_json
 
 FLAG = "\u2020"  # dagger
@@ -174,6 +175,8 @@ def to_markdown(report: ABReport) -> str:
     notes = footnotes(report)
     if notes:
         lines += ["", *notes]
+    bundles = {name: arm.forensics for name, arm in report.arms.items()}
+    lines += markdown_lines(bundles, prefix_arm=len(names) > 1)
     return "\n".join(lines) + "\n"
 
 

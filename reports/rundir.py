@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loadgen.records import read_records
 from loadgen.summary import summarize
 from reports.errors import ReportError
+from reports.forensics import BundleLink, read_bundles
 
 
 class Stall(BaseModel):
@@ -50,6 +51,7 @@ class ArmFigures(BaseModel):
     planned_duration_s: float | None
     end_reason: str
     time_scale: float
+    forensics: list[BundleLink] = Field(default_factory=list, description="stall bundles")
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -204,4 +206,5 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         planned_duration_s=meta.get("planned_duration_s"),
         end_reason=str(meta.get("end_reason", "unknown")),
         time_scale=scale,
+        forensics=read_bundles(arm_dir, scale),
     )

@@ -86,6 +86,10 @@ class SimEngine:
         """A live or recently finished request; None when unknown (or long forgotten)."""
         return self._sched.info(request_id)
 
+    def describe(self) -> dict[str, object]:
+        """The scheduler's state (turn clocks, pool, queues with reasons), for forensics."""
+        return self._sched.describe()
+
     @property
     def stats(self) -> EngineStats:
         """A snapshot of the counters and gauges."""

@@ -108,6 +108,44 @@ class Scheduler:
             vruntimes=(self.ctl.vruntime_prefill, self.ctl.vruntime_decode),
         )
 
+    def describe(self) -> dict[str, object]:
+        """The scheduler's state for forensics: turn clocks, pool, running and waiting."""
+
+        def req(r: Request) -> dict[str, object]:
+            return {
+                "id": r.id,
+                "tokens": r.num_tokens,
+                "computed": r.num_computed,
+                "outputs": len(r.outputs),
+                "blocks": len(r.blocks),
+                "preemptions": r.preemptions,
+            }
+
+        def reason(r: Request) -> str:
+            return "deferred" if is_deferred(r) else "capacity"
+
+        return {
+            "step": self.step_no,
+            "now_s": self.now_s,
+            "policy": self.cfg.policy,
+            "prefill_compute_share": self.ctl.share,
+            "vruntime_prefill": self.ctl.vruntime_prefill,
+            "vruntime_decode": self.ctl.vruntime_decode,
+            "gpu_busy": self.gpu_busy,
+            "empty_steps": self.c.empty_steps,
+            "pool": {
+                "num_blocks": self.cfg.num_blocks,
+                "free": self.pool.num_free,
+                "usage": self.pool.usage,
+                "host_blocks": self.pool.host_size,
+            },
+            "running": [req(r) for r in self.running],
+            "waiting": [
+                req(r) | {"reason": reason(r), "deferred_since_s": r.deferred_since}
+                for r in self.waiting
+            ],
+        }
+
     # -- the step ---------------------------------------------------------------------------
 
     def step(self, now_s: float) -> StepResult:
