@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from kits.ab import Arm, Plan
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
+from kits.plan import Arm, Plan
 from kits.view import RunView
 from loadgen.config import LoadConfig
 from loadgen.preflight import ServerInfo, preflight
@@ -80,6 +80,7 @@ async def _drive(
     mon: MonitorConfig,
     gpu: GpuSource,
     view: RunView,
+    scale: float,
 ) -> str:
     """Run agents and monitor together until the duration passes or a stall stop; the end reason."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -105,7 +106,8 @@ async def _drive(
             if view.handle(event):  # a monitor event
                 timeline.write(event)
                 if isinstance(event, StopRequested):
-                    view.note(f"{arm.name}: stall for {event.stall_s:.1f} s: stopping the run")
+                    stall_s = event.stall_s * scale
+                    view.note(f"{arm.name}: stall for {stall_s:.1f} engine s: stopping the run")
                     return "stall_stop"
     finally:
         for task in tasks:
@@ -138,6 +140,8 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         "arm": arm.name,
         "spec": arm.spec.raw,
         "kind": arm.spec.kind,
+        "clock": "wall",
+        "seed": kit.load.seed,
         "time_scale": scale,
         "planned_duration_s": kit.load.duration_s,
         "started_at": datetime.now(UTC).isoformat(),
@@ -166,7 +170,7 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         engine_t0 = await _engine_time_s(launcher.url)
         t_load = time.monotonic()
         async with view.live(launcher.url):
-            meta["end_reason"] = await _drive(arm, launcher.url, info, load, mon, gpu, view)
+            meta["end_reason"] = await _drive(arm, launcher.url, info, load, mon, gpu, view, scale)
     except asyncio.CancelledError:
         meta["end_reason"] = "interrupted"
         raise

@@ -19,6 +19,7 @@ from loadgen.run import AgentState, RunFinished, TurnFinished
 from monitor.dashboard import Dashboard, LogLines, fmt_s, live_dashboard
 
 _STATE_STYLE = {
+    "queued": "yellow",
     "streaming": "green",
     "thinking": "cyan",
     "waiting": "dim",

@@ -33,7 +33,7 @@ def test_restore_stall_is_the_seed_setup() -> None:
     assert (kit.load.agents, kit.load.min_context, kit.load.max_context) == (12, 40_000, 100_000)
     assert (kit.load.read_timeout_s, kit.load.duration_s, kit.monitor.stop_after_s) == (
         600,
-        1800,
+        5400,
         240,
     )
 
