@@ -25,6 +25,7 @@ class Request:
         "max_outputs",
         "num_computed",
         "num_registered",
+        "num_tokens",
         "outputs",
         "preemptions",
         "prompt",
@@ -37,6 +38,8 @@ class Request:
         self.id = request_id
         self.prompt = prompt
         self.outputs: list[str] = []
+        #: prompt plus outputs so far (kept in step with `outputs`: read on every pass)
+        self.num_tokens = len(prompt)
         self.max_outputs = max_outputs
         self.arrival_s = now_s
         self.chain: list[int] = []
@@ -56,10 +59,6 @@ class Request:
         # a restore's prefix split into GPU-cached and host-only blocks, for match_key
         self.split_key: tuple[int, int] = (-1, -1)
         self.split_value: tuple[list[int], list[int]] = ([], [])
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt) + len(self.outputs)
 
     def block_tokens(self, k: int, size: int) -> tuple[str, ...]:
         """The tokens of full block `k` over prompt + outputs."""

@@ -403,6 +403,7 @@ class Scheduler:
         for r in sampled:
             word = output_words(r.id, len(r.outputs), 1)[0]
             r.outputs.append(word)
+            r.num_tokens += 1
             if outputs is not None:
                 outputs[r.id] = [word]
             if r.first_token_s is None:
