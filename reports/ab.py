@@ -115,7 +115,8 @@ def load_ab(ab_dir: Path) -> ABReport:
 
 
 def _fmt_s(value: float) -> str:
-    return f"{value:.0f} s" if value < 600 else f"{value / 60:.1f} min"
+    """Engine seconds, the one unit of time in every report."""
+    return f"{value:.0f} s"
 
 
 def _stall_cell(arm: ArmFigures) -> str:
