@@ -64,7 +64,8 @@ async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]
 async def _engine_time_s(url: str) -> float | None:
     """The simulator's engine clock (None for real engines, which run on the wall clock)."""
     try:
-        async with httpx.AsyncClient(timeout=5.0) as client:
+        # a simulator that fell far behind answers slowly: wait for it rather than guess
+        async with httpx.AsyncClient(timeout=30.0) as client:
             text = (await client.get(f"{url}/metrics")).text
     except httpx.HTTPError:
         return None
@@ -181,9 +182,10 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         )
         raise
     finally:
+        # the wall time is taken when the engine clock is read, so the two cover the same span
+        engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
         meta["wall_s"] = round(time.monotonic() - t_load, 3)
         meta["stopped_by_monitor"] = meta["end_reason"] == "stall_stop"
-        engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
         if engine_t0 is not None and engine_t1 is not None:
             meta["engine_s"] = round(engine_t1 - engine_t0, 3)
             meta["engine_s_per_wall_s"] = round(meta["engine_s"] / max(meta["wall_s"], 1e-9), 2)

@@ -196,6 +196,8 @@ def lag_reason(meta: Mapping[str, Any], log_path: Path) -> str | None:
     achieved = meta.get("engine_s_per_wall_s")
     if achieved is not None and float(achieved) < nominal * (1.0 - LAG_TOLERANCE):
         return f"ran at {float(achieved):.1f}x of its nominal {nominal:g}x"
+    if achieved is None and meta.get("end_reason") not in ("starting", "error"):
+        return f"its engine clock could not be read, so its times assume the nominal {nominal:g}x"
     if log_path.exists() and count_log_patterns(log_path, {"lag": _LAG_LOG_RE.pattern})["lag"]:
         return "its simulator fell behind its clock (lag warning in engine.log)"
     return None
