@@ -138,5 +138,5 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
     if any(plan.out_dir.rglob("meta.json")):
         report = write_reports(plan.out_dir)
         console.print(ab_table(report))
-        console.print(f"[dim]reports: {plan.out_dir / 'ab.md'}, ab.json, timeline.png[/]")
+        console.print(f"[dim]reports: {plan.out_dir / 'ab.html'}, ab.md, ab.json, timeline.png[/]")
     return Result(report, interrupted)

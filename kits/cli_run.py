@@ -212,7 +212,7 @@ def report(
 
     result = write_reports(run_dir)
     Console().print(ab_table(result))
-    typer.echo(f"wrote {run_dir / 'ab.md'}, {run_dir / 'ab.json'}, {run_dir / 'timeline.png'}")
+    typer.echo(f"wrote {run_dir / 'ab.html'}, ab.md, ab.json, timeline.png")
 
 
 def register(app: typer.Typer) -> None:

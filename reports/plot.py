@@ -6,7 +6,7 @@ only; over several seeds each arm's first seed is drawn."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reports.rundir import (
     effective_scale,
@@ -15,6 +15,9 @@ from reports.rundir import (
     shown_arm_dirs,
     stalls_from_timeline,
 )
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _END_MARKS = {"stall_stop": "stopped by monitor", "interrupted": "interrupted", "error": "error"}
 _GPU_STYLES = ("-", "--", ":", "-.")
@@ -46,6 +49,15 @@ def _gpu_series(
 
 def plot_timelines(run_dir: Path, out_path: Path, title: str | None = None) -> None:
     """Draw one column per arm, four rows of panels, into a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig = timeline_figure(run_dir, title)
+    fig.savefig(out_path, dpi=90)
+    plt.close(fig)
+
+
+def timeline_figure(run_dir: Path, title: str | None = None) -> Figure:
+    """The timeline figure (one column per arm, four rows of panels); the caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,5 +123,4 @@ def plot_timelines(run_dir: Path, out_path: Path, title: str | None = None) -> N
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out_path, dpi=90)
-    plt.close(fig)
+    return fig

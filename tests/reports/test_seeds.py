@@ -64,39 +64,13 @@ def test_verdict_and_onset_spread() -> None:
     assert onset_spread(fix) is None
 
 
-def _arm(root: Path, arm: str, seed: int, stall_onset: float | None) -> None:
-    d = root / arm / f"seed-{seed}"
-    d.mkdir(parents=True)
-    end = "stall_stop" if stall_onset is not None else "duration"
-    meta = {"arm": arm, "spec": f"sim:{arm}", "kind": "sim", "clock": "virtual", "seed": seed}
-    meta |= {"time_scale": 1.0, "planned_duration_s": 1000, "end_reason": end}
-    meta |= {"stopped_by_monitor": stall_onset is not None, "engine_s": 1000.0, "wall_s": 1000.0}
-    (d / "meta.json").write_text(json.dumps(meta))
-    (d / "kit.json").write_text(json.dumps({"name": "k"}))
-    events: list[dict[str, Any]] = [{"type": "sample", "t": 0.0, "kv_usage": 0.5}]
-    if stall_onset is not None:
-        events += [
-            {
-                "type": "stall_started",
-                "t": stall_onset + 60,
-                "onset": stall_onset,
-                "kind": "spinning",
-            },
-            {
-                "type": "stop_requested",
-                "t": stall_onset + 240,
-                "onset": stall_onset,
-                "stall_s": 240,
-            },
-        ]
-    (d / "timeline.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
-
-
-def test_per_seed_table_and_verdict_from_saved_seed_directories(tmp_path: Path) -> None:
+def test_per_seed_table_and_verdict_from_saved_seed_directories(
+    tmp_path: Path, seed_arm: Any
+) -> None:
     (tmp_path / "kit.json").write_text(json.dumps({"name": "k"}))
     for seed, onset in ((3, 400.0), (4, 700.0), (5, None)):
-        _arm(tmp_path, "base", seed, onset)
-        _arm(tmp_path, "fix", seed, None)
+        seed_arm(tmp_path, "base", seed, onset)
+        seed_arm(tmp_path, "fix", seed, None)
     report = load_ab(tmp_path)
     data = to_json(report)
     assert data["verdict"] == {
