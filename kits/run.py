@@ -155,7 +155,7 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
     plan.launchers.append(launcher)
     load, mon = load_config(kit, scale), monitor_config(kit, scale)
-    view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard)
+    view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard, scale)
     t_load = time.monotonic()
     engine_t0: float | None = None
     try:
@@ -167,7 +167,7 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         info = await preflight(launcher.url, load)
         view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
         if scale != 1.0:
-            view.note(f"{arm.name}: engine runs at {scale:g}x: live rates are per wall second")
+            view.note(f"{arm.name}: engine runs at {scale:g}x; times and rates shown are engine's")
         engine_t0 = await _engine_time_s(launcher.url)
         t_load = time.monotonic()
         async with view.live(launcher.url):
@@ -194,4 +194,5 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         meta["finished_at"] = datetime.now(UTC).isoformat()
         _write_summary(arm.dir, scale)
         _write_json(arm.dir / "meta.json", meta)
-        view.note(f"{arm.name}: {meta['end_reason']} after {meta['wall_s']:.1f} wall s")
+        ran = f"{meta['engine_s']:.0f} engine s, " if "engine_s" in meta else ""
+        view.note(f"{arm.name}: {meta['end_reason']} after {ran}{meta['wall_s']:.1f} wall s")

@@ -18,10 +18,13 @@ import pytest
 
 from kits.config import load_kit
 from kits.launch import TimeBase, duration_unit, monitor_config
+from kits.view import in_engine_time
 from loadgen.config import LoadConfig
 from monitor.config import MonitorConfig
-from monitor.events import Sample, StallStarted
+from monitor.events import DetectorState, Sample, StallStarted, StopRequested, Verdict
 from monitor.gpu import gpu_source
+from monitor.parse import MetricsSnapshot
+from monitor.rates import Deltas
 from monitor.watch import watch
 
 #: float fields that are not durations (a share, a percentage, a rate)
@@ -44,6 +47,17 @@ def test_engine_durations_convert_and_wall_ones_stay() -> None:
     assert mon.gpu_window_s == kit.monitor.gpu_window_s  # a wall window: never scaled
     assert mon.scrape_timeout_s == kit.monitor.scrape_timeout_s
     assert TimeBase(30.0).to_engine(TimeBase(30.0).to_wall(600.0)) == pytest.approx(600.0)
+
+
+def test_the_view_shows_monitor_events_in_engine_seconds() -> None:
+    snap = MetricsSnapshot(running=4, waiting=6, gen_tokens=0.0)
+    deltas = Deltas(0.5, 300.0, None, None, None, None, None, None)
+    sample = in_engine_time(Sample(2.0, snap, deltas), 30.0)
+    assert sample.t == 60.0 and sample.gen_tok_s == pytest.approx(20.0)  # 300 per 15 engine s
+    stop = in_engine_time(StopRequested(10.0, 2.0, 8.0), 30.0)
+    assert (stop.t, stop.onset, stop.stall_s) == (300.0, 60.0, 240.0)
+    verdict = in_engine_time(Verdict(4.0, DetectorState("stalled", 2.0, 2.0, "spinning")), 30.0)
+    assert (verdict.state.since, verdict.state.seconds) == (60.0, 60.0)
 
 
 async def _stream(client: httpx.AsyncClient, url: str) -> None:
