@@ -20,7 +20,8 @@ from kits.config import Kit, load_kit
 from kits.errors import KitError
 
 Clock = Literal["virtual", "wall"]
-#: seeds a virtual-clock A/B runs when neither --seeds nor --seed is given
+#: seeds an A/B of simulator arms on the virtual clock runs when neither --seeds nor --seed is
+#: given (engines on the wall clock run the kit's one seed unless told otherwise)
 DEFAULT_VIRTUAL_SEEDS = 10
 #: the most seeds one plan may run
 MAX_SEEDS = 10_000
@@ -115,7 +116,12 @@ class Plan:
         ]
         if seeds is not None:
             seed_list = parse_seeds(seeds, kit.load.seed)
-        elif clock == "virtual" and "load.seed" not in overrides and len(parsed) > 1:
+        elif (
+            clock == "virtual"
+            and "load.seed" not in overrides
+            and len(parsed) > 1
+            and all(spec.kind == "sim" for spec in parsed.values())
+        ):
             seed_list = list(range(kit.load.seed, kit.load.seed + DEFAULT_VIRTUAL_SEEDS))
         else:
             seed_list = [kit.load.seed]
