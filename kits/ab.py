@@ -36,10 +36,13 @@ class Result:
 
 
 def strict_failures(report: ABReport) -> list[str]:
-    """Reasons a CI run fails: a fix seed (or the only arm) stalled or logged a traceback."""
+    """Reasons a CI run fails: the fix arm (or the only arm) died, stalled in a seed or logged
+    a traceback."""
     name = "fix" if "fix" in report.arms else next(iter(report.arms))
     arm = report.arms[name]
     problems = []
+    if arm.end_reason == "engine_died":
+        problems.append(f"{name} arm's engine died")
     rows = report.seeds.get(name, [])
     stalled = sum(r.stalled for r in rows)
     if len(rows) > 1 and stalled:

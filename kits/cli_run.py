@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 EXIT_STRICT = 1
 EXIT_INTERRUPTED = 130
+#: `kit run` whose engine ended on its own during the run
+EXIT_ENGINE_DIED = 1
 
 KitOpt = Annotated[
     str,
@@ -129,7 +131,14 @@ def run(
         _overrides(duration, time_scale, seed, agents, min_context, max_context),
         overlay or [],
     )
-    _execute(plan, no_dashboard)
+    result = _execute(plan, no_dashboard)
+    arm = next(iter(result.report.arms.values())) if result.report is not None else None
+    if arm is not None and arm.end_reason == "engine_died":
+        raise fail(
+            f"the engine died during the run; partial results kept in {plan.out_dir}",
+            f"read {plan.out_dir / 'engine.log'}",
+            code=EXIT_ENGINE_DIED,
+        )
 
 
 @user_errors

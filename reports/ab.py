@@ -235,6 +235,7 @@ _WHY = {
     "stall_stop": "stopped by the monitor during a stall",
     "interrupted": "interrupted",
     "error": "ended by an error",
+    "engine_died": "ended when its engine died",
 }
 
 

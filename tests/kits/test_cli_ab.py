@@ -246,3 +246,36 @@ def test_unreachable_url_arm_fails_cleanly(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     meta = json.loads((out / "meta.json").read_text())
     assert meta["end_reason"] == "error"
+
+
+def test_an_engine_that_dies_mid_run_ends_it_as_such_with_its_last_log_lines(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "died"
+    argv = [sys.executable, "-m", "kits", "run", "--engine", "sim:fix", "--time-scale", "20"]
+    argv += ["--agents", "4", "--no-dashboard", "--out", str(out)]
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    turns = out / "turns.jsonl"
+    deadline = time.monotonic() + 120
+    while not (turns.exists() and turns.read_text().strip()):
+        assert time.monotonic() < deadline and proc.poll() is None, "no turn was recorded"
+        time.sleep(0.2)
+    engine = _descendants(proc.pid)
+    assert engine, "the simulator should run as a child"
+    for pid in engine:
+        os.kill(pid, signal.SIGKILL)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, output[-2000:]
+    assert "the engine died during the run" in output and "Traceback" not in output
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["end_reason"] == "engine_died"
+    assert "died during the run (exit code -9)" in meta["error"]
+    assert "last log lines" in meta["error"]
+    # what was recorded before it died is kept
+    assert json.loads((out / "summary.json").read_text())["requests"] >= 1
