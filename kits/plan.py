@@ -157,7 +157,10 @@ class Plan:
             f"{load.duration_s:g} engine s, {_seeds_text(self.seeds)}; "
             f"stall after {self.kit.monitor.stall_after_s:g} s, stop after {self.kit.monitor.stop_after_s} s"
         )
-        lines.append("mode: " + ("parallel" if self.parallel else "sequential"))
+        wall = "parallel" if self.parallel else "sequential"
+        if any(self.virtual(arm) for arm in self.arms):
+            wall = f"virtual arms in parallel processes, wall arms {wall}"
+        lines.append("mode: " + wall)
         return "\n".join(lines)
 
 
