@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import signal
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -70,8 +71,17 @@ async def _run_all(plan: Plan, console: Console, dashboard: bool) -> None:
             loop.remove_signal_handler(signal.SIGTERM)
 
 
+def _worker_init() -> None:
+    # an idle worker ignores Ctrl-C (the parent stops the pool); a busy one stops its arm
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _virtual_job(kit: Kit, arm: str, spec: str, policy: str, arm_dir: Path) -> VirtualResult:
-    return run_virtual_arm(kit, arm, spec, policy, arm_dir)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return run_virtual_arm(kit, arm, spec, policy, arm_dir)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _note(console: Console, done: VirtualResult) -> None:
@@ -96,14 +106,29 @@ def _run_virtual(plan: Plan, console: Console) -> None:
         for job in jobs:
             _note(console, _virtual_job(*job))
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[VirtualResult]] = [pool.submit(_virtual_job, *job) for job in jobs]
-        try:
-            for future in as_completed(futures):
-                _note(console, future.result())
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
+            futures: list[Future[VirtualResult]] = [pool.submit(_virtual_job, *j) for j in jobs]
+            try:
+                for future in as_completed(futures):
+                    _note(console, future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                # the running arms stop now and write their directories as interrupted
+                for child in multiprocessing.active_children():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child.pid or 0, signal.SIGINT)
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM during virtual arms: stop as Ctrl-C does (the arms keep what they recorded)."""
+    raise KeyboardInterrupt
 
 
 def _run_wall(plan: Plan, console: Console, dashboard: bool) -> None:

@@ -195,6 +195,37 @@ def test_ctrl_c_during_run_keeps_records_and_stops_everything(tmp_path: Path) ->
     assert summary["requests"] == len(records) and summary["turns_ok"] >= 1
 
 
+def test_ctrl_c_during_a_virtual_ab_stops_every_arm_and_keeps_their_records(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "v"
+    args = ["ab", "--seeds", "6", "--duration", "3000", "--no-dashboard", "--out", str(out)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kits", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(out.glob("*/seed-*/turns.jsonl")):
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        time.sleep(0.1)
+    children = _descendants(proc.pid)
+    assert children, "virtual arms run in worker processes"
+    os.kill(proc.pid, signal.SIGINT)
+    started = time.monotonic()
+    output, _ = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 20, "Ctrl-C must end the run within seconds"
+    assert proc.returncode == 130, output[-2000:]
+    assert "Traceback" not in output
+    time.sleep(0.5)
+    assert _alive(children) == []
+    metas = [json.loads(p.read_text()) for p in out.glob("*/seed-*/meta.json")]
+    assert any(m["end_reason"] == "interrupted" for m in metas), metas
+    assert (out / "ab.md").exists()  # the report of what was recorded
+
+
 def test_bad_inputs_are_one_line_errors_with_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     cases = [
