@@ -94,8 +94,11 @@ def test_ab_on_the_wall_clock_serves_the_arms_over_http(tmp_path: Path) -> None:
     data = json.loads((out / "ab.json").read_text())
     for arm in data["arms"].values():
         assert arm["clock"] == "wall" and len(arm["seeds"]) == 1
-        assert arm["seeds"][0]["seed"] == 8 and arm["turns"] > 0
-    assert (out / "base" / "engine.log").exists()  # a real simulator process served it
+        assert arm["seeds"][0]["seed"] == 8
+    for name in ("base", "fix"):
+        # requests went over HTTP (each one recorded, even when the run ended it in flight)
+        assert (out / name / "turns.jsonl").read_text().strip(), name
+        assert "serving on http://127.0.0.1" in (out / name / "engine.log").read_text()
 
 
 def test_a_wall_clock_arm_reports_its_true_engine_time_and_lag(tmp_path: Path) -> None:
