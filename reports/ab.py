@@ -339,14 +339,12 @@ def to_json(report: ABReport) -> dict[str, Any]:
 
 def write_reports(ab_dir: Path) -> ABReport:
     """(Re)make ab.md, ab.json, timeline.png and ab.html in an A/B or run directory."""
-    from reports.plot import plot_timelines
+    from reports.html import to_html
+    from reports.plot import save_timelines
 
     report = load_ab(ab_dir)
-    (ab_dir / "ab.json").unlink(missing_ok=True)
     (ab_dir / "ab.md").write_text(to_markdown(report), encoding="utf-8")
     (ab_dir / "ab.json").write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
-    plot_timelines(ab_dir, ab_dir / "timeline.png", title(report))
-    from reports.html import to_html
-
-    (ab_dir / "ab.html").write_text(to_html(report, ab_dir), encoding="utf-8")
+    timeline_svg = save_timelines(ab_dir, ab_dir / "timeline.png", title(report))
+    (ab_dir / "ab.html").write_text(to_html(report, ab_dir, timeline_svg), encoding="utf-8")
     return report

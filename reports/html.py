@@ -53,16 +53,16 @@ def _arm_turn_dirs(run_dir: Path) -> dict[str, list[Path]]:
     return out
 
 
-def _latencies(dirs: list[Path]) -> tuple[list[float], list[float]]:
-    """TTFT of completed turns and per-token inter-token gaps, in engine seconds."""
+def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
+    """TTFT of completed turns, and inter-token gaps with their token counts (engine s)."""
     ttft: list[float] = []
-    itl: list[float] = []
+    gaps: list[float] = []
+    weights: list[int] = []
     for d in dirs:
         if not (d / TURNS_FILE).exists():
             continue
-        scale = float(load_json(d / "meta.json").get("engine_s_per_wall_s") or 0.0) or float(
-            load_json(d / "meta.json").get("time_scale", 1.0)
-        )
+        meta = load_json(d / "meta.json")
+        scale = float(meta.get("engine_s_per_wall_s") or meta.get("time_scale", 1.0))
         for r in read_records(d / TURNS_FILE):
             if r.outcome != "ok":
                 continue
@@ -70,8 +70,9 @@ def _latencies(dirs: list[Path]) -> tuple[list[float], list[float]]:
                 ttft.append(r.ttft_s * scale)
             for (t0, _), (t1, n) in zip(r.chunks, r.chunks[1:], strict=False):
                 if n > 0:
-                    itl.extend([(t1 - t0) * scale / n] * n)
-    return ttft, itl
+                    gaps.append((t1 - t0) * scale / n)
+                    weights.append(n)
+    return ttft, gaps, weights
 
 
 def distributions_figure(run_dir: Path) -> Figure:
@@ -83,11 +84,12 @@ def distributions_figure(run_dir: Path) -> Figure:
 
     fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(12, 3.8))
     for name, dirs in _arm_turn_dirs(run_dir).items():
-        ttft, itl = _latencies(dirs)
+        ttft, gaps, weights = _latencies(dirs)
         if ttft:
             ax_ttft.hist(ttft, bins=40, histtype="step", lw=1.5, label=f"{name} ({len(ttft)})")
-        if itl:
-            ax_itl.hist(itl, bins=40, histtype="step", lw=1.5, label=f"{name} ({len(itl)} tokens)")
+        if gaps:
+            label = f"{name} ({sum(weights)} tokens)"
+            ax_itl.hist(gaps, bins=40, weights=weights, histtype="step", lw=1.5, label=label)
     for ax, what in ((ax_ttft, "time to first token"), (ax_itl, "inter-token latency")):
         ax.set_xlabel(f"{what} (engine s)")
         ax.set_ylabel("count")
@@ -146,11 +148,13 @@ def _run_date(run_dir: Path) -> str:
     return "unknown date"
 
 
-def to_html(report: ABReport, run_dir: Path) -> str:
-    """The whole page."""
+def to_html(report: ABReport, run_dir: Path, timeline_svg: str | None = None) -> str:
+    """The whole page (`timeline_svg`: the timeline figure already drawn, else drawn here)."""
     from reports.plot import timeline_figure
 
     heading = f"{title(report)}, {_run_date(run_dir)}"
+    if timeline_svg is None:
+        timeline_svg = _svg(timeline_figure(run_dir, heading))
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in footnotes(report))
     shown = " (each arm's first seed)" if report.seed_count > 1 else ""
     parts = [
@@ -163,7 +167,7 @@ def to_html(report: ABReport, run_dir: Path) -> str:
         "<h2>Per seed</h2>",
         _seed_table(report),
         f"<h2>Timelines{shown}</h2>",
-        _svg(timeline_figure(run_dir, heading)),
+        timeline_svg,
         "<h2>Latency distributions (all seeds)</h2>",
         _svg(distributions_figure(run_dir)),
         "</body></html>",

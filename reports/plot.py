@@ -49,11 +49,24 @@ def _gpu_series(
 
 def plot_timelines(run_dir: Path, out_path: Path, title: str | None = None) -> None:
     """Draw one column per arm, four rows of panels, into a PNG."""
+    save_timelines(run_dir, out_path, title)
+
+
+def save_timelines(run_dir: Path, png_path: Path, title: str | None = None) -> str:
+    """Draw the timeline figure once: write it as a PNG and return it as inline SVG."""
+    import io
+
     import matplotlib.pyplot as plt
 
     fig = timeline_figure(run_dir, title)
-    fig.savefig(out_path, dpi=90)
-    plt.close(fig)
+    try:
+        fig.savefig(png_path, dpi=90)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    finally:
+        plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]
 
 
 def timeline_figure(run_dir: Path, title: str | None = None) -> Figure:
