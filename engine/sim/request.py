@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from engine.sim.core import RequestInfo
@@ -32,6 +33,7 @@ class Request:
         "recompute",
         "split_key",
         "split_value",
+        "word_base",
     )
 
     def __init__(self, request_id: str, prompt: tuple[str, ...], max_outputs: int, now_s: float):
@@ -40,6 +42,8 @@ class Request:
         self.outputs: list[str] = []
         #: prompt plus outputs so far (kept in step with `outputs`: read on every pass)
         self.num_tokens = len(prompt)
+        #: where the request's output words start in the vocabulary (see `output_words`)
+        self.word_base = zlib.crc32(request_id.encode())
         self.max_outputs = max_outputs
         self.arrival_s = now_s
         self.chain: list[int] = []
