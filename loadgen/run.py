@@ -195,7 +195,6 @@ async def _fit(
     run: _Run, sizer: PromptSizer, conversation: _Conversation, plan: TurnPlan
 ) -> tuple[list[Message], int] | None:
     """The turn's messages and their token count, or None (recorded) when sizing failed."""
-    run.state(plan.agent, "queued")
     extra = [conversation.pending_reply] if conversation.pending_reply else []
     try:
         message, expected = await sizer.fit(
