@@ -19,12 +19,12 @@ from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, Turn, runnable_classes
 from engine.sim.controller import may_preempt as rule_may_preempt
 from engine.sim.records import (
+    VOCABULARY,
     AdvanceResult,
     EngineStats,
     RequestInfo,
     SimRequestError,
     StepResult,
-    output_words,
 )
 from engine.sim.request import Request, StepWork, is_deferred, request_info
 from engine.sim.stats import Counters
@@ -439,9 +439,11 @@ class Scheduler:
     ) -> dict[str, str]:
         """Append one output word to each request that completed its tokens; finish some."""
         finished: dict[str, str] = {}
+        vocab, n = VOCABULARY, len(VOCABULARY)
         for r in sampled:
-            word = output_words(r.id, len(r.outputs), 1)[0]
+            word = vocab[(r.word_base + 7 * len(r.outputs)) % n]  # = output_words(id, k, 1)[0]
             r.outputs.append(word)
+            r.num_tokens += 1
             if outputs is not None:
                 outputs[r.id] = [word]
             if r.first_token_s is None:
