@@ -24,7 +24,7 @@ import httpx
 import orjson
 
 from loadgen.stream import ERROR_EXCERPT_CHARS, SseDecoder, StreamResult, rescale
-from loadgen.transport import LeanTransport
+from loadgen.transport import LeanTransport, exchange
 from loadgen.wire import Target, stream_post
 
 __all__ = ["ERROR_EXCERPT_CHARS", "StreamResult", "StreamingClient", "make_client", "stream_chat"]
@@ -45,6 +45,27 @@ class StreamingClient(httpx.AsyncClient):
         self.read_timeout_s, self.connect_timeout_s = read_timeout_s, connect_timeout_s
         self._stream_headers = dict(headers)
         self._targets: dict[str, Target | str] = {}
+        self._posts: dict[str, tuple[httpx.URL, bytes] | None] = {}
+
+    async def post(
+        self, url: httpx.URL | str, *, json: Any = None, **options: Any
+    ) -> httpx.Response:
+        """``httpx.AsyncClient.post``; a plain JSON post (``/tokenize`` before every turn) goes
+        straight to the wire, skipping the client's request and response machinery."""
+        key = str(url)
+        if key not in self._posts:
+            parsed = httpx.URL(url)
+            fast = parsed.scheme in ("http", "https") and bool(parsed.host)
+            self._posts[key] = (parsed, _post_head(parsed, self._stream_headers)) if fast else None
+        known = self._posts[key]
+        if options or json is None or known is None:
+            return await super().post(url, json=json, **options)
+        parsed, head = known
+        payload = orjson.dumps(json)
+        request = b"%s\r\nContent-Length: %d\r\n\r\n%s" % (head, len(payload), payload)
+        response = await exchange(parsed, request, self.connect_timeout_s, self.read_timeout_s)
+        response.request = httpx.Request("POST", parsed)
+        return response
 
     def target(self, url: str) -> Target | str:
         """The parsed target of ``url``, or why it cannot be streamed to (cached per URL)."""
@@ -52,6 +73,17 @@ class StreamingClient(httpx.AsyncClient):
         if found is None:
             found = self._targets[url] = _target(url, self._stream_headers)
         return found
+
+
+def _post_head(url: httpx.URL, headers: Mapping[str, str]) -> bytes:
+    lines = [
+        b"POST %s HTTP/1.1" % url.raw_path,
+        b"Host: %s" % url.netloc,
+        b"Content-Type: application/json",
+        b"Accept: application/json",
+        *(f"{k}: {v}".encode("latin-1") for k, v in headers.items()),
+    ]
+    return b"\r\n".join(lines)
 
 
 def _target(url: str, headers: Mapping[str, str]) -> Target | str:

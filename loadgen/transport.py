@@ -20,6 +20,8 @@ from collections.abc import AsyncIterator
 import httptools
 import httpx
 
+from loadgen.wire import default_tls
+
 __all__ = ["LeanTransport", "check_url"]
 
 
@@ -136,7 +138,7 @@ async def _connect(url: httpx.URL, timeout_s: float | None) -> tuple[asyncio.Tra
                 _Reply,
                 url.host,
                 port,
-                ssl=ssl.create_default_context() if tls else None,
+                ssl=default_tls() if tls else None,
                 server_hostname=url.host if tls else None,
             )
     except TimeoutError:
@@ -188,3 +190,22 @@ class LeanTransport(httpx.AsyncBaseTransport):
             stream=_Body(transport, reply, timeouts.get("read")),
             extensions={"http_version": b"HTTP/1.1"},
         )
+
+
+async def exchange(
+    url: httpx.URL, request: bytes, connect_timeout_s: float, read_timeout_s: float
+) -> httpx.Response:
+    """Send a complete request (head and body bytes) and read the whole response.
+
+    Failures raise httpx's exceptions, as the transport does; the read timeout counts from
+    the last byte received.
+    """
+    transport, reply = await _connect(url, connect_timeout_s)
+    try:
+        transport.write(request)
+        body = _Body(transport, reply, read_timeout_s)
+        content = b"".join([part async for part in body])
+    finally:
+        transport.abort()
+    assert reply.status is not None
+    return httpx.Response(reply.status, headers=reply.headers, content=content)

@@ -16,6 +16,7 @@ closed mid-stream, or no byte within the read timeout.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections.abc import Mapping
@@ -155,6 +156,12 @@ class _Reply(asyncio.Protocol):
             self.finished.set_result(None)
 
 
+@functools.cache
+def default_tls() -> ssl.SSLContext:
+    """One verifying TLS context for every https stream (building one loads the CA store)."""
+    return ssl.create_default_context()
+
+
 def _watch(reply: _Reply, timeout_s: float, loop: asyncio.AbstractEventLoop) -> None:
     """The read timeout: fires once per timeout and re-arms from the last byte's time."""
     if reply.finished.done():
@@ -189,7 +196,7 @@ async def stream_post(
                 lambda: reply,
                 target.host,
                 target.port,
-                ssl=(tls or ssl.create_default_context()) if target.tls else None,
+                ssl=(tls or default_tls()) if target.tls else None,
                 server_hostname=target.host if target.tls else None,
             )
     except TimeoutError:
