@@ -130,3 +130,19 @@ def test_an_event_left_open_at_the_end_is_still_taken() -> None:
         left.error
         == 'stream ended without [DONE] (left an unterminated line: {"object": "chat.completion"})'
     )
+
+
+async def test_json_post_on_the_wire_answers_like_httpx(hostile: Any, closed_port_url: str) -> None:
+    messages = [{"role": "user", "content": "a b c"}]
+    async with hostile() as server, make_client(2.0, 2.0, {"X-Probe": "1"}) as fast:
+        plain = httpx.AsyncClient()
+        async with plain:
+            for path in ("/tokenize", "/nothing-here"):
+                ours = await fast.post(server.url + path, json={"messages": messages})
+                theirs = await plain.post(server.url + path, json={"messages": messages})
+                assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+                assert ours.request.url == theirs.request.url
+        with pytest.raises(httpx.ConnectError):
+            await fast.post(closed_port_url + "/tokenize", json={"messages": messages})
+    assert ours.status_code == 404
+    assert server.requests.count("POST /tokenize") == 2
