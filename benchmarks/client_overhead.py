@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import multiprocessing
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -345,11 +347,11 @@ def compare(args: argparse.Namespace) -> None:
 def _table(label: str, rows: dict[str, list[dict[str, float]]]) -> None:
     med = {k: statistics.median(r["cpu_s_per_mtok"] for r in v) for k, v in rows.items() if v}
     floor = med.get("floor")
-    print(f"\n{label}\n{'client':>10} {'cpu s/Mtok':>11} {'x floor':>8} {'tok/s':>9}")
+    print(f"\n{label}\n{'client':>16} {'cpu s/Mtok':>11} {'x floor':>8} {'tok/s':>9}")
     for name, value in med.items():
         ratio = f"{value / floor:8.2f}" if floor else f"{'-':>8}"
         tok_s = statistics.median(r["tok_s"] for r in rows[name])
-        print(f"{name:>10} {value:11.2f} {ratio} {tok_s:9.0f}")
+        print(f"{name:>16} {value:11.2f} {ratio} {tok_s:9.0f}")
     if "stallkit" in med and "vllm" in med:
         print(f"stallkit / vllm bench: {med['stallkit'] / med['vllm']:.2f}")
 
@@ -361,7 +363,9 @@ def _ensure_tokenizer(args: argparse.Namespace) -> bool:
         print("vLLM is not installed: no `vllm bench serve` row")
         return False
     if args.tokenizer is None:
-        args.tokenizer = os.environ.get("STALLKIT_TINY_MODEL") or tempfile.mkdtemp(prefix="tok-")
+        made = tempfile.mkdtemp(prefix="tok-")
+        atexit.register(shutil.rmtree, made, ignore_errors=True)
+        args.tokenizer = os.environ.get("STALLKIT_TINY_MODEL") or made
         if not (Path(args.tokenizer) / "tokenizer.json").exists():
             kit = Path(sys.executable).with_name("kit")
             subprocess.run([str(kit), "engine", "tiny-model", args.tokenizer], check=True,

@@ -27,7 +27,7 @@ BODY: dict[str, Any] = {
     "stream_options": {"include_usage": True},
 }
 OPTIONS = {"stall_tokens": 2, "gap_s": 0.05, "trickle_gap_s": 0.05, "hold_s": 5.0}
-READ_TIMEOUT_S = 0.5
+READ_TIMEOUT_S = 1.0  # far above the trickle's gaps, so only the stall times out
 
 
 def _seen(result: StreamResult) -> dict[str, Any]:
