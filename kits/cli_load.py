@@ -62,13 +62,13 @@ def load(
     ] = None,
 ) -> None:
     """Run multi-agent streaming load with long, growing contexts; print and save a summary."""
-    import asyncio
     import time
 
     from pydantic import ValidationError
 
     from contract.errors import validation_message
     from kits.errors import KitError
+    from loadgen import loop
     from loadgen.config import LoadConfig, sizes_for_context
 
     options: dict[str, Any] = {
@@ -88,7 +88,7 @@ def load(
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
     interrupted = False
     try:
-        asyncio.run(_drive(url, cfg, out_dir))
+        loop.run(_drive(url, cfg, out_dir))
     except KeyboardInterrupt:
         interrupted = True
     _finish(out_dir)

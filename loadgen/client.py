@@ -2,77 +2,112 @@
 
 Each call streams one request on its own connection and fills a :class:`StreamResult` as bytes
 arrive, so a caller that is cancelled mid-stream still holds everything measured so far.
-Transport failures are translated here, at the edge, into exactly one outcome: ``ok``,
-``timeout`` (no byte for the client's read timeout, which httpx applies to every socket read,
-so it counts from the last byte received; leaving the stream context closes the connection),
-``http_error``, ``stream_error`` (an error object in a 200 stream, malformed SSE, no
-``[DONE]``, or the connection dropped mid-stream) or ``connect_error`` (no response at all).
+Failures are translated here, at the edge, into exactly one outcome: ``ok``, ``timeout`` (no
+byte for the client's read timeout, counted from the last byte received), ``http_error``,
+``stream_error`` (an error object in a 200 stream, malformed SSE, a 200 that is not an SSE
+stream, no ``[DONE]``, or the connection closed mid-stream) or ``connect_error`` (no response
+at all). The error message names which.
 
-Token counting per chunk: a chunk's tokens are taken from per-token data when the server sends
-it (``token_ids``, or ``logprobs.content`` entries); otherwise the chunk's text is counted in
-whitespace-separated words, at least one for a non-empty text. That is exact for the simulator
-(a token is a word) and an estimate elsewhere, so when the server's usage reports the
-completion tokens, the per-chunk counts are rescaled to sum to that exact total.
+A client from :func:`make_client` is an ordinary ``httpx.AsyncClient`` (the preflight and the
+token counter use it as such) that streams replies on the fast wire of :mod:`loadgen.wire`;
+any other httpx client streams through httpx itself. Both feed the one SSE decoder
+(:mod:`loadgen.stream`), so they record the same chunks, tokens and outcomes.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
-from loadgen.records import Outcome
-from loadgen.transport import LeanTransport
+from loadgen.stream import ERROR_EXCERPT_CHARS, SseDecoder, StreamResult, rescale
+from loadgen.transport import LeanTransport, exchange
+from loadgen.wire import Target, stream_post
 
-ERROR_EXCERPT_CHARS = 300
+__all__ = ["ERROR_EXCERPT_CHARS", "StreamResult", "StreamingClient", "make_client", "stream_chat"]
 
 
-@dataclass(slots=True)
-class StreamResult:
-    """What one streamed request produced so far (complete once ``outcome`` is set)."""
+class StreamingClient(httpx.AsyncClient):
+    """An httpx client whose streamed chat completions take the fast wire."""
 
-    started: float = 0.0
-    elapsed_s: float = 0.0
-    ttft_s: float | None = None
-    chunks: list[tuple[float, int]] = field(default_factory=list)
-    parts: list[str] = field(default_factory=list)
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cached_tokens: int | None = None
-    outcome: Outcome | None = None
-    error: str | None = None
-    status: int | None = None
-    done: bool = False
+    def __init__(
+        self, read_timeout_s: float, connect_timeout_s: float, headers: Mapping[str, str]
+    ) -> None:
+        timeout = httpx.Timeout(
+            connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=None
+        )
+        super().__init__(
+            timeout=timeout, transport=LeanTransport(), headers=dict(headers), trust_env=False
+        )
+        self.read_timeout_s, self.connect_timeout_s = read_timeout_s, connect_timeout_s
+        self._stream_headers = dict(headers)
+        self._targets: dict[str, Target | str] = {}
+        self._posts: dict[str, tuple[httpx.URL, bytes] | None] = {}
 
-    @property
-    def text(self) -> str:
-        """The reply text as streamed (deltas concatenated verbatim)."""
-        return "".join(self.parts)
+    async def post(
+        self, url: httpx.URL | str, *, json: Any = None, **options: Any
+    ) -> httpx.Response:
+        """``httpx.AsyncClient.post``; a plain JSON post (``/tokenize`` before every turn) goes
+        straight to the wire, skipping the client's request and response machinery."""
+        key = str(url)
+        if key not in self._posts:
+            parsed = httpx.URL(url)
+            fast = parsed.scheme in ("http", "https") and bool(parsed.host)
+            self._posts[key] = (parsed, _post_head(parsed, self._stream_headers)) if fast else None
+        known = self._posts[key]
+        if options or json is None or known is None:
+            return await super().post(url, json=json, **options)
+        parsed, head = known
+        payload = orjson.dumps(json)
+        request = b"%s\r\nContent-Length: %d\r\n\r\n%s" % (head, len(payload), payload)
+        response = await exchange(parsed, request, self.connect_timeout_s, self.read_timeout_s)
+        response.request = httpx.Request("POST", parsed)
+        return response
 
-    def fail(self, outcome: Outcome, error: str) -> None:
-        if self.outcome is None:
-            self.outcome, self.error = outcome, error
+    def target(self, url: str) -> Target | str:
+        """The parsed target of ``url``, or why it cannot be streamed to (cached per URL)."""
+        found = self._targets.get(url)
+        if found is None:
+            found = self._targets[url] = _target(url, self._stream_headers)
+        return found
+
+
+def _post_head(url: httpx.URL, headers: Mapping[str, str]) -> bytes:
+    lines = [
+        b"POST %s HTTP/1.1" % url.raw_path,
+        b"Host: %s" % url.netloc,
+        b"Content-Type: application/json",
+        b"Accept: application/json",
+        *(f"{k}: {v}".encode("latin-1") for k, v in headers.items()),
+    ]
+    return b"\r\n".join(lines)
+
+
+def _target(url: str, headers: Mapping[str, str]) -> Target | str:
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"bad URL {url!r}: {exc}"
+    if parsed.scheme not in ("http", "https"):
+        return f"unsupported URL scheme in {url!r} (use http:// or https://)"
+    if not parsed.host:
+        return f"no host in URL {url!r}"
+    path = parsed.raw_path.decode("ascii")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return Target(parsed.scheme, parsed.host, port, path, headers)
 
 
 def make_client(
     read_timeout_s: float, connect_timeout_s: float, headers: Mapping[str, str] | None = None
-) -> httpx.AsyncClient:
+) -> StreamingClient:
     """An async client with no connection cap: one connection per in-flight request.
 
-    It runs on :class:`~loadgen.transport.LeanTransport` (plain asyncio sockets) for a lower
-    cost per streamed token. Environment proxies are ignored: a load test talks to the engine
-    directly.
+    Environment proxies are ignored: a load test talks to the engine directly.
     """
-    timeout = httpx.Timeout(
-        connect=connect_timeout_s, read=read_timeout_s, write=read_timeout_s, pool=None
-    )
-    return httpx.AsyncClient(
-        timeout=timeout, transport=LeanTransport(), headers=dict(headers or {}), trust_env=False
-    )
+    return StreamingClient(read_timeout_s, connect_timeout_s, headers or {})
 
 
 async def stream_chat(
@@ -81,29 +116,54 @@ async def stream_chat(
     """POST a streaming request and fill ``result``; per-request failures become its outcome."""
     start = result.started = time.perf_counter()
     try:
+        if isinstance(client, StreamingClient):
+            target = client.target(url)
+            if isinstance(target, str):
+                result.fail("connect_error", target)
+            else:
+                payload = orjson.dumps(body)
+                await stream_post(
+                    target, payload, result, client.read_timeout_s, client.connect_timeout_s
+                )
+        else:
+            await _stream_httpx(client, url, body, result)
+    finally:
+        result.elapsed_s = time.perf_counter() - start
+    if result.outcome is None:
+        result.outcome = "ok"
+        rescale(result)
+    return result
+
+
+async def _stream_httpx(
+    client: httpx.AsyncClient, url: str, body: Mapping[str, Any], result: StreamResult
+) -> None:
+    try:
         async with client.stream("POST", url, json=body) as response:
             result.status = response.status_code
             if response.status_code != 200:
                 excerpt = await _excerpt(response)
                 result.fail("http_error", f"HTTP {response.status_code}: {excerpt}")
-            else:
-                await _consume(response, result, start)
+                return
+            kind = response.headers.get("content-type", "").lower()
+            if kind and not kind.startswith("text/event-stream"):
+                excerpt = await _excerpt(response)
+                result.fail("stream_error", f"not an SSE stream: a {kind} body: {excerpt}")
+                return
+            await _consume(response, result)
     except httpx.ConnectTimeout as exc:
         result.fail("connect_error", f"connect timeout: {exc!r}")
     except httpx.TimeoutException:
-        tokens = sum(n for _, n in result.chunks)
+        tokens = result.streamed_tokens
         result.fail("timeout", f"no byte within the read timeout (after {tokens} tokens)")
     except httpx.TransportError as exc:
         if result.status is None:
             result.fail("connect_error", f"no response: {exc!r}")
         else:
-            result.fail("stream_error", f"connection lost mid-stream: {exc!r}")
-    finally:
-        result.elapsed_s = time.perf_counter() - start
-    if result.outcome is None:
-        result.outcome = "ok"
-        _rescale(result)
-    return result
+            tokens = result.streamed_tokens
+            result.fail(
+                "stream_error", f"connection closed mid-stream after {tokens} tokens: {exc!r}"
+            )
 
 
 async def _excerpt(response: httpx.Response) -> str:
@@ -118,111 +178,10 @@ async def _excerpt(response: httpx.Response) -> str:
     return body[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace").strip()
 
 
-async def _consume(response: httpx.Response, result: StreamResult, start: float) -> None:
-    buffer = b""
-    data: list[bytes] = []
+async def _consume(response: httpx.Response, result: StreamResult) -> None:
+    decoder = SseDecoder(result)
+    start = result.started
     async for piece in response.aiter_bytes():
-        now = time.perf_counter() - start
-        lines = (buffer + piece).split(b"\n")
-        buffer = lines.pop()
-        for raw in lines:
-            line = raw.rstrip(b"\r")
-            if not line:
-                if data:
-                    _on_event(b"\n".join(data), now, result)
-                    data.clear()
-            elif line.startswith(b"data:"):
-                data.append(line[6:] if line.startswith(b"data: ") else line[5:])
-            elif not line.startswith(b":") and line.split(b":", 1)[0] not in _OTHER_FIELDS:
-                result.fail("stream_error", f"malformed SSE line: {_show(line)}")
-            if result.outcome is not None or result.done:
-                return
-    if data:  # an event the server did not terminate with a blank line
-        _on_event(b"\n".join(data), time.perf_counter() - start, result)
-    if not result.done:
-        result.fail("stream_error", "stream ended without [DONE]")
-
-
-_OTHER_FIELDS = (b"event", b"id", b"retry")
-
-
-def _show(line: bytes) -> str:
-    return line[:120].decode("utf-8", "replace")
-
-
-def _on_event(data: bytes, now: float, result: StreamResult) -> None:
-    if data.strip() == b"[DONE]":
-        result.done = True
-        return
-    try:
-        event = json.loads(data)
-    except ValueError:
-        result.fail("stream_error", f"malformed SSE data: {_show(data)}")
-        return
-    if not isinstance(event, dict):
-        result.fail("stream_error", f"malformed SSE data: {_show(data)}")
-        return
-    if "error" in event:
-        result.fail("stream_error", f"error in stream: {_error_message(event['error'])}")
-        return
-    usage = event.get("usage")
-    if isinstance(usage, dict):
-        _take_usage(usage, result)
-    tokens = 0
-    for choice in event.get("choices") or ():
-        tokens += _choice_tokens(choice, result)
-    if tokens:
-        if result.ttft_s is None:
-            result.ttft_s = now
-        result.chunks.append((now, tokens))
-
-
-def _choice_tokens(choice: Any, result: StreamResult) -> int:
-    if not isinstance(choice, dict):
-        return 0
-    delta = choice.get("delta")
-    pieces: list[str] = []
-    if isinstance(delta, dict):
-        pieces = [v for k in ("content", "reasoning_content") if isinstance(v := delta.get(k), str)]
-        if isinstance(delta.get("content"), str):
-            result.parts.append(delta["content"])
-    elif isinstance(choice.get("text"), str):  # /v1/completions
-        pieces = [choice["text"]]
-        result.parts.append(choice["text"])
-    if isinstance(choice.get("token_ids"), list):
-        return len(choice["token_ids"])
-    logprobs = choice.get("logprobs")
-    if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
-        return len(logprobs["content"])
-    return sum(max(1, len(p.split())) for p in pieces if p)
-
-
-def _take_usage(usage: dict[str, Any], result: StreamResult) -> None:
-    if isinstance(usage.get("prompt_tokens"), int):
-        result.prompt_tokens = usage["prompt_tokens"]
-    if isinstance(usage.get("completion_tokens"), int):
-        result.completion_tokens = usage["completion_tokens"]
-    details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
-        result.cached_tokens = details["cached_tokens"]
-
-
-def _error_message(error: Any) -> str:
-    if isinstance(error, dict):
-        message = error.get("message") or error.get("type") or error
-        return str(message)[:ERROR_EXCERPT_CHARS]
-    return str(error)[:ERROR_EXCERPT_CHARS]
-
-
-def _rescale(result: StreamResult) -> None:
-    """Make per-chunk counts sum to the server's exact completion count (largest remainder)."""
-    total = sum(n for _, n in result.chunks)
-    exact = result.completion_tokens
-    if exact is None or total == 0 or total == exact:
-        return
-    shares = [n * exact / total for _, n in result.chunks]
-    counts = [int(s) for s in shares]
-    order = sorted(range(len(shares)), key=lambda i: counts[i] - shares[i])
-    for i in order[: exact - sum(counts)]:
-        counts[i] += 1
-    result.chunks = [(t, c) for (t, _), c in zip(result.chunks, counts, strict=True) if c]
+        if decoder.feed(piece, time.perf_counter() - start):
+            return
+    decoder.end(time.perf_counter() - start)

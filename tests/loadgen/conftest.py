@@ -35,6 +35,8 @@ BEHAVIOURS = (
     "drop",
     "dropmid",
     "trickle",
+    "json",
+    "unframed",
 )
 
 
@@ -123,6 +125,19 @@ class HostileServer:
             return
         if behaviour == "drop":
             writer.transport.abort()
+            return
+        if behaviour == "json":  # a whole chat completion although a stream was asked for
+            reply = {"object": "chat.completion", "choices": [{"message": {"content": "hi"}}]}
+            await _send(writer, 200, json.dumps(reply).encode())
+            return
+        if behaviour == "unframed":  # an SSE body delimited by closing the connection
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+            for _ in range(3):
+                chunk = {"choices": [{"index": 0, "delta": {"content": " tok"}}]}
+                writer.write(b"data: " + json.dumps(chunk).encode() + b"\r\n\r\n")
+            writer.write(b"data: [DONE]\r\n\r\n")
+            await writer.drain()
+            writer.close()
             return
         writer.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from kits.cli import app
@@ -59,3 +63,29 @@ def test_short_run_writes_records_summary_and_no_key(
     for path in out.iterdir():
         assert "topsecret-value" not in path.read_text()
     assert "topsecret-value" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("127.0.0.1:8000", "no scheme"),
+        ("notaurl", "no scheme"),
+        ("ftp://127.0.0.1:21/", "unsupported URL scheme 'ftp'"),
+    ],
+)
+def test_url_without_http_scheme_is_one_red_line_from_the_real_kit(
+    url: str, says: str, tmp_path: Path
+) -> None:
+    kit = Path(sys.executable).with_name("kit")
+    done = subprocess.run(
+        [str(kit), "load", url, "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0] and "hint" in lines[0]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "run").exists()

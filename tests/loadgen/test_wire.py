@@ -1,0 +1,148 @@
+"""The fast wire records what httpx records, fault by fault, and names each fault.
+
+Every misbehaviour of the hostile server is streamed three ways: on the fast wire (the client
+``make_client`` returns), through stock httpx (httpcore's parser, the way the client streamed
+before the fast wire) and through httpx on the lean transport. The chunks, tokens, TTFT,
+usage, text and outcome must agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from loadgen.client import StreamResult, make_client, stream_chat
+from loadgen.stream import SseDecoder
+from loadgen.transport import LeanTransport
+
+from .conftest import BEHAVIOURS
+
+BODY: dict[str, Any] = {
+    "model": "hostile",
+    "messages": [{"role": "user", "content": "a b c"}],
+    "max_tokens": 5,
+    "stream": True,
+    "stream_options": {"include_usage": True},
+}
+OPTIONS = {"stall_tokens": 2, "gap_s": 0.05, "trickle_gap_s": 0.05, "hold_s": 5.0}
+READ_TIMEOUT_S = 1.0  # far above the trickle's gaps, so only the stall times out
+
+
+def _seen(result: StreamResult) -> dict[str, Any]:
+    """What must agree between wires (times differ run to run; their shape must not)."""
+    times = [t for t, _ in result.chunks]
+    assert times == sorted(times) and all(t >= 0 for t in times)
+    assert result.ttft_s == (times[0] if times else None)
+    assert result.elapsed_s >= (times[-1] if times else 0.0)
+    return {
+        "outcome": result.outcome,
+        "kind": (result.error or "").split(":")[0].split(" after ")[0],
+        "status": result.status,
+        "tokens": [n for _, n in result.chunks],
+        "text": result.text,
+        "usage": (result.prompt_tokens, result.completion_tokens, result.cached_tokens),
+        "done": result.done,
+    }
+
+
+async def _three_ways(url: str) -> list[dict[str, Any]]:
+    timeout = httpx.Timeout(READ_TIMEOUT_S, connect=2.0)
+    seen = []
+    async with make_client(READ_TIMEOUT_S, 2.0) as fast:
+        seen.append(_seen(await stream_chat(fast, url, BODY, StreamResult())))
+    for transport in (None, LeanTransport()):
+        async with httpx.AsyncClient(timeout=timeout, transport=transport) as plain:
+            seen.append(_seen(await stream_chat(plain, url, BODY, StreamResult())))
+    return seen
+
+
+@pytest.mark.parametrize("behaviour", BEHAVIOURS)
+async def test_fast_wire_records_what_httpx_records(hostile: Any, behaviour: str) -> None:
+    async with hostile(**OPTIONS) as server:
+        fast, stock, lean = await _three_ways(f"{server.url}/{behaviour}/v1/chat/completions")
+    assert fast == stock == lean
+
+
+async def test_faults_are_named_by_what_happened(hostile: Any) -> None:
+    async with hostile(**OPTIONS) as server, make_client(READ_TIMEOUT_S, 2.0) as client:
+        results = {
+            b: await stream_chat(
+                client, f"{server.url}/{b}/v1/chat/completions", BODY, StreamResult()
+            )
+            for b in ("dropmid", "json", "nodone", "unframed", "drop", "stall")
+        }
+    errors = {b: r.error or "" for b, r in results.items()}
+    assert errors["dropmid"].startswith("connection closed mid-stream after 2 tokens")
+    assert errors["json"].startswith("not an SSE stream: a application/json body: {")
+    assert errors["nodone"] == "stream ended without [DONE]"
+    assert results["unframed"].outcome == "ok" and len(results["unframed"].chunks) == 3
+    assert errors["drop"].startswith("no response")
+    assert results["drop"].outcome == "connect_error"
+    assert errors["stall"] == "no byte within the read timeout (after 2 tokens)"
+    assert len(set(errors.values())) == len(errors)
+
+
+async def test_bad_urls_are_connect_errors_that_say_why() -> None:
+    async with make_client(1.0, 1.0) as client:
+        ftp = await stream_chat(client, "ftp://127.0.0.1:21/x", BODY, StreamResult())
+        bare = await stream_chat(client, "127.0.0.1:8000/v1/chat/completions", BODY, StreamResult())
+    assert ftp.outcome == bare.outcome == "connect_error"
+    assert "unsupported URL scheme" in (ftp.error or "")
+    assert "unsupported URL scheme" in (bare.error or "") or "no host" in (bare.error or "")
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 7, 13, 40])
+def test_decoder_gives_the_same_events_however_the_body_is_cut(cut: int) -> None:
+    body = (
+        b": a comment\r\n\r\n"
+        b'data: {"choices":[{"delta":{"content":"one two"}}]}\r\n\r\n'
+        b"event: message\n"
+        b'data: {"choices":[{"delta":{"content":" three"},\n'
+        b'data: "token_ids":[7,8,9]}]}\n\n\n'
+        b'data:{"choices":[{"text":"x"}],"usage":{"completion_tokens":6}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    result = StreamResult()
+    decoder = SseDecoder(result)
+    finished = False
+    for i in range(0, len(body), cut):
+        assert not finished
+        finished = decoder.feed(body[i : i + cut], float(i))
+    assert finished and result.done and result.outcome is None
+    assert [n for _, n in result.chunks] == [2, 3, 1]
+    assert result.text == "one two threex" and result.completion_tokens == 6
+
+
+def test_an_event_left_open_at_the_end_is_still_taken() -> None:
+    result = StreamResult()
+    decoder = SseDecoder(result)
+    decoder.feed(b'data: {"choices":[{"delta":{"content":"a"}}]}\n\ndata: [DONE]\n', 1.0)
+    decoder.end(2.0)
+    assert result.done and result.outcome is None and result.chunks == [(1.0, 1)]
+    left = StreamResult()
+    decoder = SseDecoder(left)
+    decoder.feed(b'{"object": "chat.completion"}', 0.0)
+    decoder.end(1.0)
+    assert left.outcome == "stream_error"
+    assert (
+        left.error
+        == 'stream ended without [DONE] (left an unterminated line: {"object": "chat.completion"})'
+    )
+
+
+async def test_json_post_on_the_wire_answers_like_httpx(hostile: Any, closed_port_url: str) -> None:
+    messages = [{"role": "user", "content": "a b c"}]
+    async with hostile() as server, make_client(2.0, 2.0, {"X-Probe": "1"}) as fast:
+        plain = httpx.AsyncClient()
+        async with plain:
+            for path in ("/tokenize", "/nothing-here"):
+                ours = await fast.post(server.url + path, json={"messages": messages})
+                theirs = await plain.post(server.url + path, json={"messages": messages})
+                assert (ours.status_code, ours.json()) == (theirs.status_code, theirs.json())
+                assert ours.request.url == theirs.request.url
+        with pytest.raises(httpx.ConnectError):
+            await fast.post(closed_port_url + "/tokenize", json={"messages": messages})
+    assert ours.status_code == 404
+    assert server.requests.count("POST /tokenize") == 2
