@@ -47,7 +47,9 @@ MaxContextOpt = Annotated[
 OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--overlay", help="SRC:DEST bind-mounted read-only over DEST in docker images (repeatable)"
+        "--overlay",
+        help="SRC:DEST bind-mounted read-only over DEST in docker images; in kit ab, in the fix "
+        "arm only, so the same image with and without it is an A/B (repeatable)",
     ),
 ]
 NoDashOpt = Annotated[

@@ -25,8 +25,11 @@ MIN_INTERVAL_S = 0.05
 
 
 def time_scale(spec: EngineSpec, kit: Kit) -> float:
-    """Engine seconds per wall second for an arm: the kit's for the simulator, else 1."""
-    return kit.sim.time_scale if spec.kind == "sim" else 1.0
+    """Engine seconds per wall second for an arm: the kit's for the simulator and for images
+    (1 unless a simulator image runs faster), else 1."""
+    if spec.kind == "sim":
+        return kit.sim.time_scale
+    return kit.engine.time_scale if spec.kind == "docker" else 1.0
 
 
 def _scaled(fields: dict[str, Any], scale: float) -> dict[str, Any]:
@@ -52,7 +55,8 @@ def monitor_config(kit: Kit, scale: float) -> MonitorConfig:
 def make_launcher(
     arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, overlays: list[Overlay] | None = None
 ) -> Launcher:
-    """The launcher for one arm; logs go to `arm_dir/engine.log`."""
+    """The launcher for one arm; logs go to `arm_dir/engine.log`. Overlays go into every image
+    arm but `base`: an A/B of one image with and without a fix's source tree shows the fix."""
     log_path = arm_dir / "engine.log"
     if spec.kind == "sim":
         from engine.simproc import SimLauncher
@@ -66,16 +70,23 @@ def make_launcher(
         from engine.local import VllmLauncher
 
         return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
+    host = kit.engine.host_for(arm)
+    env = dict(kit.engine.env)
+    if kit.engine.time_scale != 1.0:
+        env["STALLKIT_TIME_SCALE"] = repr(kit.engine.time_scale)
     opts = DockerOptions(
         gpus=tuple(kit.engine.gpus_for(arm)),
-        env=dict(kit.engine.env),
+        env=env,
         container_port=kit.engine.port,
-        host_port=free_port(),
+        host_port=host.host_port or free_port(),
         shm_size=kit.engine.shm_size,
         ipc_host=kit.engine.ipc_host,
         extra_args=tuple(kit.engine.docker_args),
         engine_args=tuple(kit.engine.engine_args),
-        overlays=tuple(overlays or ()),
+        overlays=tuple(overlays or ()) if arm != "base" else (),
         name_prefix=f"stallkit-{kit.name}-{arm}",
+        network=kit.engine.network,
+        docker_host=host.docker_host,
+        dcgm_url=host.dcgm_url,
     )
     return DockerLauncher(spec, opts, log_path)
