@@ -38,9 +38,9 @@ def docker_hosts() -> Iterator[DockerHosts]:
             pytest.skip(f"no docker daemon can start here: {exc}")
         yield DockerHosts(urls[0], urls[1])
     finally:
-        # a daemon takes seconds to shut down: stop both at once
+        # a daemon takes seconds to shut down and its files to delete: both at once
         with ThreadPoolExecutor(2) as pool:
-            list(pool.map(daemon.stop, [base / "a", base / "b"]))
+            list(pool.map(daemon.remove, [base / "a", base / "b"]))
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -53,12 +53,8 @@ def engine_images(docker_hosts: DockerHosts) -> Images:
     default_cache = Path.home() / ".cache" / "stallkit" / "image"
     cache = Path(os.environ.get("STALLKIT_IMAGE_CACHE", default_cache))
     took: dict[str, float] = {}
-    # base and fix on host a; fix on host b, for the arm that runs there
-    for host, label, policy in (
-        (docker_hosts.a, "a", "base"),
-        (docker_hosts.a, "a", "fix"),
-        (docker_hosts.b, "b", "fix"),
-    ):
+    # the base image on host a, the fix image on host b (the fix arm of --parallel runs there)
+    for host, label, policy in ((docker_hosts.a, "a", "base"), (docker_hosts.b, "b", "fix")):
         recipe = ImageRecipe(f"{IMAGE}:{policy}", policy, cache_dir=cache, docker_host=host)
         took[f"{policy}@{label}"] = build_image(recipe)
     return Images(f"{IMAGE}:base", f"{IMAGE}:fix", took)

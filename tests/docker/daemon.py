@@ -4,7 +4,7 @@ Each daemon has its own socket, data root, exec root and pid file, no bridge and
 iptables rules; containers use the host network, so every byte stays on loopback.
 
     python tests/docker/daemon.py start DIR   # prints the DOCKER_HOST URL
-    python tests/docker/daemon.py stop DIR
+    python tests/docker/daemon.py stop DIR    # stops it and deletes DIR
 """
 
 from __future__ import annotations
@@ -96,9 +96,19 @@ def stop(base: Path) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait(timeout=10)
-        return
-    with contextlib.suppress(OSError, ValueError):
-        _terminate(int((base / "dockerd.pid").read_text().strip()))
+    else:
+        with contextlib.suppress(OSError, ValueError):
+            _terminate(int((base / "dockerd.pid").read_text().strip()))
+    # the daemon leaves its network namespace mounted under the exec root
+    netns = base / "exec" / "netns" / "default"
+    if os.path.ismount(netns):
+        subprocess.run(["umount", str(netns)], capture_output=True, timeout=30, check=False)
+
+
+def remove(base: Path) -> None:
+    """Stop the daemon rooted at `base` and delete its files (images, containers, sockets)."""
+    stop(base)
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _terminate(pid: int) -> None:
@@ -121,7 +131,7 @@ def main(argv: list[str]) -> int:
         return 2
     base = Path(argv[1]).resolve()
     if argv[0] == "stop":
-        stop(base)
+        remove(base)
         return 0
     try:
         print(start(base))

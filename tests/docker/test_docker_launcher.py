@@ -85,7 +85,7 @@ def test_container_that_exits_before_healthy_shows_its_last_line(
     docker_hosts: DockerHosts, engine_images: Images, tmp_path: Path
 ) -> None:
     launcher = _launcher(
-        engine_images.fix, docker_hosts.a, tmp_path / "engine.log", {"MAX_NUM_SEQS": "lots"}
+        engine_images.base, docker_hosts.a, tmp_path / "engine.log", {"MAX_NUM_SEQS": "lots"}
     )
     try:
         launcher.start()
