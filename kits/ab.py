@@ -93,8 +93,10 @@ class Plan:
         for arm in self.arms:
             gpus = self.kit.engine.gpus_for(arm.name) if arm.spec.kind == "docker" else []
             scale = time_scale(arm.spec, self.kit)
+            host = self.kit.engine.host_for(arm.name).docker_host
+            where = f"; docker host {host}" if arm.spec.kind == "docker" and host else ""
             lines.append(
-                f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; time scale {scale:g})"
+                f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; time scale {scale:g}{where})"
             )
         load = self.kit.load
         lines.append(
