@@ -9,6 +9,7 @@ engine package goes to `docker import`. Base and fix images come from the one re
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -122,7 +123,7 @@ def stage_package(dest: Path, policy: str, engine: str = "sim") -> Path:
     """Write the engine package as an image carries it (baked policy) to `dest/engine`."""
     if policy not in ("base", "fix") or engine not in ("sim", "patched"):
         raise EngineError(f"cannot bake policy {policy!r} / engine {engine!r}", "base|fix, sim")
-    source = Path(__file__).resolve().parents[1]
+    source = _SRC / "engine"
     target = dest / "engine"
     if target.exists():
         shutil.rmtree(target)
@@ -135,23 +136,40 @@ def stage_package(dest: Path, policy: str, engine: str = "sim") -> Path:
     return target
 
 
-def runtime_distributions() -> list[str]:
-    """Distributions the simulator and the entrypoint import (asked of a fresh interpreter)."""
+#: the source tree the engine package (and any sibling package it imports) comes from
+_SRC = Path(__file__).resolve().parents[2]
+
+
+@functools.lru_cache(maxsize=1)
+def _imported_top_levels() -> tuple[str, ...]:
+    """Top-level modules the simulator and the entrypoint import (asked of a fresh interpreter)."""
     probe = (
         "import importlib, json, sys\n"
         f"for m in {list(_ROOT_MODULES)!r}: importlib.import_module(m)\n"
         "print(json.dumps(sorted({n.split('.')[0] for n in sys.modules})))\n"
     )
-    src = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": src}
+    env = {**os.environ, "PYTHONPATH": str(_SRC)}
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False
     )
     if out.returncode != 0:
         raise EngineError("cannot import the simulator to size the image", out.stderr[-300:])
+    return tuple(json.loads(out.stdout))
+
+
+def runtime_distributions() -> list[str]:
+    """Installed distributions the simulator and the entrypoint need, with their requirements."""
     owners = metadata.packages_distributions()
-    names = {d for top in json.loads(out.stdout) for d in owners.get(top, [])}
+    names = {d for top in _imported_top_levels() for d in owners.get(top, [])}
     return sorted(_with_requirements(names - {"stallkit", "setuptools"}))
+
+
+def sibling_packages() -> list[Path]:
+    """This project's other packages the engine imports (shared models), copied as they are."""
+    tops = _imported_top_levels()
+    return [
+        _SRC / top for top in tops if top != "engine" and (_SRC / top / "__init__.py").is_file()
+    ]
 
 
 def _with_requirements(names: set[str]) -> set[str]:
@@ -238,6 +256,7 @@ def _stream(tar: tarfile.TarFile, rootfs: Path, files: Mapping[str, Path]) -> No
 def build_image(recipe: ImageRecipe) -> float:
     """Build and import the image; returns the seconds it took."""
     started = time.monotonic()
+    _check_daemon(recipe.docker_host)
     rootfs = rootfs_tarball(recipe)
     files: dict[str, Path] = {}
     for path, arcname in _python_files():
@@ -245,6 +264,9 @@ def build_image(recipe: ImageRecipe) -> float:
     for name in runtime_distributions():
         for path, arcname in _distribution_files(name):
             files[arcname] = path
+    for package_dir in sibling_packages():
+        for path in sorted(package_dir.rglob("*.py")):
+            files[f"{IMAGE_LIB}/{path.relative_to(_SRC)}"] = path
     with tempfile.TemporaryDirectory(prefix="stallkit-image-") as tmp:
         package = stage_package(Path(tmp), recipe.policy, recipe.engine)
         for path in sorted(package.rglob("*")):
@@ -252,6 +274,30 @@ def build_image(recipe: ImageRecipe) -> float:
                 files[f"{IMAGE_LIB}/{path.relative_to(tmp)}"] = path
         _docker_import(recipe, rootfs, files)
     return time.monotonic() - started
+
+
+def _check_daemon(docker_host: str | None) -> None:
+    """Fail fast, before the slow root file system, when no docker daemon answers."""
+    argv = ["docker", *(["--host", docker_host] if docker_host else []), "version"]
+    try:
+        done = subprocess.run(
+            [*argv, "--format", "{{.Server.Version}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise EngineError("the docker CLI is not installed", "install docker.io") from None
+    except subprocess.TimeoutExpired:
+        raise EngineError("the docker daemon did not answer in 30 s", "is dockerd up?") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        where = docker_host or os.environ.get("DOCKER_HOST", "the default socket")
+        raise EngineError(
+            f"no docker daemon answers at {where}: {last}",
+            "start dockerd, or name its socket with --docker-host",
+        )
 
 
 def _docker_import(recipe: ImageRecipe, rootfs: Path, files: Mapping[str, Path]) -> None:

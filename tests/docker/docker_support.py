@@ -52,7 +52,7 @@ def ours(docker_host: str) -> list[str]:
     return done.stdout.split()
 
 
-def write_kit(path: Path, hosts: DockerHosts, **engine: Any) -> Path:
+def write_kit(path: Path, hosts: DockerHosts, duration_s: float = 3600, **engine: Any) -> Path:
     """The restore-stall kit for image arms here: host network, no GPUs, 120x, an hour."""
     import tomllib
 
@@ -67,7 +67,7 @@ def write_kit(path: Path, hosts: DockerHosts, **engine: Any) -> Path:
     data["engine"].update(engine)
     data["sim"]["time_scale"] = 120.0
     # an hour of engine time at 60-100K tokens: over HTTP the base livelock shows reliably
-    data["load"].update(duration_s=3600, min_context=60000)
+    data["load"].update(duration_s=duration_s, min_context=60000)
     path.write_text(dump_toml(data), encoding="utf-8")
     return path
 

@@ -124,3 +124,42 @@ def test_apt_mirror_reads_deb822_and_one_line_sources(tmp_path: Path) -> None:
     )
     assert apt_mirror(tmp_path) == "http://other.example/d"
     assert apt_mirror(tmp_path / "nothing") == "http://deb.debian.org/debian"
+
+
+def test_image_command_without_a_daemon_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kits",
+            "engine",
+            "image",
+            "t:base",
+            "--cache-dir",
+            str(tmp_path),
+            "--docker-host",
+            f"unix://{tmp_path}/no-daemon.sock",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: ")
+    assert "docker" in done.stderr and len(done.stderr.strip().splitlines()) <= 2
+    assert not list(tmp_path.iterdir()), "nothing is built before a daemon answers"
+    bad = subprocess.run(
+        [sys.executable, "-m", "kits", "engine", "image", "t:x", "--policy", "better"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+    assert bad.returncode == 2 and "use --policy base|fix" in bad.stderr
