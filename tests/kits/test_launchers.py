@@ -1,7 +1,8 @@
 """Launchers against real processes: the simulator child, and docker through a fake CLI.
 
-No docker engine runs here, so a fake `docker` first on PATH records its arguments and runs
-the simulator as the container; the argument forms checked are those of the real CLI.
+The fake `docker` first on PATH records its arguments and runs the simulator as the
+container, so the argument forms (GPU flags included, which no machine here can honour) are
+checked without a docker engine; tests/docker runs the launcher against a real one.
 """
 
 from __future__ import annotations
