@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import daemon
-from docker_support import IMAGE, DockerHosts, Images
+from docker_support import IMAGE, DockerHosts, Images, remove_ours
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +58,13 @@ def engine_images(docker_hosts: DockerHosts) -> Images:
         recipe = ImageRecipe(f"{IMAGE}:{policy}", policy, cache_dir=cache, docker_host=host)
         took[f"{policy}@{label}"] = build_image(recipe)
     return Images(f"{IMAGE}:base", f"{IMAGE}:fix", took)
+
+
+@pytest.fixture(autouse=True)
+def _no_container_outlives_a_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a docker test, remove what it may have left, so one failure does not cascade."""
+    yield
+    if "docker_hosts" in request.fixturenames:
+        hosts: DockerHosts = request.getfixturevalue("docker_hosts")
+        remove_ours(hosts.a)
+        remove_ours(hosts.b)

@@ -4,6 +4,7 @@ a short image-arm kit, and polling."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,13 @@ def ours(docker_host: str) -> list[str]:
     return done.stdout.split()
 
 
-def write_kit(path: Path, hosts: DockerHosts, duration_s: float = 3600, **engine: Any) -> Path:
+def write_kit(
+    path: Path,
+    hosts: DockerHosts,
+    duration_s: float = 3600,
+    time_scale: float = 120.0,
+    **engine: Any,
+) -> Path:
     """The restore-stall kit for image arms here: host network, no GPUs, 120x, an hour."""
     import tomllib
 
@@ -61,15 +68,50 @@ def write_kit(path: Path, hosts: DockerHosts, duration_s: float = 3600, **engine
     data = tomllib.loads((REPO / "kits" / "kits" / "restore-stall.toml").read_text())
     data["name"] = "docker-test"
     data["engine"].update(
-        gpus=[], network="host", time_scale=120.0, startup_timeout_s=120.0, shm_size=""
+        gpus=[], network="host", time_scale=time_scale, startup_timeout_s=120.0, shm_size=""
     )
     data["engine"]["host"] = {"docker_host": hosts.a, "dcgm_url": "{engine_url}/dcgm/metrics"}
     data["engine"].update(engine)
-    data["sim"]["time_scale"] = 120.0
+    data["sim"]["time_scale"] = time_scale
     # an hour of engine time at 60-100K tokens: over HTTP the base livelock shows reliably
     data["load"].update(duration_s=duration_s, min_context=60000)
     path.write_text(dump_toml(data), encoding="utf-8")
     return path
+
+
+def remove_ours(docker_host: str) -> None:
+    """Remove every container of ours on a host (after a test, whatever it left)."""
+    names = ours(docker_host)
+    if names:
+        subprocess.run(
+            ["docker", "--host", docker_host, "rm", "--force", *names],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+
+
+def run_kit(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """`kit ARGS` as a child; on a timeout it gets SIGTERM (and time to stop its engines)
+    before it is killed, so a hung run does not leave containers behind."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kits", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except BaseException:  # our timeout, or the test's (pytest-timeout), or Ctrl-C
+        proc.terminate()
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def wait_for(predicate: Any, timeout_s: float, what: str) -> None:

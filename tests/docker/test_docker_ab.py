@@ -17,21 +17,16 @@ import time
 from pathlib import Path
 
 import pytest
-from docker_support import REPO, DockerHosts, Images, ours, wait_for, write_kit
+from docker_support import REPO, DockerHosts, Images, ours, run_kit, wait_for, write_kit
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# the first docker test also waits for the session's image build (minutes without a cache)
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
 
 OVERLAY_DEST = "/opt/stallkit/lib/engine"
 
 
-def _kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kits", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
+def _kit(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_kit(*args, timeout_s=240)
 
 
 def _assert_fix_shown(out: Path) -> dict[str, dict[str, object]]:
@@ -39,7 +34,8 @@ def _assert_fix_shown(out: Path) -> dict[str, dict[str, object]]:
     base, fix = data["arms"]["base"], data["arms"]["fix"]
     assert any(s["kind"] == "spinning" and s["stopped_run"] for s in base["stalls"]), base["stalls"]
     assert fix["stalls"] == []
-    assert fix["duration_s"] == pytest.approx(3600, rel=0.05)
+    # ran its whole duration (how much engine time that was depends on the machine's load)
+    assert fix["end_reason"] == "duration"
     arms: dict[str, dict[str, object]] = data["arms"]
     return arms
 
@@ -81,7 +77,10 @@ def test_two_images_on_two_docker_hosts_in_parallel(
     # the base livelocks in a given hour over HTTP is up to request timing, so this test
     # checks where and what ran; the A/B outcome is asserted by the sequential test.
     b = {"docker_host": docker_hosts.b, "dcgm_url": "{engine_url}/dcgm/metrics"}
-    kit = write_kit(tmp_path / "kit.toml", docker_hosts, duration_s=1800, arm_hosts={"fix": b})
+    # two engines and 24 agents at once: a lower scale, so neither falls far behind its clock
+    kit = write_kit(
+        tmp_path / "kit.toml", docker_hosts, duration_s=1800, time_scale=60.0, arm_hosts={"fix": b}
+    )
     out = tmp_path / "ab"
     since = str(int(time.time()) - 1)
     done = _kit(
@@ -91,7 +90,7 @@ def test_two_images_on_two_docker_hosts_in_parallel(
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads((out / "ab.json").read_text())
     assert data["arms"]["fix"]["stalls"] == []
-    assert data["arms"]["fix"]["duration_s"] == pytest.approx(1800, rel=0.05)
+    assert data["arms"]["fix"]["end_reason"] == "duration"
     assert "policy base" in (out / "base" / "engine.log").read_text()
     assert "policy fix" in (out / "fix" / "engine.log").read_text()
     for arm in ("base", "fix"):
@@ -153,9 +152,13 @@ def test_interrupted_run_leaves_no_container(
         os.kill(proc.pid, sig)
         output, _ = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        if proc.poll() is None:  # SIGTERM first: the run then removes its container
+            proc.terminate()
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
     assert proc.returncode == 130, output[-2000:]
     assert "interrupted" in output
     assert ours(docker_hosts.a) == []

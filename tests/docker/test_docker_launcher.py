@@ -19,7 +19,8 @@ from engine.errors import EngineError
 from engine.launcher import free_port
 from engine.spec import parse_spec
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# the first docker test also waits for the session's image build (minutes without a cache)
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 def _profile() -> dict[str, str]:
