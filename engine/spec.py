@@ -1,12 +1,18 @@
 """Parse the engine spec strings given after --engine / --base / --fix.
 
-Forms (see DESIGN.md): `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`,
-and anything else containing `/` or `:` is a docker image reference.
+Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, or a docker image
+reference with its repository path (`vllm/vllm-openai:v0.32`, `registry:5000/team/engine`).
+A bare `word:rest` with no `/` is a docker image only when docker has a local image of that
+name (one built here, e.g. `myfork:fix`); otherwise it is read as a mistyped form (`sim2:base`,
+`nosuch:thing`) and refused with the list of forms, in a dry run as in a run, instead of being
+handed to docker to pull. An image of Docker Hub's library is written with its path
+(`library/NAME:TAG`).
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,9 +22,13 @@ EngineKind = Literal["sim", "docker", "url", "vllm"]
 SIM_POLICIES = ("base", "fix")
 
 _IMAGE_RE = re.compile(
-    r"^[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+    r"^([A-Za-z0-9.\-]+:[0-9]+/)?"  # a registry with a port
+    r"[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
-_SPEC_HINT = "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR or a docker image"
+_SPEC_HINT = (
+    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR or a docker image with its "
+    "repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,17 @@ class EngineSpec:
     def label(self) -> str:
         """A short name for tables and directory names."""
         return self.raw
+
+
+def _local_image(image: str) -> bool:
+    """Whether docker has a local image of this name (False when docker cannot tell)."""
+    try:
+        found = subprocess.run(
+            ["docker", "image", "inspect", image], capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return found.returncode == 0
 
 
 def parse_spec(raw: str) -> EngineSpec:
@@ -58,6 +79,15 @@ def parse_spec(raw: str) -> EngineSpec:
         if not model:
             raise EngineError(f"missing model directory in {raw!r}", "write vllm:MODEL_DIR")
         return EngineSpec("vllm", model, text)
-    if ("/" in text or ":" in text) and _IMAGE_RE.match(text):
+    prefix, colon, _ = text.partition(":")
+    if colon and "/" not in text:
+        if _IMAGE_RE.match(text) and _local_image(text):
+            return EngineSpec("docker", text, text)
+        raise EngineError(
+            f"unknown engine spec form {prefix + ':'!r} in {raw!r} (and no local docker image "
+            "of that name)",
+            _SPEC_HINT,
+        )
+    if "/" in text and _IMAGE_RE.match(text):
         return EngineSpec("docker", text, text)
     raise EngineError(f"unknown engine spec {raw!r}", _SPEC_HINT)

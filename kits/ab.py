@@ -132,10 +132,12 @@ class Result:
 
 
 def strict_failures(report: ABReport) -> list[str]:
-    """Reasons a CI run fails: the fix arm (or the only arm) stalled or logged a traceback."""
+    """Reasons a CI run fails: the fix arm (or the only arm) died, stalled or logged a traceback."""
     name = "fix" if "fix" in report.arms else next(iter(report.arms))
     arm = report.arms[name]
     problems = []
+    if arm.end_reason == "engine_died":
+        problems.append(f"{name} arm's engine died")
     if arm.stalls:
         problems.append(f"{name} arm stalled {len(arm.stalls)} time(s)")
     if arm.log_counts.get("tracebacks", 0):
@@ -161,6 +163,27 @@ async def _run_all(plan: Plan, console: Console, dashboard: bool) -> None:
             loop.remove_signal_handler(signal.SIGTERM)
 
 
+#: files the run writes about itself; anything else in a run directory was recorded
+_BOOKKEEPING = {"kit.json", "meta.json", "summary.json", "sim-config.toml"}
+
+
+def _discard_if_unrecorded(plan: Plan) -> bool:
+    """Remove a failed run's directory when it recorded nothing (no turn, sample or log line).
+
+    Only the files the run itself wrote are removed, and only when nothing else is there;
+    whatever was recorded is kept. Returns whether the directory is gone.
+    """
+    files = [p for p in plan.out_dir.rglob("*") if p.is_file()]
+    if any(p.name not in _BOOKKEEPING and p.stat().st_size > 0 for p in files):
+        return False
+    for path in files:
+        path.unlink()
+    for directory in sorted(plan.out_dir.rglob("*"), reverse=True):
+        directory.rmdir()
+    plan.out_dir.rmdir()
+    return True
+
+
 def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) -> Result:
     """Run every arm, then write and print the reports. Engines are stopped on every path."""
     from reports.ab import write_reports
@@ -173,15 +196,22 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
     )
     interrupted = False
     try:
-        asyncio.run(_run_all(plan, console, dashboard))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        interrupted = True
-    finally:
-        for launcher in plan.launchers:
-            launcher.stop()
+        try:
+            asyncio.run(_run_all(plan, console, dashboard))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            interrupted = True
+        finally:
+            for launcher in plan.launchers:
+                launcher.stop()
+    except Exception:
+        _discard_if_unrecorded(plan)
+        raise
+    if interrupted and _discard_if_unrecorded(plan):
+        return Result(None, interrupted)
     report = None
     if any((arm.dir / "meta.json").exists() for arm in plan.arms):
         report = write_reports(plan.out_dir)
         console.print(ab_table(report))
-        console.print(f"[dim]reports: {plan.out_dir / 'ab.md'}, ab.json, timeline.png[/]")
+        stem = report.stem
+        console.print(f"[dim]reports: {plan.out_dir / stem}.md, {stem}.json, timeline.png[/]")
     return Result(report, interrupted)

@@ -6,9 +6,12 @@ Command modules import their heavy dependencies inside the command functions so 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from kits import cli_engine, cli_load, cli_monitor, cli_run, cli_sim
+from kits.cli_common import help_when_bare
 
 app = typer.Typer(
     name="kit",
@@ -16,10 +19,36 @@ app = typer.Typer(
         "stallkit: load-test vLLM-style engines with many streaming agents, detect stalls "
         "live, and prove scheduler fixes with A/B runs. Start with `kit ab` (simulator)."
     ),
-    no_args_is_help=True,
+    # bare `kit` prints the help and exits 0 (the callback below), not a usage error
+    invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # plain help: typer's rich panels show a `<bool>` type beside every flag
+    rich_markup_mode=None,
 )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("stallkit")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    show_version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", is_eager=True)
+    ] = False,
+) -> None:
+    if show_version:
+        typer.echo(f"stallkit {_version()}")
+        raise typer.Exit(0)
+    help_when_bare(ctx)
+
 
 cli_sim.register(app)
 cli_engine.register(app)
@@ -30,4 +59,4 @@ cli_run.register(app)
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app(prog_name="kit")

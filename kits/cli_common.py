@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kits.errors import USER_ERRORS
+from contract.errors import StallkitError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -30,6 +30,13 @@ def fail(message: str, hint: str = "", code: int = EXIT_USER_ERROR) -> typer.Exi
     return typer.Exit(code)
 
 
+def help_when_bare(ctx: typer.Context) -> None:
+    """A group's callback: print its help and exit 0 when no command is given."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+
+
 def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn the tool's own exceptions into one line and exit code 2, never a traceback."""
 
@@ -37,7 +44,7 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except USER_ERRORS as exc:
-            raise fail(str(exc), getattr(exc, "hint", "")) from None
+        except StallkitError as exc:
+            raise fail(str(exc), exc.hint) from None
 
     return wrapper

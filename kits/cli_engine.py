@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import err_console, user_errors
+from kits.cli_common import err_console, help_when_bare, user_errors
 
 #: where `kit engine image` caches the Debian root file system (STALLKIT_IMAGE_CACHE overrides)
 DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
@@ -16,7 +16,8 @@ DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
 engine_app = typer.Typer(
     name="engine",
     help="Prepare engines: the tiny local model real vLLM serves on CPU, and the engine image.",
-    no_args_is_help=True,
+    invoke_without_command=True,
+    callback=help_when_bare,
 )
 
 

@@ -14,6 +14,20 @@ import typer
 
 from kits.cli_common import user_errors
 
+#: LoadConfig fields -> the flags that set them, to blame a bad value on its flag
+_FLAGS = {
+    "agents": "--agents",
+    "min_context": "--min-context",
+    "max_context": "--max-context",
+    "read_timeout_s": "--read-timeout",
+    "duration_s": "--duration",
+    "max_turns": "--max-turns",
+    "seed": "--seed",
+    "model": "--model",
+    "api_key_env": "--api-key-env",
+    "tokenizer": "--tokenizer",
+}
+
 
 def register(app: typer.Typer) -> None:
     """Add `kit load` to the top-level app."""
@@ -53,20 +67,24 @@ def load(
 
     from pydantic import ValidationError
 
+    from contract.errors import validation_message
     from kits.errors import KitError
-    from loadgen.config import LoadConfig
+    from loadgen.config import LoadConfig, sizes_for_context
 
     options: dict[str, Any] = {
         "agents": agents, "min_context": min_context, "max_context": max_context,
         "read_timeout_s": read_timeout, "duration_s": duration, "max_turns": max_turns,
         "seed": seed, "model": model, "api_key_env": api_key_env, "tokenizer": tokenizer,
     }  # fmt: skip
+    # turn sizes have no flags here: fit them to the context bounds the user gave
+    options |= sizes_for_context(min_context, max_context)
     try:
         cfg = LoadConfig.model_validate(options)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "options"
-        raise KitError(f"invalid load options: {where}: {first['msg']}") from None
+        raise KitError(
+            f"invalid load options: {validation_message(exc, names=_FLAGS, default='')}",
+            "see `kit load --help`",
+        ) from None
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
     interrupted = False
     try:
@@ -82,11 +100,9 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
     import contextlib
     import json
 
-    from rich.live import Live
-
     from kits.cli_common import err_console
     from loadgen.preflight import preflight
-    from loadgen.progress import LoadProgress
+    from loadgen.progress import LoadProgress, live_progress
     from loadgen.run import run_agents
 
     info = await preflight(url, cfg)
@@ -98,7 +114,7 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
         highlight=False,
     )
     progress = LoadProgress(cfg.agents, cfg.duration_s)
-    with Live(progress, console=err_console, refresh_per_second=4, transient=False):
+    with live_progress(progress, err_console):
         async with contextlib.aclosing(run_agents(info, cfg, out_dir)) as events:
             async for event in events:
                 progress.update(event)

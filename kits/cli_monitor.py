@@ -32,10 +32,11 @@ def monitor(
     gpu_source: Annotated[
         str,
         typer.Option(
-            help="GPU utilisation source: nvml:0,1 | smi:0,1 | dcgm:URL | none "
-            "(none: the stall rule runs on metrics alone).",
+            help="GPU utilisation source: auto | nvml:0,1 | smi:0,1 | dcgm:URL | none "
+            "(auto: the engine's own DCGM page when it serves one, else none; "
+            "none: the stall rule runs on metrics alone).",
         ),
-    ] = "none",
+    ] = "auto",
     stall_after: Annotated[
         float, typer.Option(help="Seconds the stall rule must hold before a stall starts.")
     ] = 60.0,
@@ -88,6 +89,8 @@ def monitor(
         gpu_window_s=gpu_window,
         scrape_timeout_s=max(min(5.0, interval * 5), 0.5),
     )
+    if gpu_source.strip().lower() == "auto":
+        gpu_source = _auto_gpu_source(url)
     gpu = make_gpu_source(gpu_source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     console = Console()
@@ -117,6 +120,19 @@ def monitor(
         first = outcome.stalls[0]
         print(f"stall: {first.kind}, onset t={first.onset:.1f}s", flush=True)
         raise typer.Exit(EXIT_STALL)
+
+
+def _auto_gpu_source(url: str) -> str:
+    """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
+    from kits.cli_common import err_console
+    from monitor.gpu import probe_engine_dcgm
+
+    chosen, why = probe_engine_dcgm(url)
+    if why and chosen == "none":
+        why += "; pass --gpu-source nvml:0,1, smi:0,1 or dcgm:URL for GPU readings"
+    if why:
+        err_console.print(f"gpu source: {chosen} (auto: {why})", highlight=False, soft_wrap=True)
+    return chosen
 
 
 def register(app: typer.Typer) -> None:

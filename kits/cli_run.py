@@ -6,6 +6,8 @@ orchestration lives in `kits.run` and `kits.ab`; the tables in `reports`.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
 
 EXIT_STRICT = 1
 EXIT_INTERRUPTED = 130
+#: `kit run` whose engine ended on its own during the run
+EXIT_ENGINE_DIED = 1
 
 KitOpt = Annotated[
     str,
@@ -57,6 +61,34 @@ NoDashOpt = Annotated[
 ]
 
 
+#: kit fields the flags override -> the flags, to blame a bad value on the flag
+_OVERRIDE_FLAGS = {
+    "load.duration_s": "--duration",
+    "sim.time_scale": "--time-scale",
+    "load.seed": "--seed",
+    "load.agents": "--agents",
+    "load.min_context": "--min-context",
+    "load.max_context": "--max-context",
+}
+
+
+@contextlib.contextmanager
+def _flag_names() -> Iterator[None]:
+    """Report a flag's value that fails the kit's validation under the flag's name."""
+    from kits.errors import KitError, OverrideError
+
+    try:
+        yield
+    except OverrideError as exc:
+        flags = [_OVERRIDE_FLAGS.get(key, key) for key in exc.keys]
+        message = str(exc)
+        if len(exc.keys) == 1 and f" {exc.keys[0]}:" in message:
+            message = message.replace(exc.keys[0], flags[0], 1)
+        else:
+            message += f" (set by {', '.join(flags)})"
+        raise KitError(message, "see the command's --help") from None
+
+
 def _overrides(
     duration: float | None,
     scale: float | None,
@@ -80,7 +112,17 @@ def _execute(plan: Plan, no_dashboard: bool) -> Result:
     """Run a plan; an interrupted run exits 130 after its partial results are written."""
     from kits.ab import execute
 
-    result = execute(plan, dashboard=not no_dashboard)
+    try:
+        result = execute(plan, dashboard=not no_dashboard)
+    except KeyboardInterrupt:
+        # after the arms: everything they recorded is on disk, only the reports are missing
+        raise fail(
+            f"interrupted while writing the reports; the run is kept in {plan.out_dir}",
+            f"make them with `kit report {plan.out_dir}`",
+            code=EXIT_INTERRUPTED,
+        ) from None
+    if result.interrupted and not plan.out_dir.exists():
+        raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
     if result.interrupted:
         raise fail(f"interrupted; partial results kept in {plan.out_dir}", code=EXIT_INTERRUPTED)
     return result
@@ -108,14 +150,22 @@ def run(
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
     from kits.ab import Plan
 
-    plan = Plan.build(
-        kit,
-        {"run": engine},
-        out,
-        _overrides(duration, time_scale, seed, agents, min_context, max_context),
-        overlay or [],
-    )
-    _execute(plan, no_dashboard)
+    with _flag_names():
+        plan = Plan.build(
+            kit,
+            {"run": engine},
+            out,
+            _overrides(duration, time_scale, seed, agents, min_context, max_context),
+            overlay or [],
+        )
+    result = _execute(plan, no_dashboard)
+    arm = next(iter(result.report.arms.values())) if result.report is not None else None
+    if arm is not None and arm.end_reason == "engine_died":
+        raise fail(
+            f"the engine died during the run; partial results kept in {plan.out_dir}",
+            f"read {plan.out_dir / 'engine.log'}",
+            code=EXIT_ENGINE_DIED,
+        )
 
 
 @user_errors
@@ -151,20 +201,21 @@ def ab(
         typer.Option("--dry-run", help="Validate the kit and specs, print the plan, start nothing"),
     ] = False,
 ) -> None:
-    """A/B: the same kit and seed on a base and a fix engine, then the table of DESIGN.md.
+    """A/B: the same kit and seed on a base and a fix engine, then a table comparing them.
 
     With no arguments: the restore-stall kit on sim:base versus sim:fix, a few minutes on a laptop.
     """
     from kits.ab import Plan, strict_failures
 
-    plan = Plan.build(
-        kit,
-        {"base": base, "fix": fix},
-        out,
-        _overrides(duration, time_scale, seed, agents, min_context, max_context),
-        overlay or [],
-        parallel=parallel,
-    )
+    with _flag_names():
+        plan = Plan.build(
+            kit,
+            {"base": base, "fix": fix},
+            out,
+            _overrides(duration, time_scale, seed, agents, min_context, max_context),
+            overlay or [],
+            parallel=parallel,
+        )
     if dry_run:
         typer.echo(plan.describe())
         return
@@ -173,7 +224,9 @@ def ab(
         problems = strict_failures(result.report)
         if problems:
             raise fail(
-                "strict: " + "; ".join(problems), f"see {plan.out_dir / 'ab.md'}", code=EXIT_STRICT
+                "strict: " + "; ".join(problems),
+                f"see {plan.out_dir / result.report.stem}.md",
+                code=EXIT_STRICT,
             )
 
 
@@ -181,7 +234,7 @@ def ab(
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A directory written by `kit ab` or `kit run`")],
 ) -> None:
-    """Re-make ab.md, ab.json and timeline.png from a saved run directory and print the table."""
+    """Re-make ab.md, ab.json (run.md, run.json for one arm) and timeline.png; print the table."""
     from rich.console import Console
 
     from reports.ab import write_reports
@@ -189,7 +242,8 @@ def report(
 
     result = write_reports(run_dir)
     Console().print(ab_table(result))
-    typer.echo(f"wrote {run_dir / 'ab.md'}, {run_dir / 'ab.json'}, {run_dir / 'timeline.png'}")
+    stem = run_dir / result.stem
+    typer.echo(f"wrote {stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import user_errors
+from kits.cli_common import help_when_bare, user_errors
 
 
 class PolicyChoice(StrEnum):
@@ -27,7 +27,8 @@ class CaseChoice(StrEnum):
 
 sim_app = typer.Typer(
     help="The embedded simulated engine: serve it like vLLM, or trace its scheduler.",
-    no_args_is_help=True,
+    invoke_without_command=True,
+    callback=help_when_bare,
 )
 
 
@@ -50,7 +51,7 @@ def trace(
     """Run the fork's regression scenario and print one line per scheduler step.
 
     Compute share 0.4, two decodes that fill the KV pool, two restores waiting. Under base,
-    from the fifth step on every step schedules nothing (a prefill turn that records no time
+    from the fourth step on every step schedules nothing (a prefill turn that records no time
     is chosen again forever); under fix, a decode preempts the other and keeps going.
     """
     from engine.sim.trace import run_trace
@@ -66,7 +67,8 @@ def trace(
     table = Table(
         title=f"sim trace: policy {policy.value}, case {case.value}",
         caption="tok: tokens scheduled; pre: preemptions; rst: restores polled; "
-        "vrt: virtual runtime (ms); wait (def): waiting (deferred restores)",
+        "vrt: virtual runtime (ms); run: running requests / slots; "
+        "wait (def): waiting (deferred restores)",
     )
     for name in ("step", "turn", "tok", "pre", "rst", "KV", "vrt P", "vrt D", "run", "wait (def)"):
         table.add_column(name, justify="left" if name == "turn" else "right", no_wrap=True)
@@ -80,7 +82,7 @@ def trace(
             f"{row.kv_usage:.0%}",
             f"{row.vruntime_prefill * 1000:.1f}",
             f"{row.vruntime_decode * 1000:.1f}",
-            str(row.running),
+            f"{row.running}/{row.slots}",
             f"{row.waiting} ({row.deferred})",
         )
     Console().print(table)

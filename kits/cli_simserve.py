@@ -21,6 +21,16 @@ class PolicyChoice(StrEnum):
     fix = "fix"
 
 
+#: ServeOptions fields -> the flags that set them, to blame a bad value on its flag
+_FLAGS = {
+    "time_scale": "--time-scale",
+    "freeze_at_s": "--freeze-at",
+    "fail_metrics_at_s": "--fail-metrics-at",
+    "host": "--host",
+    "port": "--port",
+}
+
+
 class LogLevelChoice(StrEnum):
     debug = "debug"
     info = "info"
@@ -67,6 +77,7 @@ def serve(
     """Serve the simulated engine like vLLM: chat/completions, /tokenize, /metrics, DCGM."""
     from pydantic import ValidationError
 
+    from contract.errors import validation_message
     from engine.sim.serve import ServeOptions, configure_logging, load_sim_config
     from engine.sim.serve import serve as serve_blocking
     from kits.cli_common import fail
@@ -83,9 +94,9 @@ def serve(
             log_level=log_level.value,
         )
     except ValidationError as exc:
-        err = exc.errors()[0]
         raise fail(
-            f"invalid option {err['loc'][0]}: {err['msg']}", "see `kit sim serve --help`"
+            f"invalid option {validation_message(exc, names=_FLAGS)}",
+            "see `kit sim serve --help`",
         ) from None
     configure_logging(opts.log_level)
 

@@ -15,8 +15,9 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from contract.errors import validation_location, validation_message
 from engine.sim.config import SimConfig
-from kits.errors import KitError
+from kits.errors import KitError, OverrideError
 from loadgen.config import LoadConfig
 from monitor.config import MonitorConfig
 
@@ -226,12 +227,22 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     try:
         return Kit.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        key = ".".join(str(k) for k in loc) or "(kit)"
+        loc = validation_location(exc)
+        key = ".".join(str(k) for k in loc)
+        message = validation_message(exc)
+        # an override is to blame for its own field, or for a check of its table that names it
+        blamed = [
+            k
+            for k in overrides or {}
+            if k == key
+            or (k.startswith(key + ".") and re.search(rf"\b{k.rsplit('.', 1)[-1]}\b", message))
+        ]
+        if blamed:
+            # the bad value came from the command line, not from the kit's text
+            raise OverrideError(blamed, message) from None
         line = _line_of(text, loc)
         where = f"{origin}:{line}" if line else origin
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         raise KitError(
-            f"{where}: {key}: {msg}", "see `kit ab --help` and the shipped kits"
+            f"{where}: {validation_message(exc, default='(kit)')}",
+            "see `kit ab --help` and the shipped kits",
         ) from None

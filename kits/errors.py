@@ -1,27 +1,26 @@
-"""The kit layer's root exception and the set of errors the CLI reports as one line.
+"""The kit layer's errors, and the set of errors the command line reports as one line.
 
-Each role package (engine, loadgen, monitor, reports) keeps its own root exception so
-that none imports another; this module gathers them for the command line.
+`KitError` is the kits branch of the tool's one exception tree (rooted at
+`contract.errors.StallkitError`, where the tree is documented); every role's errors share that
+root, so the command line catches them all with one class.
 """
 
-from engine.errors import EngineError
-from loadgen.errors import LoadError
-from monitor.errors import MonitorError
-from reports.errors import ReportError
+from contract.errors import StallkitError
 
 
-class KitError(Exception):
+class KitError(StallkitError):
     """A kit, run or A/B request is invalid or failed."""
 
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.hint = hint
+
+class OverrideError(KitError):
+    """A value given on the command line to override a kit field failed validation."""
+
+    def __init__(self, keys: list[str], message: str) -> None:
+        super().__init__(f"invalid override {message}", "see the command's --help")
+        #: the overridden fields' dotted keys (e.g. `load.duration_s`), for the caller to name
+        #: its flags
+        self.keys = keys
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (
-    KitError,
-    EngineError,
-    LoadError,
-    MonitorError,
-    ReportError,
-)
+#: The errors the command line prints as one red line with a hint (exit code 2).
+USER_ERRORS: tuple[type[Exception], ...] = (StallkitError,)

@@ -22,7 +22,9 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from engine.launcher import Launcher, tail_lines
 from kits.ab import Arm, Plan
+from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
 from kits.view import RunView
 from loadgen.config import LoadConfig
@@ -39,6 +41,36 @@ from monitor.watch import watch
 _ENGINE_TIME_RE = re.compile(
     r"^stallkit_sim_engine_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M
 )
+
+
+#: how often a run asks whether its engine is still alive (wall seconds)
+ENGINE_POLL_S = 1.0
+
+
+class EngineDied(KitError):
+    """The engine ended on its own during the run; the message holds its last log lines."""
+
+
+@dataclass(frozen=True)
+class _EngineExited:
+    """The engine's process or container ended while the run was under way."""
+
+    reason: str
+
+
+async def _watch_engine(launcher: Launcher) -> AsyncIterator[_EngineExited]:
+    while True:
+        reason = await asyncio.to_thread(launcher.exit_reason)
+        if reason is not None:
+            yield _EngineExited(reason)
+            return
+        await asyncio.sleep(ENGINE_POLL_S)
+
+
+def _died_message(launcher: Launcher, reason: str) -> str:
+    tail = tail_lines(launcher.log_path)
+    msg = f"{launcher.spec.raw} died during the run ({reason})"
+    return msg + ("; last log lines:\n" + tail if tail else "")
 
 
 @dataclass(frozen=True)
@@ -74,18 +106,23 @@ async def _engine_time_s(url: str) -> float | None:
 
 async def _drive(
     arm: Arm,
-    url: str,
+    launcher: Launcher,
     info: ServerInfo,
     load: LoadConfig,
     mon: MonitorConfig,
     gpu: GpuSource,
     view: RunView,
 ) -> str:
-    """Run agents and monitor together until the duration passes or a stall stop; the end reason."""
+    """Run agents and monitor together until the duration passes or a stall stop; the end reason.
+
+    Raises EngineDied when the engine ends on its own meanwhile.
+    """
+    url = launcher.url
     queue: asyncio.Queue[Any] = asyncio.Queue()
     tasks = [
         asyncio.create_task(_pump("monitor", watch(url, mon, gpu), queue)),
         asyncio.create_task(_pump("load", run_agents(info, load, arm.dir), queue)),
+        asyncio.create_task(_pump("engine", _watch_engine(launcher), queue)),
     ]
     timeline = TimelineWriter(arm.dir / "timeline.jsonl")
     try:
@@ -97,6 +134,8 @@ async def _drive(
                 if event.stream == "load":
                     return "duration"
                 continue
+            if isinstance(event, _EngineExited):
+                raise EngineDied(_died_message(launcher, event.reason))
             if isinstance(event, RunFinished):
                 # let the agents' generator finish its clean-up (it closes turns.jsonl and its
                 # client); a cancel landing inside that clean-up would leak them
@@ -166,10 +205,14 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         engine_t0 = await _engine_time_s(launcher.url)
         t_load = time.monotonic()
         async with view.live(launcher.url):
-            meta["end_reason"] = await _drive(arm, launcher.url, info, load, mon, gpu, view)
+            meta["end_reason"] = await _drive(arm, launcher, info, load, mon, gpu, view)
     except asyncio.CancelledError:
         meta["end_reason"] = "interrupted"
         raise
+    except EngineDied as exc:
+        # a result, not a failure of the run: the other arm still runs and the table says so
+        meta["end_reason"], meta["error"] = "engine_died", str(exc)
+        view.note(f"{arm.name}: {str(exc).splitlines()[0]}")
     except BaseException as exc:
         meta["end_reason"], meta["error"] = (
             "error",

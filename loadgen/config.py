@@ -108,13 +108,51 @@ class LoadConfig(BaseModel):
             if low > high:
                 raise ValueError(f"{low_name} ({low}) must not exceed {high_name} ({high})")
         if self.min_context >= self.max_context:
-            raise ValueError("min_context must be below max_context")
-        if self.system_prompt_tokens >= self.min_context:
-            raise ValueError("system_prompt_tokens must be below min_context")
-        headroom = self.max_context - self.min_context
-        if headroom < self.reply_tokens_max + self.new_tokens_max:
             raise ValueError(
-                "max_context - min_context must leave room for one more turn "
-                "(new_tokens_max + reply_tokens_max)"
+                f"min_context ({self.min_context}) must be below max_context ({self.max_context})"
+            )
+        if self.system_prompt_tokens >= self.min_context:
+            raise ValueError(
+                f"system_prompt_tokens ({self.system_prompt_tokens}) must be below "
+                f"min_context ({self.min_context})"
+            )
+        headroom = self.max_context - self.min_context
+        turn = self.reply_tokens_max + self.new_tokens_max
+        if headroom < turn:
+            raise ValueError(
+                f"max_context - min_context ({headroom}) must leave room for one more turn: "
+                f"new_tokens_max + reply_tokens_max ({turn}); raise max_context to at least "
+                f"{self.min_context + turn} or lower the turn sizes"
             )
         return self
+
+
+def sizes_for_context(min_context: int, max_context: int) -> dict[str, int]:
+    """Turn and system-prompt sizes that fit the context bounds, for fields left unset.
+
+    The defaults suit contexts of tens of thousands of tokens. For smaller bounds, the system
+    prompt shrinks to half of `min_context` and a turn's new content and reply shrink in
+    proportion until one turn fits between the bounds; the defaults are kept where they fit.
+    Bounds that are themselves invalid are returned unchanged for the model to report.
+    """
+    fields = LoadConfig.model_fields
+    system = int(fields["system_prompt_tokens"].default)
+    sizes = {
+        name: int(fields[name].default)
+        for name in ("new_tokens_min", "new_tokens_max", "reply_tokens_min", "reply_tokens_max")
+    }
+    out: dict[str, int] = {}
+    if max_context <= min_context or min_context < 2:
+        return out
+    if system >= min_context:
+        out["system_prompt_tokens"] = max(1, min_context // 2)
+    headroom = max_context - min_context
+    turn = sizes["new_tokens_max"] + sizes["reply_tokens_max"]
+    if headroom < turn:
+        new_max = max(1, headroom * sizes["new_tokens_max"] // turn)
+        reply_max = max(1, headroom - new_max)
+        out["new_tokens_max"] = new_max
+        out["reply_tokens_max"] = reply_max
+        out["new_tokens_min"] = min(sizes["new_tokens_min"], new_max)
+        out["reply_tokens_min"] = min(sizes["reply_tokens_min"], reply_max)
+    return out

@@ -1,9 +1,11 @@
-"""The load generator's root exception: a user-facing failure with a one-line hint."""
+"""The load generator's errors: the `LoadError` branch of the tool's one exception tree.
+
+The root, `contract.errors.StallkitError`, carries the message and the hint; the tree is
+documented there.
+"""
+
+from contract.errors import StallkitError
 
 
-class LoadError(Exception):
+class LoadError(StallkitError):
     """The load could not start (server unreachable, not OpenAI-compatible, bad bounds)."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.hint = hint

@@ -8,11 +8,13 @@ render them into a string.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -28,6 +30,20 @@ STATE_STYLES: dict[State, str] = {
 }
 #: Above this many agents the view shows counts per state instead of one cell per agent.
 MAX_AGENT_CELLS = 48
+
+
+@contextlib.contextmanager
+def live_progress(progress: LoadProgress, console: Console) -> Iterator[None]:
+    """Show `progress` live on `console` while the block runs; its last state stays shown.
+
+    On a terminal rich repaints in place; elsewhere (a pipe, a CI log) it writes the last
+    state once at the end, and the newline rich leaves out there is added, so what is printed
+    next starts on its own line.
+    """
+    with Live(progress, console=console, refresh_per_second=4, transient=False):
+        yield
+    if not console.is_terminal:
+        console.line()
 
 
 class LoadProgress:

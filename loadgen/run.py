@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import httpx
 from asyncio_throttle.throttler import Throttler
@@ -29,6 +29,8 @@ from loadgen.preflight import ServerInfo, auth_headers, make_counter
 from loadgen.records import TURNS_FILE, RecordWriter, TurnRecord
 from loadgen.tokens import Message, PromptSizer, TokenizeFailed
 from loadgen.workload import TurnPlan, plan_agent, start_offset_s
+
+_T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +134,7 @@ async def run_agents(
         while running:
             left = None if cfg.duration_s is None else cfg.duration_s - run.now()
             try:
-                item = await asyncio.wait_for(run.queue.get(), left)
+                item = await next_item(run.queue, left)
             except TimeoutError:
                 reason = "duration"
                 break
@@ -153,6 +155,17 @@ async def run_agents(
         await client.aclose()
         if writer is not None:
             writer.close()
+
+
+async def next_item(queue: asyncio.Queue[_T], left_s: float | None) -> _T:
+    """The next queued item; TimeoutError once `left_s` seconds pass (None: no limit).
+
+    Not `asyncio.wait_for`: on Python 3.11 it returns the item when a cancel arrives in the
+    same loop turn as the item, swallowing the cancel, so a Ctrl-C was ignored until the run's
+    end. `asyncio.timeout` lets the cancel through.
+    """
+    async with asyncio.timeout(left_s):
+        return await queue.get()
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from contract.errors import validation_message
 from monitor.errors import MonitorError
 
 
@@ -56,9 +57,7 @@ def monitor_config(**fields: Any) -> MonitorConfig:
     try:
         return MonitorConfig(**fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "config"
         raise MonitorError(
-            f"invalid monitor setting {where}: {first['msg']}",
+            f"invalid monitor setting {validation_message(exc)}",
             hint="thresholds are positive seconds and stop-after >= stall-after",
         ) from None

@@ -1,9 +1,11 @@
-"""The monitor's root exception: a user-facing failure with a one-line hint."""
+"""The monitor's errors: the `MonitorError` branch of the tool's one exception tree.
+
+The root, `contract.errors.StallkitError`, carries the message and the hint; the tree is
+documented there.
+"""
+
+from contract.errors import StallkitError
 
 
-class MonitorError(Exception):
+class MonitorError(StallkitError):
     """The monitor could not start (unreachable engine, failing GPU source, bad thresholds)."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.hint = hint

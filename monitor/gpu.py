@@ -122,7 +122,9 @@ class SmiGpu:
         except OSError as exc:
             raise MonitorError(f"{self.label}: cannot run nvidia-smi: {exc}") from None
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self._timeout_s)
+            # not wait_for: on Python 3.11 it can swallow the monitor's own cancellation
+            async with asyncio.timeout(self._timeout_s):
+                out, err = await proc.communicate()
         except TimeoutError:
             proc.kill()
             await proc.wait()
@@ -233,6 +235,30 @@ class DcgmGpu:
 
     async def close(self) -> None:
         await self._client.aclose()
+
+
+#: where an engine that exports its own GPU utilisation serves the DCGM page (the simulator does)
+ENGINE_DCGM_PATH = "/dcgm/metrics"
+
+
+def probe_engine_dcgm(engine_url: str, timeout_s: float = 2.0) -> tuple[str, str]:
+    """The GPU source `auto` picks for an engine, and why.
+
+    `dcgm:URL` when the engine serves DCGM GPU utilisation at its DCGM path, else `none`. The
+    reason is empty when the engine did not answer at all (the monitor reports that itself).
+    """
+    url = engine_url.rstrip("/") + ENGINE_DCGM_PATH
+    try:
+        response = httpx.get(url, timeout=timeout_s)
+    except httpx.HTTPError:
+        return "none", ""
+    try:
+        found = response.status_code == 200 and parse_dcgm(response.text)
+    except MonitorError:
+        found = False
+    if found:
+        return f"dcgm:{url}", "the engine serves DCGM"
+    return "none", f"no DCGM page at {url}"
 
 
 def gpu_source(spec: str, *, timeout_s: float = 5.0) -> GpuSource:

@@ -1,4 +1,4 @@
-"""The A/B table of DESIGN.md from saved arm directories: markdown, JSON and a rich table.
+"""The A/B table from saved arm directories: markdown, JSON and a rich table.
 
 Rows, one column per arm: stalls; turns / errors / timeouts; max KV; preemptions; one row
 per named log pattern (restores recomputed, tracebacks, ...); decode tok/s; prompt tokens
@@ -28,6 +28,16 @@ class ABReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     kit: str
     arms: dict[str, ArmFigures]
+
+    @property
+    def stem(self) -> str:
+        """The report files' name: `ab` for an A/B, `run` for a one-arm run (nothing to compare)."""
+        return "ab" if len(self.arms) > 1 else "run"
+
+    @property
+    def title(self) -> str:
+        """`A/B: KIT`, or `run: KIT` for a one-arm run."""
+        return f"{'A/B' if len(self.arms) > 1 else 'run'}: {self.kit}"
 
 
 def load_ab(ab_dir: Path) -> ABReport:
@@ -134,9 +144,12 @@ def footnotes(report: ABReport) -> list[str]:
                 "stall_stop": "stopped by the monitor during a stall",
                 "interrupted": "interrupted",
                 "error": "ended by an error",
+                "engine_died": "ended when its engine died",
             }.get(arm.end_reason, arm.end_reason)
+            note = f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}"
+            # with one arm there is nothing its totals could be compared with
             notes.append(
-                f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}: its totals are not like for like."
+                note + (": its totals are not like for like." if len(report.arms) > 1 else ".")
             )
     return notes
 
@@ -144,7 +157,7 @@ def footnotes(report: ABReport) -> list[str]:
 def to_markdown(report: ABReport) -> str:
     names = list(report.arms)
     lines = [
-        f"# A/B: {report.kit}",
+        f"# {report.title}",
         "",
         "| | " + " | ".join(f"{n} (`{report.arms[n].spec}`)" for n in names) + " |",
         "| --- |" + " --- |" * len(names),
@@ -165,11 +178,13 @@ def to_json(report: ABReport) -> dict[str, Any]:
 
 
 def write_reports(ab_dir: Path) -> ABReport:
-    """(Re)make ab.md, ab.json and timeline.png in an A/B or run directory."""
+    """(Re)make ab.md and ab.json (run.md, run.json for one arm) and timeline.png in a directory."""
     from reports.plot import plot_timelines
 
     report = load_ab(ab_dir)
-    (ab_dir / "ab.md").write_text(to_markdown(report), encoding="utf-8")
-    (ab_dir / "ab.json").write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+    (ab_dir / f"{report.stem}.md").write_text(to_markdown(report), encoding="utf-8")
+    (ab_dir / f"{report.stem}.json").write_text(
+        json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8"
+    )
     plot_timelines(ab_dir, ab_dir / "timeline.png")
     return report

@@ -1,9 +1,11 @@
-"""The reports package's root exception: a user-facing failure with a one-line hint."""
+"""The reports package's errors: the `ReportError` branch of the tool's one exception tree.
+
+The root, `contract.errors.StallkitError`, carries the message and the hint; the tree is
+documented there.
+"""
+
+from contract.errors import StallkitError
 
 
-class ReportError(Exception):
+class ReportError(StallkitError):
     """A run directory is missing or unreadable."""
-
-    def __init__(self, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.hint = hint

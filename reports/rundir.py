@@ -116,14 +116,26 @@ def counter_increase(values: Iterable[float | None]) -> float | None:
     return total if seen else None
 
 
+#: the line the launcher appends to engine.log before it stops the engine (engine.launcher
+#: writes the same text; a test holds the two together): what follows is shutdown noise
+STOP_MARKER = "=== stallkit: engine stop requested ==="
+
+
 def count_log_patterns(log_path: Path, patterns: Mapping[str, str]) -> dict[str, int]:
-    """Count lines of the engine log matching each named regular expression."""
+    """Count lines of the engine log matching each named regular expression.
+
+    Only the lines before the launcher's stop marker count: an engine stopped with requests
+    in flight logs errors of its own (vLLM's abort-mode shutdown logs an EngineDeadError
+    traceback), and those say that we stopped it, not that it failed.
+    """
     compiled = {name: re.compile(rx) for name, rx in patterns.items()}
     counts = dict.fromkeys(compiled, 0)
     if not log_path.exists():
         return counts
     with log_path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
+            if line.rstrip("\n") == STOP_MARKER:
+                break
             for name, rx in compiled.items():
                 if rx.search(line):
                     counts[name] += 1

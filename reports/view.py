@@ -11,7 +11,7 @@ from reports.ab import ABReport, footnotes, table_rows
 
 def ab_table(report: ABReport) -> RenderableType:
     """One column per arm; stall cells in red, clean ones in green; footnotes below."""
-    table = Table(title=f"A/B: {report.kit}", title_justify="left", show_lines=False)
+    table = Table(title=report.title, title_justify="left", show_lines=False)
     table.add_column("")
     for name, arm in report.arms.items():
         table.add_column(f"{name}\n{arm.spec}", justify="right")

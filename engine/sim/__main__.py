@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from pydantic import ValidationError
 
+    from contract.errors import validation_message
     from engine.sim.serve import ServeOptions, configure_logging, load_sim_config, serve
 
     try:
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc} (hint: {exc.hint})", file=sys.stderr)
         return 2
     except ValidationError as exc:
-        print(f"error: invalid options: {exc.errors()[0]['msg']}", file=sys.stderr)
+        print(f"error: invalid option {validation_message(exc)}", file=sys.stderr)
         return 2
     configure_logging(opts.log_level)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.sim.core import RequestInfo
+from engine.sim.records import RequestInfo
 
 
 class Request:

@@ -1,11 +1,11 @@
 """The fork's scheduler step: running pass, waiting pass with restore admission, leftover decode.
 
-One step (DESIGN.md, "The simulated engine"): the controller picks a turn. A contended prefill
-turn continues running prefill chunks, runs the waiting pass (FCFS; restores are polled here),
-then the leftover decode pass, which under policy `base` may not preempt and under `fix` may
-preempt while the step has scheduled nothing. A decode turn, or an uncontended step, runs the
-running pass with preemption (victim: the most recently admitted request) and then the waiting
-pass if nothing was preempted. An allocation failure without permission to preempt ends the pass.
+One step: the controller picks a turn. A contended prefill turn continues running prefill
+chunks, runs the waiting pass (FCFS; restores are polled here), then the leftover decode pass,
+which under policy `base` may not preempt and under `fix` may preempt while the step has
+scheduled nothing. A decode turn, or an uncontended step, runs the running pass with preemption
+(victim: the most recently admitted request) and then the waiting pass if nothing was
+preempted. An allocation failure without permission to preempt ends the pass.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
 from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, Turn
-from engine.sim.core import (
+from engine.sim.records import (
     AdvanceResult,
     EngineStats,
     RequestInfo,

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from contract.errors import validation_message
 from engine.errors import EngineError
 from engine.sim.app import build_app
 from engine.sim.config import SimConfig
@@ -53,14 +54,6 @@ class ServeOptions(BaseModel):
     log_level: LogLevel = Field("info", description="Level of the engine's log lines.")
 
 
-def _validation_summary(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "config"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
-
-
 def load_sim_config(path: Path | None, policy: str | None = None) -> SimConfig:
     """A `SimConfig` from a TOML file of its fields (or the defaults); `policy` overrides."""
     data: dict[str, Any] = {}
@@ -83,7 +76,7 @@ def load_sim_config(path: Path | None, policy: str | None = None) -> SimConfig:
     except ValidationError as exc:
         where = f" {path}" if path is not None else ""
         raise EngineError(
-            f"invalid simulator config{where}: {_validation_summary(exc)}",
+            f"invalid simulator config{where}: {validation_message(exc)}",
             "see the SimConfig fields (engine/sim/config.py)",
         ) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
-from engine.sim.core import ITERATION_TOKEN_BOUNDS, EngineStats, HistogramSnapshot
+from engine.sim.records import ITERATION_TOKEN_BOUNDS, EngineStats, HistogramSnapshot
 
 
 @dataclass

@@ -39,6 +39,8 @@ class TraceStep:
     vruntime_prefill: float
     vruntime_decode: float
     running: int
+    #: running slots of the engine (`max_num_seqs`): full in `full-slots`, one free in `free-slot`
+    slots: int
     waiting: int
     deferred: int
     duration_s: float
@@ -118,6 +120,7 @@ def run_trace(policy: Policy, case: Case, steps: int = 12) -> list[TraceStep]:
                 vruntime_prefill=result.vruntime_prefill,
                 vruntime_decode=result.vruntime_decode,
                 running=stats.num_running,
+                slots=engine.config.max_num_seqs,
                 waiting=stats.num_waiting,
                 deferred=stats.waiting_by_reason["deferred"],
                 duration_s=result.duration_s,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import daemon
-from docker_support import IMAGE, DockerHosts, Images, remove_ours
+from tests.docker import daemon
+from tests.docker.docker_support import IMAGE, DockerHosts, Images, remove_ours
 
 
 @pytest.fixture(scope="session")

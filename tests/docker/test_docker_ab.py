@@ -1,9 +1,9 @@
-"""`kit ab` and `kit run` on real engine images: two images, a fix overlaid on the base
-image on a second docker host in parallel, and Ctrl-C / SIGTERM / errors leaving no
-container of ours (`docker ps -a`).
+"""`kit ab` and `kit run` on real engine images: the fix overlaid on the base image, two
+images on two docker hosts in parallel, and Ctrl-C / SIGTERM / errors leaving no container
+of ours (`docker ps -a`).
 
-The arms run the restore-stall kit's env profile at 120 engine seconds per wall second: an
-hour of engine time takes about half a minute per arm.
+The arms run the restore-stall kit's env profile on a simulator image at 60-120 engine
+seconds per wall second: half an hour of engine time takes 15-30 s per arm.
 """
 
 from __future__ import annotations
@@ -17,7 +17,16 @@ import time
 from pathlib import Path
 
 import pytest
-from docker_support import REPO, DockerHosts, Images, ours, run_kit, wait_for, write_kit
+
+from tests.docker.docker_support import (
+    REPO,
+    DockerHosts,
+    Images,
+    ours,
+    run_kit,
+    wait_for,
+    write_kit,
+)
 
 # the first docker test also waits for the session's image build (minutes without a cache)
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
@@ -29,33 +38,45 @@ def _kit(*args: str) -> subprocess.CompletedProcess[str]:
     return run_kit(*args, timeout_s=240)
 
 
-def _assert_fix_shown(out: Path) -> dict[str, dict[str, object]]:
+def _assert_ab(out: Path) -> dict[str, dict[str, object]]:
+    """What an A/B over HTTP shows whatever the request timing: the fix (which cannot
+    livelock) never stalls and runs its whole duration; a base stall, when the timing gives
+    one, is the spinning kind that stops the run. (The livelock itself is asserted on the
+    simulator's deterministic clock, in tests/engine.)"""
     data = json.loads((out / "ab.json").read_text())
     base, fix = data["arms"]["base"], data["arms"]["fix"]
-    assert any(s["kind"] == "spinning" and s["stopped_run"] for s in base["stalls"]), base["stalls"]
     assert fix["stalls"] == []
-    # ran its whole duration (how much engine time that was depends on the machine's load)
-    assert fix["end_reason"] == "duration"
+    assert fix["end_reason"] == "duration" and fix["turns"] > 0
+    assert all(s["kind"] == "spinning" for s in base["stalls"]), base["stalls"]
+    if base["stalls"]:
+        assert any(s["stopped_run"] for s in base["stalls"]), base["stalls"]
+        assert base["end_reason"] == "stall_stop"
     arms: dict[str, dict[str, object]] = data["arms"]
     return arms
 
 
-def test_fix_overlaid_on_the_base_image_shows_the_fix(
+def _policy(arm_dir: Path) -> str:
+    """The scheduler policy the arm's engine said it serves (its start-up line)."""
+    text = (arm_dir / "engine.log").read_text()
+    return text.split("serving on ", 1)[1].split("policy=", 1)[1].split()[0]
+
+
+def test_fix_overlaid_on_the_base_image_runs_the_fix(
     docker_hosts: DockerHosts, engine_images: Images, tmp_path: Path
 ) -> None:
     # the same image in both arms; the fix arm gets the fix's source tree overlaid read-only
     tree = _kit("engine", "image", "unused:tag", "--policy", "fix", "--tree", str(tmp_path / "src"))
     assert tree.returncode == 0, tree.stderr
-    kit = write_kit(tmp_path / "kit.toml", docker_hosts)
+    kit = write_kit(tmp_path / "kit.toml", docker_hosts, duration_s=1800)
     out = tmp_path / "ab"
     done = _kit(
         "ab", "--kit", str(kit), "--base", engine_images.base, "--fix", engine_images.base,
         "--overlay", f"{tree.stdout.strip()}:{OVERLAY_DEST}", "--no-dashboard", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    _assert_fix_shown(out)
-    assert "policy base" in (out / "base" / "engine.log").read_text()
-    assert "policy fix" in (out / "fix" / "engine.log").read_text()
+    _assert_ab(out)
+    # the overlay, and only it, makes the fix arm's engine schedule with the fix
+    assert (_policy(out / "base"), _policy(out / "fix")) == ("base", "fix")
     assert "A/B: docker-test" in done.stdout
     assert ours(docker_hosts.a) == []
 
@@ -73,9 +94,7 @@ def _started_on(host: str, since: str) -> list[str]:
 def test_two_images_on_two_docker_hosts_in_parallel(
     docker_hosts: DockerHosts, engine_images: Images, tmp_path: Path
 ) -> None:
-    # base on host a, fix on host b (which holds only the fix image), both at once. Whether
-    # the base livelocks in a given hour over HTTP is up to request timing, so this test
-    # checks where and what ran; the A/B outcome is asserted by the sequential test.
+    # base on host a, fix on host b (which holds only the fix image), both at once
     b = {"docker_host": docker_hosts.b, "dcgm_url": "{engine_url}/dcgm/metrics"}
     # two engines and 24 agents at once: a lower scale, so neither falls far behind its clock
     kit = write_kit(
@@ -88,11 +107,8 @@ def test_two_images_on_two_docker_hosts_in_parallel(
         "--parallel", "--no-dashboard", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    data = json.loads((out / "ab.json").read_text())
-    assert data["arms"]["fix"]["stalls"] == []
-    assert data["arms"]["fix"]["end_reason"] == "duration"
-    assert "policy base" in (out / "base" / "engine.log").read_text()
-    assert "policy fix" in (out / "fix" / "engine.log").read_text()
+    _assert_ab(out)
+    assert (_policy(out / "base"), _policy(out / "fix")) == ("base", "fix")
     for arm in ("base", "fix"):
         meta = json.loads((out / arm / "meta.json").read_text())
         assert meta["end_reason"] in ("duration", "stall_stop"), meta

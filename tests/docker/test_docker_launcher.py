@@ -12,12 +12,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from docker_support import REPO, DockerHosts, Images, ours
 
 from engine.docker import DockerLauncher, DockerOptions
 from engine.errors import EngineError
 from engine.launcher import free_port
 from engine.spec import parse_spec
+from tests.docker.docker_support import REPO, DockerHosts, Images, ours
 
 # the first docker test also waits for the session's image build (minutes without a cache)
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]

@@ -1,4 +1,4 @@
-"""The regression scenario (`kit sim trace`): base livelocks from the fifth step, fix does not."""
+"""The regression scenario (`kit sim trace`): base livelocks from the fourth step, fix does not."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from kits.cli import app
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_base_schedules_nothing_from_the_fifth_step_on(case: Case) -> None:
+def test_base_schedules_nothing_from_the_fourth_step_on(case: Case) -> None:
     rows = run_trace("base", case, steps=40)
     assert [row.step for row in rows] == list(range(1, 41))
-    assert any(row.scheduled_tokens for row in rows[:4])  # it did run before
-    for row in rows[4:]:
+    assert all(row.scheduled_tokens for row in rows[:3])  # it did run before
+    for row in rows[3:]:
         assert row.scheduled_tokens == 0 and row.preemptions == 0
         assert row.turn == "prefill"  # the same empty prefill turn, chosen again
         assert row.restores_polled == 2  # the restores are polled, and refused, every step
         assert row.kv_usage == 1.0
-    assert len({(r.vruntime_prefill, r.vruntime_decode) for r in rows[4:]}) == 1
+    assert len({(r.vruntime_prefill, r.vruntime_decode) for r in rows[3:]}) == 1
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -65,7 +65,18 @@ def test_cli_trace_json_prints_one_object_per_step() -> None:
     assert [row["step"] for row in rows] == list(range(1, 8))
     for key in ("turn", "scheduled_tokens", "preemptions", "restores_polled", "kv_usage"):
         assert key in rows[0]
-    assert [row["scheduled_tokens"] for row in rows[4:]] == [0, 0, 0]
+    assert [row["scheduled_tokens"] for row in rows[3:]] == [0, 0, 0, 0]
+    assert {row["slots"] for row in rows} == {3} and {row["running"] for row in rows} == {2}
+
+
+def test_cli_trace_tables_of_the_two_cases_differ_in_their_slots() -> None:
+    tables = {}
+    for case in CASES:
+        result = CliRunner().invoke(app, ["sim", "trace", "--policy", "base", "--case", case])
+        assert result.exit_code == 0, result.output
+        tables[case] = result.output
+    assert " 2/2 " in tables["full-slots"] and " 2/3 " not in tables["full-slots"]
+    assert " 2/3 " in tables["free-slot"]
 
 
 def test_cli_trace_table_for_humans() -> None:

@@ -34,11 +34,17 @@ def _kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_ab_without_arguments_reproduces_the_stall_and_the_fix(tmp_path: Path) -> None:
+def test_ab_on_the_wall_clock_writes_the_reports_and_the_fix_never_stalls(tmp_path: Path) -> None:
+    """Over HTTP, only what does not depend on request timing is asserted.
+
+    Whether and when the base scheduler livelocks over real sockets depends on the timing of
+    the requests, which a loaded machine shifts; the livelock itself is asserted on the
+    deterministic path (tests/engine/test_sim_workload.py, the pure core on its own clock).
+    Here: both arms run, the reports are written and re-made offline, the fix (which cannot
+    livelock) never stalls, and a base stall, when there is one, is the spinning kind that
+    stops the run and is flagged in the table.
+    """
     out = tmp_path / "ab"
-    # An hour of engine time at 120x, with contexts of 60-100K tokens: over HTTP the livelock's
-    # onset depends on request timing, and at the kit's 40-100K the four running contexts
-    # fill the pool only part of the time, so a 30-minute window can pass without it.
     done = _kit(
         "ab", "--duration", "3600", "--time-scale", "120", "--min-context", "60000",
         "--no-dashboard", "--out", str(out), timeout=400,
@@ -49,11 +55,13 @@ def test_ab_without_arguments_reproduces_the_stall_and_the_fix(tmp_path: Path) -
     data = json.loads((out / "ab.json").read_text())
     base, fix = data["arms"]["base"], data["arms"]["fix"]
     assert base["spec"] == "sim:base" and fix["spec"] == "sim:fix"
-    assert any(s["kind"] == "spinning" and s["stopped_run"] for s in base["stalls"]), base["stalls"]
     assert fix["stalls"] == []
-    # a stuck engine never polls its restores again; the fixed one recomputes them after the wait
-    assert fix["log_counts"]["restores_recomputed"] > base["log_counts"]["restores_recomputed"]
-    assert fix["duration_s"] == pytest.approx(3600, rel=0.05)
+    assert fix["end_reason"] == "duration" and fix["turns"] > 0
+    assert all(s["kind"] == "spinning" for s in base["stalls"]), base["stalls"]
+    if base["stalls"]:
+        assert any(s["stopped_run"] for s in base["stalls"]), base["stalls"]
+        assert base["end_reason"] == "stall_stop"
+        assert "stopped by the monitor" in (out / "ab.md").read_text()
     md = (out / "ab.md").read_text()
     for row in (
         "stalls",
@@ -67,7 +75,6 @@ def test_ab_without_arguments_reproduces_the_stall_and_the_fix(tmp_path: Path) -
         "run length",
     ):
         assert f"| {row}" in md, row
-    assert "stopped by the monitor" in md  # the base arm's figures are flagged
     assert "A/B: restore-stall" in done.stdout  # the table was printed
     # reports are re-made offline from the saved directories alone
     (out / "ab.md").unlink()
@@ -192,5 +199,38 @@ def test_unreachable_url_arm_fails_cleanly(tmp_path: Path) -> None:
         app, ["run", "--engine", "url:http://127.0.0.1:9", "--no-dashboard", "--out", str(out)]
     )
     assert result.exit_code == 2, result.output
+    # nothing was recorded (no engine log, no turn, no sample), so nothing is left behind
+    assert not out.exists()
+
+
+def test_an_engine_that_dies_mid_run_ends_it_as_such_with_its_last_log_lines(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "died"
+    argv = [sys.executable, "-m", "kits", "run", "--engine", "sim:fix", "--time-scale", "20"]
+    argv += ["--agents", "4", "--no-dashboard", "--out", str(out)]
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    turns = out / "turns.jsonl"
+    deadline = time.monotonic() + 120
+    while not (turns.exists() and turns.read_text().strip()):
+        assert time.monotonic() < deadline and proc.poll() is None, "no turn was recorded"
+        time.sleep(0.2)
+    engine = _descendants(proc.pid)
+    assert engine, "the simulator should run as a child"
+    for pid in engine:
+        os.kill(pid, signal.SIGKILL)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1, output[-2000:]
+    assert "the engine died during the run" in output and "Traceback" not in output
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["end_reason"] == "error"
+    assert meta["end_reason"] == "engine_died"
+    assert "died during the run (exit code -9)" in meta["error"]
+    assert "last log lines" in meta["error"]
+    # what was recorded before it died is kept
+    assert json.loads((out / "summary.json").read_text())["requests"] >= 1

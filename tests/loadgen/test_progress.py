@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from loadgen.progress import LoadProgress, summary_table
+from loadgen.progress import LoadProgress, live_progress, summary_table
 from loadgen.records import Outcome, TurnRecord
 from loadgen.run import AgentState, RunFinished, TurnFinished
 from loadgen.summary import summarize
@@ -59,3 +59,15 @@ def test_summary_table_lists_the_figures() -> None:
     assert "stream_error 1" in text
     assert "40.0 %" in text  # 8 of 20 prompt tokens cached
     assert "TTFT ms p50/p90/p99/max" in text and "500 / 500 / 500 / 500" in text
+
+
+def test_live_progress_ends_its_last_line_without_a_terminal() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=100, color_system=None, force_terminal=False)
+    progress = LoadProgress(2, duration_s=3, clock=lambda: 0.0)
+    with live_progress(progress, console):
+        progress.update(AgentState(0, "thinking", 1.0))
+    console.print("load summary")
+    text = out.getvalue()
+    assert text.endswith("\nload summary\n"), repr(text)
+    assert "thinking" in text.splitlines()[-2]

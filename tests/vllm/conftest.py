@@ -19,13 +19,15 @@ from engine.spec import parse_spec
 
 #: the cpu-smoke engine arguments: 4 sequences, 40 blocks of 128 tokens (5120 tokens) so a
 #: few concurrent requests of a few thousand tokens force preemptions; the explicit KV size
-#: skips vLLM's check of the fraction of host memory free at start-up
+#: skips vLLM's check of the fraction of host memory free at start-up; float32 because vLLM
+#: would cast the model to bfloat16 on CPUs with BF16, where one of its kernels dies (SIGILL)
 SMOKE_ENGINE_ARGS = (
     "--enforce-eager",
     "--max-num-seqs", "4",
     "--num-gpu-blocks-override", "40",
     "--max-model-len", "4096",
     "--kv-cache-memory-bytes", str(256 * 2**20),
+    "--dtype", "float32",
 )  # fmt: skip
 STARTUP_TIMEOUT_S = 300.0
 

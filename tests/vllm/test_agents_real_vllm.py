@@ -106,18 +106,80 @@ async def test_agents_get_exact_prompt_sizes_and_force_preemptions(
     )
 
 
+#: the probe's reply: thousands of tokens, so it is likely still decoding when the core stops
+PROBE_TOKENS = 3000
+#: how often the script reads the frozen engine's gauges while they settle (wall seconds)
+SETTLE_POLL_S = 0.25
+
+
+def _frozen_view(text: str) -> tuple[float, float]:
+    """Generated tokens so far and requests pending (running + waiting), from /metrics."""
+    values = {"vllm:generation_tokens_total": 0.0, "pending": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "vllm:generation_tokens_total":
+                values[sample.name] += sample.value
+            elif sample.name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
+                values["pending"] += sample.value
+    return values["vllm:generation_tokens_total"], values["pending"]
+
+
 class HangScript:
-    """Drives the hang from the monitor's events: stop the core, then continue it."""
+    """Drives the hang: stop the core with work pending, then continue it on the stall.
+
+    A stopped core's gauges keep the values of its last step. Stopped between requests they
+    read idle, and no stall is due; and the API server may still deliver what the core made
+    before it stopped. So after each SIGSTOP the script waits until the served counters stop
+    moving, and keeps the freeze only if the frozen gauges show work pending (else it
+    continues the core and tries again): the stall is then certain, and its delay is measured
+    from the moment generation stopped as the server shows it.
+    """
 
     def __init__(self, core: int, origin: Callable[[], float]) -> None:
         self.core, self.now = core, origin
         self.streaming_samples = 0
+        self.warm = asyncio.Event()
+        self.tries = 0
         self.stopped_at: float | None = None
         self.continued_at: float | None = None
         self.early: list[StallStarted] = []
         self.started: StallStarted | None = None
         self.resumed: Sample | None = None
         self.ended: StallEnded | None = None
+
+    async def probe(self, url: str, model: str) -> None:
+        """After the warm-up, stream a long reply and freeze the core while it runs."""
+        await self.warm.wait()
+        body = {
+            "model": model, "prompt": "me to ri ka ri", "max_tokens": PROBE_TOKENS,
+            "ignore_eos": True, "stream": True,
+        }  # fmt: skip
+        async with (
+            httpx.AsyncClient(base_url=url, timeout=120) as client,
+            client.stream("POST", "/v1/completions", json=body) as response,
+        ):
+            async for line in response.aiter_lines():
+                if line.startswith("data: {") and self.stopped_at is None:
+                    await self.freeze(client)
+
+    async def freeze(self, client: httpx.AsyncClient) -> None:
+        """Stop the core until a freeze with work pending holds (at most 20 tries)."""
+        while self.stopped_at is None and self.tries < 20:
+            self.tries += 1
+            os.kill(self.core, signal.SIGSTOP)
+            before = _frozen_view((await client.get("/metrics")).text)
+            settled_at = self.now()
+            while True:
+                await asyncio.sleep(SETTLE_POLL_S)
+                view = _frozen_view((await client.get("/metrics")).text)
+                if view[0] == before[0]:
+                    break
+                before, settled_at = view, self.now()
+            if before[1] > 0:
+                self.stopped_at = settled_at
+                return
+            os.kill(self.core, signal.SIGCONT)
+            await asyncio.sleep(0.3)
 
     def handle(self, event: MonitorEvent) -> bool:
         """Act on one event; True when the script is over."""
@@ -126,12 +188,8 @@ class HangScript:
                 self.early.append(event)
             if isinstance(event, Sample) and event.gen_tok_s > 0:
                 self.streaming_samples += 1
-            # three seconds of steady generation first, and stop while requests run: a
-            # stopped core's gauges keep their last values, which must show work pending
-            busy = isinstance(event, Sample) and (event.snapshot.running or 0) > 0
-            if self.streaming_samples >= 6 and busy:
-                os.kill(self.core, signal.SIGSTOP)
-                self.stopped_at = self.now()
+            if self.streaming_samples >= 6:  # three seconds of steady generation first
+                self.warm.set()
             return False
         if self.continued_at is None:
             if isinstance(event, StallStarted):
@@ -160,21 +218,25 @@ async def test_sigstop_of_the_engine_core_is_a_frozen_stall_that_ends_on_sigcont
         return now
 
     script = HangScript(cores[0], lambda: clock() - origin[0])
-    agents = asyncio.create_task(play(vllm_server.url, smoke_load(duration_s=None), tmp_path))
+    url = vllm_server.url
+    info = await preflight(url, smoke_load())
+    agents = asyncio.create_task(play(url, smoke_load(duration_s=None), tmp_path))
+    probe = asyncio.create_task(script.probe(url, info.model))
     try:
         async with asyncio.timeout(120):
-            monitor = watch(vllm_server.url, MONITOR, gpu_source("none"), clock=clock)
+            monitor = watch(url, MONITOR, gpu_source("none"), clock=clock)
             async with contextlib.aclosing(monitor) as events:
                 async for event in events:
                     if script.handle(event):
                         break
     finally:
         os.kill(cores[0], signal.SIGCONT)
-        agents.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await agents
+        for task in (agents, probe):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     assert not script.early, f"stall declared before the SIGSTOP: {script.early}"
-    assert script.stopped_at is not None, "the agents never got generation going"
+    assert script.stopped_at is not None, f"no freeze with work pending in {script.tries} tries"
     assert script.started is not None, "no stall declared after the SIGSTOP"
     delay = script.started.t - script.stopped_at
     assert script.started.kind == "frozen"
@@ -189,5 +251,5 @@ async def test_sigstop_of_the_engine_core_is_a_frozen_stall_that_ends_on_sigcont
         f"{delay:.2f} s (onset t={script.started.onset:.2f}, bound "
         f"{MONITOR.stall_after_s + 2 * MONITOR.interval_s:g} s); SIGCONT -> tokens again at "
         f"t={script.resumed.t:.2f}, stall ended with duration {script.ended.duration_s:.2f} s; "
-        f"{len(records)} turns recorded",
+        f"{len(records)} turns recorded; {script.tries} freeze(s) tried",
     )

@@ -22,6 +22,9 @@ pytestmark = [
 ]
 
 
+# two engine start-ups (about 30 s each on an idle machine, minutes on a busy one) and two
+# 40 s arms: more than the suite's default per-test limit
+@pytest.mark.timeout(480)
 def test_kit_ab_cpu_smoke_on_two_vllm_arms_reports_no_stall(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -7,6 +7,7 @@ Speeds and memory are printed as `BENCH` lines, never asserted.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
@@ -29,7 +30,7 @@ pytestmark = [
 ]
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "vllm-0.32-metric-families.txt"
-#: what the monitor reads (DESIGN.md, "vLLM metrics the tool reads"); none is fork-only
+#: what the monitor reads (the stall signals); none is fork-only
 MONITOR_METRICS = (
     "vllm:generation_tokens_total",
     "vllm:num_requests_running",
@@ -94,6 +95,16 @@ def model_name(vllm_server: VllmLauncher) -> str:
             body = {"model": name, "prompt": "ka ri to", "max_tokens": 8, "ignore_eos": True}
             client.post("/v1/completions", json=body).raise_for_status()
     return name
+
+
+def test_the_cpu_engine_serves_float32_by_default(
+    vllm_server: VllmLauncher, model_name: str
+) -> None:
+    """vLLM would cast the model to bfloat16 on CPUs with BF16, where a kernel dies (SIGILL)."""
+    assert vllm_server.log_path is not None
+    log = vllm_server.log_path.read_text(errors="replace")
+    assert "dtype=torch.float32" in log
+    assert "dtype=torch.bfloat16" not in log
 
 
 def test_served_metric_families_match_the_golden_list(
@@ -272,13 +283,20 @@ async def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -
 async def test_sigstop_of_the_engine_core_freezes_generation_and_sigcont_resumes_it(
     vllm_server: VllmLauncher, model_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The core is stopped before the request is sent, so the request cannot finish first.
+
+    (Stopping it after the first streamed chunk raced: on a busy machine the API server can
+    deliver a whole reply in one burst after the core produced it, so no chunk means "the core
+    is still generating".)
+    """
     cores = vllm_server.engine_core_pids()
     assert len(cores) == 1, f"expected one engine-core child, found {cores}"
     chunks: list[float] = []
     body = {
-        "model": model_name, "prompt": "ka ri", "max_tokens": 4000, "ignore_eos": True,
-        "stream": True,
+        "model": model_name, "prompt": "to ri ka me", "max_tokens": 3000, "ignore_eos": True,
+        "stream": True, "stream_options": {"include_usage": True},
     }  # fmt: skip
+    usage: list[int] = []
     async with httpx.AsyncClient(base_url=vllm_server.url, timeout=120) as client:
 
         async def stream() -> None:
@@ -286,29 +304,29 @@ async def test_sigstop_of_the_engine_core_freezes_generation_and_sigcont_resumes
                 async for line in response.aiter_lines():
                     if line.startswith("data: {"):
                         chunks.append(time.monotonic())
+                        if '"usage":{' in line.replace(" ", ""):
+                            usage.append(json.loads(line[6:])["usage"]["completion_tokens"])
 
+        os.kill(cores[0], signal.SIGSTOP)
         task = asyncio.create_task(stream())
         try:
-            # stop early: a stream that already ended cannot show a freeze (it would race)
-            await wait_for(lambda: len(chunks) >= 1, 60, "no tokens streamed")
-            os.kill(cores[0], signal.SIGSTOP)
             try:
-                await asyncio.sleep(1.0)  # what the core sent before it stopped drains
-                frozen_at = len(chunks)
-                assert not task.done(), f"the stream ended ({frozen_at} chunks) before the freeze"
                 await asyncio.sleep(3.0)
-                stalled = len(chunks) - frozen_at
+                stalled = len(chunks)
+                done_while_frozen = task.done()
                 metrics = await client.get("/metrics", timeout=10)
                 health = await client.get("/health", timeout=10)
             finally:
                 os.kill(cores[0], signal.SIGCONT)
-            await wait_for(lambda: len(chunks) > frozen_at, 60, "generation did not resume")
+            await wait_for(lambda: len(chunks) > 0, 60, "generation did not resume")
             await asyncio.wait_for(task, 120)
         finally:
             task.cancel()
-    assert stalled == 0
+    assert stalled == 0 and not done_while_frozen
+    # a frozen core is invisible to /metrics (and, as printed below, to /health)
     assert metrics.status_code == 200
-    assert len(chunks) >= 3000
+    # a server that lags behind the core merges tokens into fewer chunks: count tokens
+    assert usage[-1:] == [3000]
     bench(
         capsys,
         f"SIGSTOP of engine core {cores[0]}: 0 chunks in 3 s; /metrics {metrics.status_code}, "

@@ -1,0 +1,73 @@
+"""The tool's one exception tree, and the one way a pydantic validation error becomes a line.
+
+Every failure a user can cause or fix (bad input, an unreachable engine, a missing run
+directory) is a `StallkitError`: a message and a hint, printed by the command line as one red
+line and exit code 2, never as a traceback. Each role subclasses the root, so a caller may
+catch one role's failures or all of them::
+
+    StallkitError                     contract.errors: message + hint
+    ├── EngineError                   engine.errors: parse, start, reach or stop an engine
+    │   └── SimRequestError           engine.sim: a request the simulator cannot take
+    ├── LoadError                     loadgen.errors: the load cannot start
+    ├── MonitorError                  monitor.errors: the monitor cannot start
+    ├── KitError                      kits.errors: a kit, run or A/B request is invalid
+    └── ReportError                   reports.errors: a run directory is missing or unreadable
+
+Per-request failures during a run are not exceptions: they are recorded on the turn record.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pydantic import ValidationError
+
+__all__ = ["StallkitError", "validation_location", "validation_message"]
+
+
+class StallkitError(Exception):
+    """The root of the tool's own errors: a one-line message and a hint saying what to do."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def _clean(err_type: str, msg: str) -> str:
+    if err_type == "extra_forbidden":
+        return "unknown key"
+    # pydantic prefixes the text of a ValueError raised in a validator
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            return msg[len(prefix) :]
+    return msg
+
+
+def validation_location(exc: ValidationError) -> tuple[int | str, ...]:
+    """Where the first problem of a validation error is (field path; empty: the whole model)."""
+    return tuple(exc.errors()[0]["loc"])
+
+
+def validation_message(
+    exc: ValidationError,
+    *,
+    names: Mapping[str, str] | None = None,
+    default: str = "config",
+) -> str:
+    """`where: what` for the first problem of a validation error, as one line.
+
+    `where` is the field's dotted location. The command line passes `names`, its field ->
+    flag map, so that a bad `--duration` is blamed on `--duration`, not on `duration_s`; field
+    names inside the message are replaced too. A problem of the whole model (a cross-field
+    check) is placed at `default`, or given as the bare message when `default` is empty.
+    """
+    err = exc.errors()[0]
+    where = ".".join(str(part) for part in validation_location(exc)) or default
+    what = _clean(err["type"], err["msg"])
+    if names:
+        where = names.get(where, where)
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+        what = pattern.sub(lambda m: names[m.group(1)], what)
+    return f"{where}: {what}" if where else what

@@ -1,0 +1,1 @@
+"""Tests of the contract layer and of the import graph."""

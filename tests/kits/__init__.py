@@ -1,0 +1,1 @@
+"""Tests of kits, runs, A/B and the command line."""

@@ -1,0 +1,205 @@
+"""Rough edges a new user hit, each through a real `kit` process: exit codes and one-line errors.
+
+Help and version, bare groups, flag values blamed on the flag, engine spec forms refused the
+same way with and without --dry-run, failed runs that leave nothing behind, the one-arm
+report, `kit load` with small contexts, and the progress line without a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine.launcher import free_port
+from monitor.gpu import probe_engine_dcgm
+
+REPO = Path(__file__).resolve().parents[2]
+
+COMMANDS = [
+    [], ["load"], ["monitor"], ["run"], ["ab"], ["report"], ["sim"], ["sim", "trace"],
+    ["sim", "serve"], ["engine"], ["engine", "tiny-model"],
+]  # fmt: skip
+
+
+def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kits", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The single line a user error prints on stderr (asserts there is exactly one)."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def test_bare_kit_and_bare_groups_print_help_and_exit_0() -> None:
+    for group in ([], ["sim"], ["engine"]):
+        done = kit(*group)
+        assert done.returncode == 0, done.stderr
+        assert "Usage: kit" in done.stdout and "Commands:" in done.stdout
+
+
+def test_version() -> None:
+    done = kit("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("stallkit ") and done.stdout.split()[1][0].isdigit()
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "kit")
+def test_help_shows_no_bool_metavar_and_stands_alone(command: list[str]) -> None:
+    done = kit(*command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "--help" in done.stdout
+    assert "<bool>" not in done.stdout
+    assert "DESIGN" not in done.stdout
+
+
+def test_flag_values_are_blamed_on_the_flag_not_the_kit_file() -> None:
+    line = one_error_line(kit("run", "--engine", "sim:base", "--duration", "-5"))
+    assert "--duration" in line and ".toml" not in line and "duration_s" not in line
+    args = ["ab", "--min-context", "200", "--max-context", "2000", "--seed", "3", "--dry-run"]
+    line = one_error_line(kit(*args))
+    # the check that failed names min_context: its flag is blamed, not the unrelated --seed
+    assert "--min-context" in line and ".toml" not in line and "--seed" not in line
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_unknown_spec_forms_are_refused_with_the_list_of_forms(
+    dry_run: bool, fake_docker: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "ab"
+    # the fake docker has every image except those whose name says "missing"
+    args = ["ab", "--base", "nosuch:missing", "--out", str(out), *(["--dry-run"] * dry_run)]
+    line = one_error_line(kit(*args))
+    assert "unknown engine spec form 'nosuch:'" in line and "no local docker image" in line
+    for form in ("sim:base", "url:http://HOST:PORT", "vllm:MODEL_DIR", "docker image"):
+        assert form in line
+    assert "registry login" not in line and not out.exists()
+    calls = [json.loads(x) for x in (fake_docker / "calls.jsonl").read_text().splitlines()]
+    assert calls == [["image", "inspect", "nosuch:missing"]]  # asked, never pulled
+
+
+def test_image_references_are_images(fake_docker: Path) -> None:
+    images = ("library/ubuntu:22.04", "registry:5000/team/engine:fix", "vllm/vllm-openai")
+    for image in (*images, "localbuild:fix"):  # the last: a local image without a path
+        done = kit("ab", "--base", image, "--dry-run")
+        assert done.returncode == 0, done.stderr
+        assert f"base: {image} (docker;" in done.stdout
+    calls = [json.loads(x) for x in (fake_docker / "calls.jsonl").read_text().splitlines()]
+    assert calls == [["image", "inspect", "localbuild:fix"]]  # only a bare name is looked up
+
+
+def test_a_run_that_fails_before_recording_anything_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "v"
+    line = one_error_line(
+        kit("run", "--engine", f"vllm:{tmp_path / 'nope'}", "--kit", "cpu-smoke", "--out", str(out))
+    )
+    assert "not a model directory" in line
+    assert not out.exists()
+
+
+def test_an_unreachable_url_arm_names_what_to_check(tmp_path: Path) -> None:
+    kit_file = tmp_path / "quick.toml"
+    source = (REPO / "kits" / "kits" / "restore-stall.toml").read_text()
+    kit_file.write_text(source.replace("startup_timeout_s = 1800", "startup_timeout_s = 1"))
+    assert kit_file.read_text() != source
+    out = tmp_path / "u"
+    url = f"http://127.0.0.1:{free_port()}"
+    args = ["run", "--engine", f"url:{url}", "--kit", str(kit_file), "--no-dashboard"]
+    line = one_error_line(kit(*args, "--out", str(out)))
+    assert "None" not in line and f"{url}/health" in line and "url: specs attach" in line
+    assert not out.exists()
+
+
+def test_a_one_arm_run_writes_its_own_report(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    done = kit(
+        "run", "--engine", "sim:fix", "--duration", "30", "--time-scale", "30",
+        "--agents", "2", "--no-dashboard", "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not (out / "ab.md").exists() and not (out / "ab.json").exists()
+    md = (out / "run.md").read_text()
+    assert md.startswith("# run: restore-stall\n") and "A/B" not in md
+    assert "like for like" not in md
+    assert "run" in json.loads((out / "run.json").read_text())["arms"]
+    assert "run: restore-stall" in done.stdout and "A/B" not in done.stdout
+    # `kit report` re-makes the same files
+    (out / "run.md").unlink()
+    again = kit("report", str(out))
+    assert again.returncode == 0, again.stderr
+    assert (out / "run.md").read_text() == md and not (out / "ab.md").exists()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """`kit sim serve` in its own process, at 1x."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    assert server.stdout is not None
+    try:
+        line = server.stdout.readline()
+        assert "listening on" in line, line
+        yield line.split()[-1]
+    finally:
+        server.terminate()
+        server.wait(10)
+        server.stdout.close()
+
+
+def test_load_with_small_contexts_fits_its_turns_to_them(sim_url: str, tmp_path: Path) -> None:
+    done = kit(
+        "load", sim_url, "--agents", "2", "--min-context", "200", "--max-context", "2000",
+        "--max-turns", "1", "--out", str(tmp_path / "load"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(x) for x in (tmp_path / "load" / "turns.jsonl").read_text().splitlines()]
+    assert len(records) == 2 and all(r["outcome"] == "ok" for r in records), records
+    assert all(r["prompt_tokens"] + r["max_tokens"] <= 2000 for r in records)
+    # without a terminal the last progress line ends, so the summary starts on its own line
+    assert done.stderr.endswith("\n") and "timeouts" in done.stderr
+    assert done.stdout.lstrip().startswith("load summary")
+
+
+def test_monitor_picks_the_engines_dcgm_page_by_default(sim_url: str, tmp_path: Path) -> None:
+    args = ["monitor", sim_url, "--duration", "1", "--interval", "0.2", "--no-dashboard"]
+    done = kit(*args, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    dcgm = f"dcgm:{sim_url}/dcgm/metrics"
+    assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in done.stderr
+    kinds = {json.loads(x)["type"] for x in (tmp_path / "timeline.jsonl").read_text().splitlines()}
+    assert "gpu" in kinds
+    assert probe_engine_dcgm(sim_url) == (dcgm, "the engine serves DCGM")
+    assert probe_engine_dcgm(sim_url + "/nothing") == (
+        "none",
+        f"no DCGM page at {sim_url}/nothing/dcgm/metrics",
+    )
+    assert probe_engine_dcgm(f"http://127.0.0.1:{free_port()}") == ("none", "")
+
+
+def test_load_bounds_that_cannot_fit_a_turn_say_the_limits_in_flags() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    line = one_error_line(kit("load", url, "--min-context", "2000", "--max-context", "200"))
+    assert "--min-context (2000)" in line and "--max-context (200)" in line
+    line = one_error_line(kit("load", url, "--min-context", "2000", "--max-context", "2001"))
+    assert "raise --max-context to at least" in line
+    for internal in ("system_prompt_tokens", "min_context", "max_context"):
+        assert internal not in line.replace("--min-context", "").replace("--max-context", "")

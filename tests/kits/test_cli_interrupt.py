@@ -1,0 +1,90 @@
+"""Ctrl-C during `kit run` on the simulator, at several moments, through a real process.
+
+Whenever SIGINT lands (engine start, mid-run, while the reports are written) the run exits
+130 within seconds, stops its engine, and what it recorded is consistent: the agents' turns
+and the monitor's timeline end together (a lost cancel once let the agents run on to the
+arm's end after the monitor had stopped).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+#: how long an interrupted run may take to exit (it still writes its summary and reports)
+EXIT_WITHIN_S = 15.0
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _wait_for_turns(path: Path, count: int, deadline: float) -> None:
+    while not (path.exists() and len(path.read_text().splitlines()) >= count):
+        assert time.monotonic() < deadline, "no turns recorded"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("moment", ["engine-start", "mid-run", "reports"])
+def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(moment: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    duration = "30" if moment == "reports" else "3600"  # 3600 engine s: two wall minutes
+    args = ["run", "--engine", "sim:base", "--duration", duration, "--time-scale", "30",
+            "--no-dashboard", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kits", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 60
+    for line in proc.stdout:
+        if moment == "engine-start" and "starting sim:base" in line:
+            break
+        if moment == "mid-run" and "healthy" in line:
+            _wait_for_turns(out / "turns.jsonl", 3, deadline)
+            break
+        if moment == "reports" and "duration after" in line:
+            break
+    else:
+        pytest.fail(f"the run ended before {moment}")
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    took = time.monotonic() - sent
+    assert "Traceback" not in stderr + stdout
+    assert took < EXIT_WITHIN_S, f"{moment}: exited {took:.1f} s after SIGINT"
+    # after the arm's end the signal may come too late to interrupt anything: then it finished
+    if not (moment == "reports" and proc.returncode == 0):
+        assert proc.returncode == 130, (moment, stderr)
+        assert "error: interrupted" in stderr
+    # the engine is stopped: no process is left working in the run directory
+    leftovers = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if str(out) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []
+    if not out.exists():  # interrupted before anything was recorded
+        assert moment == "engine-start" and "before anything was recorded" in stderr
+        return
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["end_reason"] in ("interrupted", "duration")
+    turns = _lines(out / "turns.jsonl") if (out / "turns.jsonl").exists() else []
+    if moment != "engine-start":
+        timeline = _lines(out / "timeline.jsonl")
+        last_turn = max(float(str(t["t_end"])) for t in turns)
+        last_sample = max(float(str(x["t"])) for x in timeline)
+        # both stop when the arm stops (their clocks start a moment apart)
+        assert abs(last_turn - last_sample) < 2.0, (last_turn, last_sample)
+        assert last_turn < float(duration) / 30 + 5
