@@ -114,6 +114,20 @@ def docker_run_argv(image: str, name: str, opts: DockerOptions) -> list[str]:
     return argv
 
 
+#: a container's cgroup v2 CPU account, as seen inside it
+CPU_STAT_PATH = "/sys/fs/cgroup/cpu.stat"
+CPU_STAT_TIMEOUT_S = 5.0
+
+
+def parse_cpu_stat(text: str) -> float | None:
+    """CPU seconds from a cgroup v2 `cpu.stat` (its `usage_usec` line), None if absent."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "usage_usec" and value.strip().isdigit():
+            return int(value) / 1e6
+    return None
+
+
 def _docker(
     args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S, docker_host: str = ""
 ) -> subprocess.CompletedProcess[str]:
@@ -225,6 +239,20 @@ class DockerLauncher(Launcher):
 
     def exit_reason(self) -> str | None:
         return self._dead_reason() if self._started else None
+
+    def cpu_argv(self) -> list[str]:
+        """The `docker` arguments that read the container's CPU account (cgroup v2)."""
+        return ["exec", self.name, "cat", CPU_STAT_PATH]
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the container has used, from its own cgroup; None when unreadable."""
+        if not self._started:
+            return None
+        try:
+            result = _docker(self.cpu_argv(), timeout_s=CPU_STAT_TIMEOUT_S)
+        except EngineError:
+            return None
+        return parse_cpu_stat(result.stdout) if result.returncode == 0 else None
 
     def wait_healthy(self, timeout_s: float) -> None:
         last_check = [0.0]

@@ -86,6 +86,10 @@ class Launcher(ABC):
         """PIDs of processes this launcher started and still holds (for tests and checks)."""
         return []
 
+    def cpu_seconds(self) -> float | None:
+        """The engine's cumulative CPU seconds (all its processes), None where unknown."""
+        return None
+
     def exit_reason(self) -> str | None:
         """Why an engine this launcher started has ended on its own (None while it runs).
 

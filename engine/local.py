@@ -185,3 +185,24 @@ class VllmLauncher(ProcessLauncher):
             if any(marker in text for marker in ENGINE_CORE_MARKERS):
                 found.append(pid)
         return found
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds (user + system) the server's process tree has used; None once gone.
+
+        A spinning engine core (and its worker) burns over a core while no token comes; a
+        SIGSTOPped one nothing: the monitor tells the two apart by this where no scheduler
+        counter moves.
+        """
+        import psutil
+
+        pids = self.tree_pids()
+        if not pids:
+            return None
+        total = 0.0
+        for pid in pids:
+            try:
+                times = psutil.Process(pid).cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            total += times.user + times.system
+        return total

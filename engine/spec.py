@@ -1,6 +1,7 @@
 """Parse the engine spec strings given after --engine / --base / --fix.
 
-Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, or a docker image
+Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, `patched:base` /
+`patched:fix` (optionally `patched:fix:MODEL_DIR`; else the kit's model), or a docker image
 reference with its repository path (`vllm/vllm-openai:v0.32`, `registry:5000/team/engine`).
 A bare `word:rest` with no `/` is a docker image only when docker has a local image of that
 name (one built here, e.g. `myfork:fix`); otherwise it is read as a mistyped form (`sim2:base`,
@@ -18,7 +19,7 @@ from typing import Literal
 
 from engine.errors import EngineError
 
-EngineKind = Literal["sim", "docker", "url", "vllm"]
+EngineKind = Literal["sim", "docker", "url", "vllm", "patched"]
 SIM_POLICIES = ("base", "fix")
 
 _IMAGE_RE = re.compile(
@@ -26,9 +27,10 @@ _IMAGE_RE = re.compile(
     r"[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
 _SPEC_HINT = (
-    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR or a docker image with its "
-    "repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
+    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR, patched:base, patched:fix "
+    "or a docker image with its repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
 )
+_PATCHED_HINT = "write patched:base or patched:fix, optionally followed by :MODEL_DIR"
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,11 @@ class EngineSpec:
     """A parsed engine spec: what to launch (or attach to) for one arm."""
 
     kind: EngineKind
-    #: policy for sim, image for docker, URL for url, model directory for vllm
+    #: policy for sim and patched, image for docker, URL for url, model directory for vllm
     target: str
     raw: str
+    #: the model directory a patched arm serves, when the spec names one (else the kit's)
+    model: str | None = None
 
     @property
     def label(self) -> str:
@@ -79,6 +83,13 @@ def parse_spec(raw: str) -> EngineSpec:
         if not model:
             raise EngineError(f"missing model directory in {raw!r}", "write vllm:MODEL_DIR")
         return EngineSpec("vllm", model, text)
+    if text.startswith("patched:"):
+        policy, sep, model = text[8:].partition(":")
+        if policy not in SIM_POLICIES:
+            raise EngineError(f"unknown patched policy {policy!r} in {raw!r}", _PATCHED_HINT)
+        if sep and not model:
+            raise EngineError(f"missing model directory in {raw!r}", _PATCHED_HINT)
+        return EngineSpec("patched", policy, text, model or None)
     prefix, colon, _ = text.partition(":")
     if colon and "/" not in text:
         if _IMAGE_RE.match(text) and _local_image(text):

@@ -51,9 +51,7 @@ MaxContextOpt = Annotated[
 OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--overlay",
-        help="SRC:DEST bind-mounted read-only over DEST in docker images; in kit ab, in the fix "
-        "arm only, so the same image with and without it is an A/B (repeatable)",
+        "--overlay", help="SRC:DEST bind-mounted read-only over DEST in docker images (repeatable)"
     ),
 ]
 NoDashOpt = Annotated[

@@ -98,6 +98,11 @@ class EngineProfile(BaseModel):
         default_factory=list,
         description="arguments after the image, or to `vllm serve` for vllm: arms",
     )
+    arm_engine_args: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per-arm engine arguments appended to engine_args (arm name -> arguments), "
+        "e.g. the patched scheduler's policy for each arm of one stock image",
+    )
 
     def gpus_for(self, arm: str) -> list[int]:
         """The GPUs an arm runs on."""
@@ -107,6 +112,10 @@ class EngineProfile(BaseModel):
         """The docker host an image arm runs on."""
         return self.arm_hosts.get(arm, self.host)
 
+    def engine_args_for(self, arm: str) -> list[str]:
+        """The engine arguments of an arm: the shared ones, then the arm's own."""
+        return [*self.engine_args, *self.arm_engine_args.get(arm, [])]
+
 
 class SimSection(BaseModel):
     """The embedded simulator, for `sim:base` / `sim:fix` arms."""
@@ -114,6 +123,24 @@ class SimSection(BaseModel):
     model_config = _FROZEN
     time_scale: float = Field(30.0, gt=0, le=10_000, description="engine seconds per wall second")
     engine: SimConfig = Field(default_factory=SimConfig, description="simulated engine sizes")
+
+
+class PatchedSection(BaseModel):
+    """The patched engine, for `patched:base` / `patched:fix` arms (a local vLLM with the plugin)."""
+
+    model_config = _FROZEN
+    model: str | None = Field(
+        None,
+        description="model directory the arms serve unless the spec names one; "
+        "${VAR} expands from the environment",
+    )
+    prefill_compute_share: float = Field(
+        0.4, gt=0, lt=1, description="prefill's share of scheduler compute time"
+    )
+    async_scheduling: bool | None = Field(
+        None,
+        description="async scheduling (AsyncPatchedScheduler); default: on when the arm has GPUs",
+    )
 
 
 class KitMonitor(MonitorConfig):
@@ -153,6 +180,7 @@ class Kit(BaseModel):
     description: str = Field("", description="what the kit reproduces")
     engine: EngineProfile = Field(default_factory=EngineProfile)
     sim: SimSection = Field(default_factory=SimSection)
+    patched: PatchedSection = Field(default_factory=PatchedSection)
     load: LoadConfig = Field(default_factory=LoadConfig)
     monitor: KitMonitor = Field(default_factory=KitMonitor)
     report: ReportSettings = Field(default_factory=ReportSettings)

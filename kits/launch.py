@@ -55,8 +55,7 @@ def monitor_config(kit: Kit, scale: float) -> MonitorConfig:
 def make_launcher(
     arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, overlays: list[Overlay] | None = None
 ) -> Launcher:
-    """The launcher for one arm; logs go to `arm_dir/engine.log`. Overlays go into every image
-    arm but `base`: an A/B of one image with and without a fix's source tree shows the fix."""
+    """The launcher for one arm; logs go to `arm_dir/engine.log`."""
     log_path = arm_dir / "engine.log"
     if spec.kind == "sim":
         from engine.simproc import SimLauncher
@@ -70,6 +69,8 @@ def make_launcher(
         from engine.local import VllmLauncher
 
         return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
+    if spec.kind == "patched":
+        return _patched_launcher(arm, spec, kit, arm_dir, log_path)
     host = kit.engine.host_for(arm)
     env = dict(kit.engine.env)
     if kit.engine.time_scale != 1.0:
@@ -82,11 +83,34 @@ def make_launcher(
         shm_size=kit.engine.shm_size,
         ipc_host=kit.engine.ipc_host,
         extra_args=tuple(kit.engine.docker_args),
-        engine_args=tuple(kit.engine.engine_args),
-        overlays=tuple(overlays or ()) if arm != "base" else (),
+        engine_args=tuple(kit.engine.engine_args_for(arm)),
+        overlays=tuple(overlays or ()),
         name_prefix=f"stallkit-{kit.name}-{arm}",
         network=kit.engine.network,
         docker_host=host.docker_host,
         dcgm_url=host.dcgm_url,
     )
     return DockerLauncher(spec, opts, log_path)
+
+
+def _patched_launcher(
+    arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, log_path: Path
+) -> Launcher:
+    """A local vLLM with the patched scheduler: the kit's model, share and engine arguments."""
+    from engine.patched.config import PatchedConfig
+    from engine.patched.launch import PatchedLauncher, PatchedOptions, resolve_model
+
+    gpus = kit.engine.gpus_for(arm)
+    section = kit.patched
+    asynchronous = bool(gpus) if section.async_scheduling is None else section.async_scheduling
+    config = PatchedConfig(spec.target, section.prefill_compute_share)  # type: ignore[arg-type]
+    return PatchedLauncher(
+        spec,
+        arm_dir,
+        resolve_model(spec, section.model),
+        PatchedOptions(config, asynchronous),
+        engine_args=kit.engine.engine_args,
+        gpus=gpus,
+        log_path=log_path,
+        extra_env=kit.engine.env,
+    )

@@ -120,7 +120,9 @@ async def _drive(
     url = launcher.url
     queue: asyncio.Queue[Any] = asyncio.Queue()
     tasks = [
-        asyncio.create_task(_pump("monitor", watch(url, mon, gpu), queue)),
+        asyncio.create_task(
+            _pump("monitor", watch(url, mon, gpu, engine_cpu=launcher.cpu_seconds), queue)
+        ),
         asyncio.create_task(_pump("load", run_agents(info, load, arm.dir), queue)),
         asyncio.create_task(_pump("engine", _watch_engine(launcher), queue)),
     ]

@@ -12,6 +12,10 @@ the quiet period restarts there. A stall starts at the first sample at least
 (its duration runs from onset to that sample). Its kind is `spinning` when the scheduler's
 own counters (prefix-cache queries, engine steps, the fork's compute seconds) moved after
 the first quiet interval (which may hold the last steps before a freeze), else `frozen`.
+For engines without a step counter (the fork's own images) a second sign of a spinning
+scheduler is the engine's CPU time (`engine_cpu_s`, cumulative CPU seconds of the engine's
+processes or container, given by the orchestration): a core spinning through empty steps
+burns at least `spin_cpu_cores` cores, a frozen (or SIGSTOPped) one next to none.
 Idle (nothing pending) and down (no sample) are not stalls; going down ends a stall.
 Without a GPU source the rule runs on metrics alone and every verdict says
 `gpu_checked=False`.
@@ -35,13 +39,21 @@ from monitor.events import (
 from monitor.parse import MetricsSnapshot
 from monitor.rates import snapshot_deltas
 
+#: CPU cores an engine must burn while quiet to count as spinning: a spinning engine core
+#: takes a whole core; the HTTP server answering scrapes next to a frozen core, a few percent
+SPIN_CPU_CORES = 0.5
+
 
 class StallDetector:
     """Feed it `observe(t, snapshot_or_None, gpu_util)` in time order; it returns events."""
 
-    def __init__(self, config: MonitorConfig, *, gpu_checked: bool) -> None:
+    def __init__(
+        self, config: MonitorConfig, *, gpu_checked: bool, spin_cpu_cores: float = SPIN_CPU_CORES
+    ) -> None:
         self._config = config
         self._gpu_checked = gpu_checked
+        self._spin_cpu_cores = spin_cpu_cores
+        self._prev_cpu_s: float | None = None
         self._prev: MetricsSnapshot | None = None
         self._prev_t = 0.0
         self._onset: float | None = None
@@ -94,8 +106,13 @@ class StallDetector:
         t: float,
         snapshot: MetricsSnapshot | None,
         gpu_util: Mapping[str, float] | None = None,
+        engine_cpu_s: float | None = None,
     ) -> list[DetectorEvent]:
-        """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down)."""
+        """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down).
+
+        `engine_cpu_s`: the engine's cumulative CPU seconds at `t`, when known.
+        """
+        prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
             events = self._end(t)
             # A rate across a gap in the data would blur the gap: start afresh when back.
@@ -122,7 +139,7 @@ class StallDetector:
         if self._onset is None:
             prev_pending = (prev.running or 0) > 0 or (prev.waiting or 0) > 0
             self._begin(prev_t if prev_pending else t, snapshot)
-        elif deltas.scheduler_moved:
+        elif deltas.scheduler_moved or self._cpu_spinning(prev_cpu_s, engine_cpu_s, t - prev_t):
             self._moved_after_onset = True
         if not self._gpus_idle(gpu_util) and t >= self._gpu_clear_from:
             # The GPUs are computing (a long prefill, say): whatever this is, not a stall yet.
@@ -131,6 +148,12 @@ class StallDetector:
             self._state = DetectorState("ok", gpu_checked=self._gpu_checked)
             return events
         return self._hold(t)
+
+    def _cpu_spinning(self, before: float | None, after: float | None, dt_s: float) -> bool:
+        """Whether the engine burnt at least `spin_cpu_cores` cores over the last interval."""
+        if before is None or after is None or dt_s <= 0:
+            return False
+        return (after - before) / dt_s >= self._spin_cpu_cores
 
     def _hold(self, t: float) -> list[DetectorEvent]:
         """Quiet with work pending at `t`: start, continue or request to stop a stall."""

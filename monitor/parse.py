@@ -35,16 +35,22 @@ _SAMPLES: dict[str, tuple[str, str]] = {
     "vllm:iteration_tokens_count": ("iterations", ""),
     "vllm:scheduler_prefill_compute_share": ("prefill_compute_share", ""),
     "vllm:scheduler_compute_seconds": ("compute_s", "class"),
+    "vllm:scheduler_steps": ("steps", ""),
 }
 _COUNTERS: tuple[str, ...] = ("generation_tokens", "prompt_tokens", "num_preemptions")
 _COUNTERS += ("prefix_cache_queries", "prefix_cache_hits", "request_success")
-_COUNTERS += ("scheduler_compute_seconds",)
+_COUNTERS += ("scheduler_compute_seconds", "scheduler_steps")
 for _name in _COUNTERS:
     _SAMPLES[f"vllm:{_name}_total"] = _SAMPLES[f"vllm:{_name}"]
 
-#: Families only the scheduler fork exports; absent from upstream vLLM's golden list.
+#: Families only the scheduler fork exports; absent from upstream vLLM's golden list. The step
+#: counter comes from the patched scheduler plugin (the fork's own images do not export it).
 FORK_ONLY_FAMILIES = frozenset(
-    {"vllm:scheduler_prefill_compute_share", "vllm:scheduler_compute_seconds_total"}
+    {
+        "vllm:scheduler_prefill_compute_share",
+        "vllm:scheduler_compute_seconds_total",
+        "vllm:scheduler_steps_total",
+    }
 )
 #: The exported family names (as a server declares them) that the monitor reads.
 READ_FAMILIES = frozenset(
@@ -84,6 +90,7 @@ class EngineMetrics:
     iterations: float | None = None  # engine steps: the iteration-tokens histogram count
     prefill_compute_share: float | None = None
     compute_s: Mapping[str, float] | None = None  # by scheduler class
+    steps: float | None = None  # scheduler steps, empty ones included (patched scheduler)
 
     @property
     def compute_s_total(self) -> float | None:
@@ -176,6 +183,7 @@ def _engine(raw: _Raw) -> EngineMetrics:
         iterations=num("iterations"),
         prefill_compute_share=num("prefill_compute_share"),
         compute_s=split("compute_s"),
+        steps=num("steps"),
     )
 
 

@@ -35,6 +35,7 @@ class Deltas:
     prefix_hits: float | None
     iterations: float | None
     compute_s: float | None
+    steps: float | None = None
 
     def rate(self, delta: float | None) -> float | None:
         """A delta per second (None when unknown or no time passed)."""
@@ -51,7 +52,8 @@ class Deltas:
     def scheduler_moved(self) -> bool:
         """Whether any sign of a stepping scheduler moved (prefix queries, steps, compute)."""
         return any(
-            d is not None and d > 0 for d in (self.prefix_queries, self.iterations, self.compute_s)
+            d is not None and d > 0
+            for d in (self.prefix_queries, self.iterations, self.compute_s, self.steps)
         )
 
 
@@ -79,4 +81,5 @@ def snapshot_deltas(prev: MetricsSnapshot, cur: MetricsSnapshot, dt_s: float) ->
         prefix_hits=_summed(prev, cur, lambda e: e.prefix_hits),
         iterations=_summed(prev, cur, lambda e: e.iterations),
         compute_s=_summed(prev, cur, lambda e: e.compute_s_total),
+        steps=_summed(prev, cur, lambda e: e.steps),
     )

@@ -47,7 +47,12 @@ class _Loop:
         self.down_since: float | None = None
 
     def events(
-        self, t: float, result: ScrapeResult, util: dict[str, float] | None, gpu_error: str | None
+        self,
+        t: float,
+        result: ScrapeResult,
+        util: dict[str, float] | None,
+        gpu_error: str | None,
+        engine_cpu_s: float | None = None,
     ) -> list[MonitorEvent]:
         out: list[MonitorEvent] = []
         if self.gpu_checked:
@@ -67,7 +72,7 @@ class _Loop:
                 deltas = snapshot_deltas(self.prev[1], snapshot, t - self.prev[0])
             out.append(Sample(t, snapshot, deltas))
             self.prev = (t, snapshot)
-        out.extend(self.detector.observe(t, snapshot, util))
+        out.extend(self.detector.observe(t, snapshot, util, engine_cpu_s))
         out.append(Verdict(t, self.detector.state))
         return out
 
@@ -81,8 +86,12 @@ async def watch(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     client: httpx.AsyncClient | None = None,
+    engine_cpu: Callable[[], float | None] | None = None,
 ) -> AsyncGenerator[MonitorEvent, None]:
     """Watch the engine at `url` until `duration_s` (None: until the caller stops).
+
+    `engine_cpu`, when given, reads the engine's cumulative CPU seconds (None when unknown);
+    the detector uses it to tell a spinning engine from a frozen one.
 
     Takes ownership of `gpu` (starts and closes it). Raises `MonitorError` before the first
     event when the engine does not answer with vLLM metrics or the GPU source fails.
@@ -93,7 +102,10 @@ async def watch(
         first = await scraper.check_engine()
         util = await gpu.start()
         loop = _Loop(StallDetector(config, gpu_checked=gpu.checked), gpu.checked)
-        for event in loop.events(0.0, ScrapeResult(first), util, None):
+        cpu = engine_cpu or (lambda: None)
+        for event in loop.events(
+            0.0, ScrapeResult(first), util, None, await asyncio.to_thread(cpu)
+        ):
             yield event
         tick = 1
         while True:
@@ -104,8 +116,10 @@ async def watch(
             if delay > 0:
                 await sleep(delay)
             t = clock() - t0
-            result, (reading, gpu_error) = await asyncio.gather(scraper.scrape(), _read_gpu(gpu))
-            for event in loop.events(t, result, reading, gpu_error):
+            result, (reading, gpu_error), cpu_s = await asyncio.gather(
+                scraper.scrape(), _read_gpu(gpu), asyncio.to_thread(cpu)
+            )
+            for event in loop.events(t, result, reading, gpu_error, cpu_s):
                 yield event
             # A scrape slower than the interval skips the ticks it overran, not piles them up.
             tick = max(tick + 1, math.floor((clock() - t0) / config.interval_s) + 1)

@@ -4,14 +4,45 @@ A contended step that ran charges its class `elapsed / share` (prefill) or
 `elapsed / (1 - share)` (decode), and pulls the other class up so that it trails by at most one
 charge. Prefill gets the turn only when its virtual runtime is strictly behind decode's; with one
 class runnable that class runs uncontended and both clocks reset. An empty step records nothing,
-which is what lets a prefill turn that can schedule nothing repeat forever.
+which is what lets a prefill turn that can schedule nothing repeat forever. `may_preempt` is the
+prefill-turn rule that tells `base` from `fix`. Pure and dependency-free: the simulator and the
+vLLM scheduler plugin (`engine.patched`) both import this one module.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal
 
 Turn = Literal["prefill", "decode", "none"]
+Policy = Literal["base", "fix"]
+
+
+def runnable_classes(remaining_tokens: Iterable[int], num_waiting: int) -> tuple[bool, bool]:
+    """(decode runnable, prefill runnable) from the running requests' tokens still to compute.
+
+    A running request with at most one token left is decoding; one with more is mid-prefill.
+    Any waiting request makes prefill runnable, even when no running slot is free.
+    """
+    decode = prefill = False
+    for remaining in remaining_tokens:
+        if remaining <= 1:
+            decode = True
+        else:
+            prefill = True
+    return decode, prefill or num_waiting > 0
+
+
+def may_preempt(policy: Policy, turn: Turn, contended: bool, scheduled_anything: bool) -> bool:
+    """Whether a running request that cannot get a block may preempt another, in this step.
+
+    Outside a contended prefill turn it always may. In a contended prefill turn (its leftover
+    decode pass) `base` never may, which is the livelock, and `fix` may while the step has
+    scheduled nothing so far.
+    """
+    if not (contended and turn == "prefill"):
+        return True
+    return policy == "fix" and not scheduled_anything
 
 
 class ComputeShareController:

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
 from engine.sim.config import SimConfig
-from engine.sim.controller import ComputeShareController, Turn
+from engine.sim.controller import ComputeShareController, Turn, runnable_classes
+from engine.sim.controller import may_preempt as rule_may_preempt
 from engine.sim.records import (
     AdvanceResult,
     EngineStats,
@@ -158,20 +159,15 @@ class Scheduler:
     ) -> tuple[Turn, StepWork, float, dict[str, str]]:
         self.now_s = now_s
         self.step_no += 1
-        decode_runnable = prefill_runnable = False
-        for r in self.running:
-            if r.num_tokens - r.num_computed == 1:
-                decode_runnable = True
-            else:
-                prefill_runnable = True
-        turn, contended = self.ctl.select(decode_runnable, prefill_runnable or bool(self.waiting))
+        remaining = (r.num_tokens - r.num_computed for r in self.running)
+        turn, contended = self.ctl.select(*runnable_classes(remaining, len(self.waiting)))
         work = StepWork(budget=self.cfg.max_num_batched_tokens)
         sampled: list[Request] = []
         if contended and turn == "prefill":
             self._running_pass(work, sampled, "prefill", may_preempt=False)
             self._waiting_pass(work, sampled, now_s)
-            fix = self.cfg.policy == "fix"
-            self._running_pass(work, sampled, "decode", may_preempt=fix)
+            # the leftover decode pass: the prefill-turn rule decides (base never, fix while empty)
+            self._running_pass(work, sampled, "decode", may_preempt=True)
         else:
             self._running_pass(work, sampled, "all", may_preempt=True)
             if not work.preemptions:
@@ -194,8 +190,9 @@ class Scheduler:
     ) -> None:
         """Schedule running requests in admission order (phase: prefill, decode or all).
 
-        `may_preempt` in the leftover decode pass (phase "decode") holds only while the step
-        has scheduled nothing; in the running pass of a decode turn (phase "all") it always holds.
+        `may_preempt=False` forbids preemption (the prefill chunks of a prefill turn). In the
+        leftover decode pass (phase "decode") the prefill-turn rule `controller.may_preempt`
+        decides: never under `base`, under `fix` while the step has scheduled nothing.
         """
         running, pool, bs, step_no = self.running, self.pool, self.cfg.block_size, self.step_no
         i = 0
@@ -210,7 +207,11 @@ class Scheduler:
             n = min(remaining, work.budget)
             need = -(-(r.num_computed + n) // bs) - len(r.blocks)
             while need > pool.num_free:
-                if not may_preempt or (phase == "decode" and work.scheduled):
+                if not may_preempt:
+                    return
+                if phase == "decode" and not rule_may_preempt(
+                    self.cfg.policy, "prefill", True, work.scheduled > 0
+                ):
                     return
                 victim = running[-1]
                 self._preempt(victim)

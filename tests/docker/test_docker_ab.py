@@ -64,19 +64,21 @@ def _policy(arm_dir: Path) -> str:
 def test_fix_overlaid_on_the_base_image_runs_the_fix(
     docker_hosts: DockerHosts, engine_images: Images, tmp_path: Path
 ) -> None:
-    # the same image in both arms; the fix arm gets the fix's source tree overlaid read-only
+    # the base scheduler on the simulator, against the base image with the fix's source tree
+    # overlaid read-only (an overlay goes into image arms only)
     tree = _kit("engine", "image", "unused:tag", "--policy", "fix", "--tree", str(tmp_path / "src"))
     assert tree.returncode == 0, tree.stderr
     kit = write_kit(tmp_path / "kit.toml", docker_hosts, duration_s=1800)
     out = tmp_path / "ab"
     done = _kit(
-        "ab", "--kit", str(kit), "--base", engine_images.base, "--fix", engine_images.base,
+        "ab", "--kit", str(kit), "--base", "sim:base", "--fix", engine_images.base,
         "--overlay", f"{tree.stdout.strip()}:{OVERLAY_DEST}", "--no-dashboard", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     _assert_ab(out)
-    # the overlay, and only it, makes the fix arm's engine schedule with the fix
+    # the overlay makes the base image's engine schedule with the fix
     assert (_policy(out / "base"), _policy(out / "fix")) == ("base", "fix")
+    assert "profile restore-stall, policy fix" in (out / "fix" / "engine.log").read_text()
     assert "A/B: docker-test" in done.stdout
     assert ours(docker_hosts.a) == []
 
