@@ -249,7 +249,7 @@ class DockerLauncher(Launcher):
         if not self._started:
             return None
         try:
-            result = _docker(self.cpu_argv(), timeout_s=CPU_STAT_TIMEOUT_S)
+            result = self._docker(self.cpu_argv(), timeout_s=CPU_STAT_TIMEOUT_S)
         except EngineError:
             return None
         return parse_cpu_stat(result.stdout) if result.returncode == 0 else None
