@@ -46,7 +46,7 @@ def tiny_model(
 @user_errors
 def image(
     tag: Annotated[
-        str, typer.Argument(help="Image name and tag to create, e.g. stallkit-engine:base.")
+        str, typer.Argument(help="Image name and tag to create, e.g. stallkit/engine:base.")
     ],
     policy: Annotated[
         str, typer.Option(help="Scheduler policy the image runs: base (the fork) or fix.")

@@ -10,7 +10,6 @@ with one line and code 2, before anything starts.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -21,8 +20,6 @@ from typing import Any
 #: KV bytes the simulator counts per block of `block_size` tokens: the restore-stall kit's
 #: 3.8 GB pool is then the simulator's 319-block pool (override: SIM_KV_BYTES_PER_BLOCK)
 KV_BYTES_PER_BLOCK = 11_900_000
-#: the patched vLLM's scheduler class (the fork's scheduler as a plugin)
-PATCHED_SCHEDULER = "engine.patched.scheduler.PatchedScheduler"
 LMCACHE_CONNECTOR = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
 SIM_CONFIG_PATH = Path("/tmp/stallkit-sim-config.toml")
 POLICIES = ("base", "fix")
@@ -110,14 +107,13 @@ def sim_config(env: Mapping[str, str], policy: str) -> dict[str, Any]:
 
 
 def _patched_argv(env: Mapping[str, str], policy: str, python: str, host: str) -> list[str]:
+    from engine.patched.config import DEFAULT_PREFILL_SHARE, PatchedConfig
+    from engine.patched.launch import PatchedOptions
+
     model = env.get("MODEL", "").strip()
     if not model:
         raise ProfileError("MODEL is not set: the patched engine needs a model directory")
-    extra: dict[str, Any] = {
-        "policy": policy,
-        "prefill_share": _float(env, "PREFILL_COMPUTE_SHARE", 0.0),
-        "restore_max_wait_s": _float(env, "LMCACHE_RESTORE_MAX_WAIT_S", 60.0),
-    }
+    share = _float(env, "PREFILL_COMPUTE_SHARE", DEFAULT_PREFILL_SHARE)
     argv = [python, "-m", "vllm.entrypoints.cli.main", "serve", model]
     argv += ["--host", host, "--port", str(_int(env, "PORT", 8000))]
     argv += ["--tensor-parallel-size", str(_int(env, "TP", 1))]
@@ -127,8 +123,8 @@ def _patched_argv(env: Mapping[str, str], policy: str, python: str, host: str) -
     argv += ["--max-num-seqs", str(_int(env, "MAX_NUM_SEQS", 4))]
     if env.get("KV_CACHE_MEMORY_BYTES", "").strip():
         argv += ["--kv-cache-memory-bytes", str(_int(env, "KV_CACHE_MEMORY_BYTES", 0))]
-    argv += ["--scheduler-cls", PATCHED_SCHEDULER]
-    argv += ["--additional-config", json.dumps(extra, separators=(",", ":"))]
+    # the plugin's own arguments: --scheduler-cls and its --additional-config
+    argv += PatchedOptions(PatchedConfig(policy, share)).engine_args()  # type: ignore[arg-type]
     if _lmcache(env):
         # LMCache reads its own LMCACHE_* variables from the environment
         argv += ["--kv-transfer-config", LMCACHE_CONNECTOR]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-IMAGE = "stallkit-test-engine"
+IMAGE = "stallkit-test/engine"
 
 
 @dataclass(frozen=True)

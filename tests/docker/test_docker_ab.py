@@ -158,6 +158,7 @@ def test_interrupted_run_leaves_no_container(
     timeline = out / "timeline.jsonl"
 
     def requests_running() -> bool:
+        assert proc.poll() is None, proc.communicate()[0][-2000:]
         text = timeline.read_text() if timeline.exists() else ""
         # whole lines only: the writer may be mid-line
         return any(

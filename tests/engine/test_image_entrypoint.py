@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from engine.image.entrypoint import (
-    PATCHED_SCHEDULER,
     SIM_CONFIG_PATH,
     ProfileError,
     engine_command,
@@ -65,11 +64,16 @@ def test_patched_profile_builds_the_vllm_command_line() -> None:
     )
     assert opt("--decode-context-parallel-size") == "2"
     assert opt("--max-num-seqs") == "4" and opt("--kv-cache-memory-bytes") == "3800000000"
-    assert opt("--scheduler-cls") == PATCHED_SCHEDULER
+    assert opt("--scheduler-cls") == "engine.patched.scheduler.PatchedScheduler"
     extra = json.loads(opt("--additional-config"))
-    assert extra == {"policy": "fix", "prefill_share": 0.4, "restore_max_wait_s": 60.0}
+    assert extra == {"patched_scheduler": {"policy": "fix", "prefill_compute_share": 0.4}}
+    # what the plugin reads back is what the profile said
+    from engine.patched.config import parse_config
+
+    assert parse_config(extra).policy == "fix"
     assert json.loads(opt("--kv-transfer-config"))["kv_connector"] == "LMCacheConnectorV1"
     assert argv[-2:] == ["--dtype", "float32"]
+    assert "--no-async-scheduling" in argv
     assert cmd.sim_config == {}
     # STALLKIT_ENGINE picks the engine at run time; without LMCache there is no connector
     plain = engine_command({"MODEL": "/m", "STALLKIT_ENGINE": "patched"}, "base", "sim")
