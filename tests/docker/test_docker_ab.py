@@ -9,17 +9,22 @@ seconds per wall second: half an hour of engine time takes 15-30 s per arm.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from tests.docker.docker_support import (
+    REPO,
     DockerHosts,
     Images,
     ours,
     run_kit,
+    wait_for,
     write_kit,
 )
 
@@ -124,3 +129,77 @@ def test_two_images_on_two_docker_hosts_in_parallel(
     assert len(seen["a"]) == 1 and "-base-" in next(iter(seen["a"])), seen
     assert len(seen["b"]) == 1 and "-fix-" in next(iter(seen["b"])), seen
     assert ours(docker_hosts.a) == [] and ours(docker_hosts.b) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupted_run_leaves_no_container(
+    docker_hosts: DockerHosts, engine_images: Images, tmp_path: Path, sig: signal.Signals
+) -> None:
+    kit = write_kit(tmp_path / "kit.toml", docker_hosts)
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kits",
+            "run",
+            "--kit",
+            str(kit),
+            "--engine",
+            engine_images.base,
+            "--agents",
+            "4",
+            "--no-dashboard",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # a shell's background job has SIGINT ignored, and children inherit that: undo it,
+        # as a terminal's foreground job has it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    timeline = out / "timeline.jsonl"
+
+    def requests_running() -> bool:
+        assert proc.poll() is None, proc.communicate()[0][-2000:]
+        text = timeline.read_text() if timeline.exists() else ""
+        # whole lines only: the writer may be mid-line
+        return any(
+            '"running":' in line and '"running":0,' not in line for line in text.split("\n")[:-1]
+        )
+
+    try:
+        wait_for(requests_running, 90, "requests running in the container")
+        assert len(ours(docker_hosts.a)) == 1
+        os.kill(proc.pid, sig)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # SIGTERM first: the run then removes its container
+            proc.terminate()
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 130, output[-2000:]
+    assert "interrupted" in output
+    assert ours(docker_hosts.a) == []
+    assert json.loads((out / "meta.json").read_text())["end_reason"] == "interrupted"
+
+
+def test_engine_that_fails_at_start_is_one_line_and_leaves_no_container(
+    docker_hosts: DockerHosts, engine_images: Images, tmp_path: Path
+) -> None:
+    env = {"MAX_NUM_SEQS": "0"}
+    kit = write_kit(tmp_path / "kit.toml", docker_hosts, env=env)
+    done = _kit(
+        "run", "--kit", str(kit), "--engine", engine_images.base, "--no-dashboard",
+        "--out", str(tmp_path / "r"),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "MAX_NUM_SEQS=0 must be at least 1" in done.stderr
+    assert ours(docker_hosts.a) == []
