@@ -1,126 +1,31 @@
-"""Plan and execute `kit run` / `kit ab`: arms, run directories, the reports at the end.
+"""Execute a `kit run` / `kit ab` plan: every arm over every seed, then the A/B reports.
 
-A plan is validated before anything starts (kit, specs, overlays, GPU sets, output
-directory). Execution runs the arms one after the other (or at once with --parallel),
-guarantees every engine is stopped on success, error, Ctrl-C and SIGTERM, and then makes
-the A/B reports from the saved directories.
+Virtual-clock simulator arms run in parallel processes across the cores (one job per arm and
+seed, each writing its own directory); wall-clock arms run one seed after another (both arms at
+once with --parallel). Every engine is stopped on success, error, Ctrl-C and SIGTERM, and the
+A/B reports are made from the saved directories whatever ended the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
+import os
 import signal
-import time
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
-from engine.docker import Overlay
-from engine.launcher import Launcher
-from engine.spec import EngineSpec, parse_spec
-from kits.config import Kit, load_kit
-from kits.errors import KitError
-from kits.launch import time_scale
+from kits.config import Kit
+from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
+from kits.run import run_arm
+from kits.vclock import VirtualResult, run_virtual_arm
 from reports.ab import ABReport
 
-DEFAULT_RUNS_DIR = Path("kit-runs")
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One engine under test and its run directory."""
-
-    name: str
-    spec: EngineSpec
-    dir: Path
-
-
-@dataclass
-class Plan:
-    """Everything decided before the first engine starts."""
-
-    kit: Kit
-    arms: list[Arm]
-    out_dir: Path
-    parallel: bool = False
-    overlays: list[Overlay] = field(default_factory=list)
-    #: launchers started so far, so that any exit path can stop them
-    launchers: list[Launcher] = field(default_factory=list)
-
-    @classmethod
-    def build(
-        cls,
-        kit_name: str,
-        specs: dict[str, str],
-        out: Path | None,
-        overrides: dict[str, Any],
-        overlays: list[str],
-        parallel: bool = False,
-    ) -> Plan:
-        kit = load_kit(kit_name, overrides)
-        parsed = {name: parse_spec(raw) for name, raw in specs.items()}
-        overlay_objs = [Overlay.parse(text) for text in overlays]
-        if overlay_objs and not any(s.kind == "docker" for s in parsed.values()):
-            raise KitError(
-                "--overlay applies to docker image arms only", "drop --overlay or use an image spec"
-            )
-        if parallel:
-            _check_disjoint_gpus(kit, parsed)
-        out_dir = (
-            out
-            if out is not None
-            else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{kit.name}"
-        )
-        if out_dir.exists() and any(out_dir.iterdir()):
-            raise KitError(
-                f"{out_dir} already holds files",
-                "choose a new --out; nothing recorded is overwritten",
-            )
-        single = len(parsed) == 1
-        arms = [
-            Arm(name, spec, out_dir if single else out_dir / name) for name, spec in parsed.items()
-        ]
-        return cls(kit, arms, out_dir, parallel, overlay_objs)
-
-    def describe(self) -> str:
-        lines = [
-            f"kit {self.kit.name}: {self.kit.description}".rstrip(": "),
-            f"out: {self.out_dir}",
-        ]
-        for arm in self.arms:
-            gpus = self.kit.engine.gpus_for(arm.name) if arm.spec.kind == "docker" else []
-            scale = time_scale(arm.spec, self.kit)
-            host = self.kit.engine.host_for(arm.name).docker_host
-            where = f"; docker host {host}" if arm.spec.kind == "docker" and host else ""
-            lines.append(
-                f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; time scale {scale:g}{where})"
-            )
-        load = self.kit.load
-        lines.append(
-            f"load: {load.agents} agents, contexts {load.min_context}-{load.max_context} tokens, "
-            f"{load.duration_s:g} engine s, seed {load.seed}; "
-            f"stall after {self.kit.monitor.stall_after_s:g} s, stop after {self.kit.monitor.stop_after_s} s"
-        )
-        lines.append("mode: " + ("parallel" if self.parallel else "sequential"))
-        return "\n".join(lines)
-
-
-def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:
-    seen: dict[tuple[str, int], str] = {}
-    for name, spec in specs.items():
-        if spec.kind != "docker":
-            continue
-        host = kit.engine.host_for(name).docker_host  # GPUs of different hosts never clash
-        for gpu in kit.engine.gpus_for(name):
-            if (host, gpu) in seen:
-                raise KitError(
-                    f"--parallel refused: arms {seen[host, gpu]} and {name} both use GPU {gpu}",
-                    "give the arms disjoint sets with [engine.arm_gpus] in the kit, or run sequentially",
-                )
-            seen[host, gpu] = name
+__all__ = ["DEFAULT_RUNS_DIR", "Arm", "Plan", "Result", "execute", "strict_failures"]
 
 
 @dataclass
@@ -132,13 +37,18 @@ class Result:
 
 
 def strict_failures(report: ABReport) -> list[str]:
-    """Reasons a CI run fails: the fix arm (or the only arm) died, stalled or logged a traceback."""
+    """Reasons a CI run fails: the fix arm (or the only arm) died, stalled in a seed or logged
+    a traceback."""
     name = "fix" if "fix" in report.arms else next(iter(report.arms))
     arm = report.arms[name]
     problems = []
     if arm.end_reason == "engine_died":
         problems.append(f"{name} arm's engine died")
-    if arm.stalls:
+    rows = report.seeds.get(name, [])
+    stalled = sum(r.stalled for r in rows)
+    if len(rows) > 1 and stalled:
+        problems.append(f"{name} arm stalled in {stalled} of {len(rows)} seeds")
+    elif arm.stalls:
         problems.append(f"{name} arm stalled {len(arm.stalls)} time(s)")
     if arm.log_counts.get("tracebacks", 0):
         problems.append(f"{name} arm logged {arm.log_counts['tracebacks']} traceback(s)")
@@ -146,8 +56,6 @@ def strict_failures(report: ABReport) -> list[str]:
 
 
 async def _run_all(plan: Plan, console: Console, dashboard: bool) -> None:
-    from kits.run import run_arm
-
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     if task is not None:
@@ -161,6 +69,78 @@ async def _run_all(plan: Plan, console: Console, dashboard: bool) -> None:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
+
+
+def _worker_init() -> None:
+    # an idle worker ignores Ctrl-C (the parent stops the pool); a busy one stops its arm
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _virtual_job(kit: Kit, arm: str, spec: str, policy: str, arm_dir: Path) -> VirtualResult:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return run_virtual_arm(kit, arm, spec, policy, arm_dir)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _note(console: Console, done: VirtualResult) -> None:
+    how = {"stall_stop": "stalled, stopped by the monitor", "duration": "ran its duration"}
+    stalled = " (stalled)" if done.stalled and done.end_reason == "duration" else ""
+    console.print(
+        f"{done.arm} seed {done.seed}: {how.get(done.end_reason, done.end_reason)}{stalled} "
+        f"after {done.engine_s:.0f} engine s [dim]({done.wall_s:.1f} wall s)[/]"
+    )
+
+
+def _run_virtual(plan: Plan, console: Console) -> None:
+    """Every virtual arm over every seed, in parallel processes across the cores."""
+    jobs = [
+        (plan.kit_for(seed), arm.name, arm.spec.raw, arm.spec.target, plan.seed_dir(arm, seed))
+        for seed in plan.seeds
+        for arm in plan.arms
+        if plan.virtual(arm)
+    ]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers <= 1:
+        for job in jobs:
+            _note(console, _virtual_job(*job))
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
+            futures: list[Future[VirtualResult]] = [pool.submit(_virtual_job, *j) for j in jobs]
+            try:
+                for future in as_completed(futures):
+                    _note(console, future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                # the running arms stop now and write their directories as interrupted
+                for child in multiprocessing.active_children():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child.pid or 0, signal.SIGINT)
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM during virtual arms: stop as Ctrl-C does (the arms keep what they recorded)."""
+    raise KeyboardInterrupt
+
+
+def _run_wall(plan: Plan, console: Console, dashboard: bool) -> None:
+    """The wall-clock arms, one seed after another."""
+    arms = [arm for arm in plan.arms if not plan.virtual(arm)]
+    if not arms:
+        return
+    for seed in plan.seeds:
+        seeded = [replace(arm, dir=plan.seed_dir(arm, seed)) for arm in arms]
+        asyncio.run(
+            _run_all(replace(plan, kit=plan.kit_for(seed), arms=seeded), console, dashboard)
+        )
 
 
 #: files the run writes about itself; anything else in a run directory was recorded
@@ -185,9 +165,9 @@ def _discard_if_unrecorded(plan: Plan) -> bool:
 
 
 def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) -> Result:
-    """Run every arm, then write and print the reports. Engines are stopped on every path."""
-    from reports.ab import write_reports
+    """Run every arm over every seed, then write and print the reports. Engines always stop."""
     from reports.view import ab_table
+    from reports.write import write_reports
 
     console = console or Console()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +177,8 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
     interrupted = False
     try:
         try:
-            asyncio.run(_run_all(plan, console, dashboard))
+            _run_virtual(plan, console)
+            _run_wall(plan, console, dashboard)
         except (KeyboardInterrupt, asyncio.CancelledError):
             interrupted = True
         finally:
@@ -209,9 +190,12 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
     if interrupted and _discard_if_unrecorded(plan):
         return Result(None, interrupted)
     report = None
-    if any((arm.dir / "meta.json").exists() for arm in plan.arms):
+    if any(plan.out_dir.rglob("meta.json")):
         report = write_reports(plan.out_dir)
         console.print(ab_table(report))
         stem = report.stem
-        console.print(f"[dim]reports: {plan.out_dir / stem}.md, {stem}.json, timeline.png[/]")
+        extra = f"{plan.out_dir / stem}.html, " if stem == "ab" else ""
+        console.print(
+            f"[dim]reports: {extra}{plan.out_dir / stem}.md, {stem}.json, timeline.png[/]"
+        )
     return Result(report, interrupted)

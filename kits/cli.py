@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from kits import cli_engine, cli_load, cli_monitor, cli_run, cli_sim
+from kits import cli_engine, cli_load, cli_monitor, cli_rules, cli_run, cli_sim
 from kits.cli_common import help_when_bare
 
 app = typer.Typer(
@@ -55,6 +55,7 @@ cli_engine.register(app)
 cli_load.register(app)
 cli_monitor.register(app)
 cli_run.register(app)
+cli_rules.register(app)
 
 
 def main() -> None:

@@ -12,6 +12,14 @@ from typing import Annotated
 
 import typer
 
+from kits.cli_alerting import (
+    MetricsHostOpt,
+    MetricsPortOpt,
+    OnStallEndOpt,
+    OnStallOpt,
+    OnStallTimeoutOpt,
+    start_alerting,
+)
 from kits.cli_common import fail, user_errors
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
@@ -69,6 +77,11 @@ def monitor(
         bool,
         typer.Option("--exit-on-stall", help=f"Exit with code {EXIT_STALL} when a stall starts."),
     ] = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
+    on_stall: OnStallOpt = None,
+    on_stall_end: OnStallEndOpt = False,
+    on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import asyncio
@@ -93,6 +106,8 @@ def monitor(
         gpu_source = _auto_gpu_source(url)
     gpu = make_gpu_source(gpu_source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
+    alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    hooks = alerting.for_url(url, out_dir, config.stall_after_s)
     console = Console()
     live = not no_dashboard and sys.stdout.isatty()
     try:
@@ -106,10 +121,14 @@ def monitor(
                 display="live" if live else "lines",
                 console=console,
                 exit_on_stall=exit_on_stall,
+                sinks=[hooks],
             )
         )
     except KeyboardInterrupt:
         raise fail("interrupted", code=130) from None
+    finally:
+        hooks.close()
+        alerting.close()
     stalls = len(outcome.stalls)
     print(
         f"monitor: {outcome.samples} samples, {outcome.downs} down, {stalls} stall(s); "

@@ -13,6 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kits.cli_alerting import (
+    MetricsHostOpt,
+    MetricsPortOpt,
+    OnStallEndOpt,
+    OnStallOpt,
+    OnStallTimeoutOpt,
+    start_alerting,
+)
 from kits.cli_common import fail, user_errors
 
 if TYPE_CHECKING:
@@ -52,6 +60,22 @@ OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--overlay", help="SRC:DEST bind-mounted read-only over DEST in docker images (repeatable)"
+    ),
+]
+SeedsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--seeds",
+        help="Run each arm over several seeds: N (N seeds from the kit's seed), A-B or A,B,C "
+        "(default for simulator A/Bs on the virtual clock: 10 seeds)",
+    ),
+]
+ClockOpt = Annotated[
+    str,
+    typer.Option(
+        "--clock",
+        help="Clock of sim: arms: virtual (in process on engine time, deterministic) or wall "
+        "(served over HTTP at the kit's time scale)",
     ),
 ]
 NoDashOpt = Annotated[
@@ -119,6 +143,9 @@ def _execute(plan: Plan, no_dashboard: bool) -> Result:
             f"make them with `kit report {plan.out_dir}`",
             code=EXIT_INTERRUPTED,
         ) from None
+    finally:
+        if plan.alerting is not None:
+            plan.alerting.close()
     if result.interrupted and not plan.out_dir.exists():
         raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
     if result.interrupted:
@@ -144,6 +171,11 @@ def run(
     max_context: MaxContextOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
+    on_stall: OnStallOpt = None,
+    on_stall_end: OnStallEndOpt = False,
+    on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
     from kits.ab import Plan
@@ -156,6 +188,9 @@ def run(
             _overrides(duration, time_scale, seed, agents, min_context, max_context),
             overlay or [],
         )
+    plan.alerting = start_alerting(
+        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
+    )
     result = _execute(plan, no_dashboard)
     arm = next(iter(result.report.arms.values())) if result.report is not None else None
     if arm is not None and arm.end_reason == "engine_died":
@@ -183,7 +218,8 @@ def ab(
     strict: Annotated[
         bool,
         typer.Option(
-            "--strict", help="Exit 1 when the fix arm stalls or logs a traceback (for CI)"
+            "--strict",
+            help="Exit 1 when the fix arm stalls in any seed or logs a traceback (for CI)",
         ),
     ] = False,
     duration: DurationOpt = None,
@@ -194,16 +230,27 @@ def ab(
     max_context: MaxContextOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
+    seeds: SeedsOpt = None,
+    clock: ClockOpt = "virtual",
     dry_run: Annotated[
         bool,
         typer.Option("--dry-run", help="Validate the kit and specs, print the plan, start nothing"),
     ] = False,
+    metrics_port: MetricsPortOpt = None,
+    metrics_host: MetricsHostOpt = "127.0.0.1",
+    on_stall: OnStallOpt = None,
+    on_stall_end: OnStallEndOpt = False,
+    on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
-    """A/B: the same kit and seed on a base and a fix engine, then a table comparing them.
+    """A/B: the same kit and seeds on a base and a fix engine, then the table and the verdict.
 
-    With no arguments: the restore-stall kit on sim:base versus sim:fix, a few minutes on a laptop.
+    With no arguments: the restore-stall kit on sim:base versus sim:fix on the virtual clock over
+    10 seeds, under a minute on a laptop.
     """
     from kits.ab import Plan, strict_failures
+
+    if clock not in ("virtual", "wall"):
+        raise fail(f"--clock {clock!r} is not a clock", "use --clock virtual or --clock wall")
 
     with _flag_names():
         plan = Plan.build(
@@ -213,10 +260,15 @@ def ab(
             _overrides(duration, time_scale, seed, agents, min_context, max_context),
             overlay or [],
             parallel=parallel,
+            seeds=seeds,
+            clock="virtual" if clock == "virtual" else "wall",
         )
     if dry_run:
         typer.echo(plan.describe())
         return
+    plan.alerting = start_alerting(
+        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
+    )
     result = _execute(plan, no_dashboard)
     if strict and result.report is not None:
         problems = strict_failures(result.report)
@@ -235,13 +287,14 @@ def report(
     """Re-make ab.md, ab.json (run.md, run.json for one arm) and timeline.png; print the table."""
     from rich.console import Console
 
-    from reports.ab import write_reports
     from reports.view import ab_table
+    from reports.write import write_reports
 
     result = write_reports(run_dir)
     Console().print(ab_table(result))
     stem = run_dir / result.stem
-    typer.echo(f"wrote {stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
+    html = f"{stem}.html, " if result.stem == "ab" else ""
+    typer.echo(f"wrote {html}{stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
 
 
 def register(app: typer.Typer) -> None:

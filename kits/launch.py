@@ -1,14 +1,20 @@
-"""Choose and build the launcher for an arm's engine spec, and scale kit durations.
+"""Choose and build the launcher for an arm's engine spec, and convert kit durations.
 
-Every duration in a kit is in engine seconds. A simulated engine runs `time_scale` engine
-seconds per wall second, so the durations handed to the agents and the monitor are divided
-by the scale here; reports multiply back with the scale saved in each arm's meta.json.
+A kit gives each duration in the unit its field declares (`json_schema_extra["unit"]` on the
+load and monitor models): engine seconds for what the engine's clock governs (pauses, read
+timeouts, the run's length, scrape interval, stall thresholds), wall seconds for what the
+wall clock governs (TCP connect and scrape timeouts, the GPU telemetry's averaging window).
+A wall-clock simulator arm runs `time_scale` engine seconds per wall second; its `TimeBase`
+is the one conversion between the two. Reports convert back with the scale each arm measured.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from engine.attach import AttachLauncher
 from engine.docker import DockerLauncher, DockerOptions, Overlay
@@ -18,10 +24,25 @@ from kits.config import Kit
 from loadgen.config import LoadConfig
 from monitor.config import MonitorConfig
 
-#: load durations that stay in wall seconds whatever the engine's time scale
-_WALL_ONLY = {"connect_timeout_s", "scrape_timeout_s"}
 #: the monitor never scrapes more often than this (wall seconds)
 MIN_INTERVAL_S = 0.05
+
+Unit = Literal["engine", "wall"]
+
+
+@dataclass(frozen=True)
+class TimeBase:
+    """Engine seconds per wall second of an arm, and the one conversion between the two."""
+
+    scale: float
+
+    def to_wall(self, engine_s: float) -> float:
+        """Wall seconds that `engine_s` engine seconds take."""
+        return engine_s / self.scale
+
+    def to_engine(self, wall_s: float) -> float:
+        """Engine seconds that pass in `wall_s` wall seconds."""
+        return wall_s * self.scale
 
 
 def time_scale(spec: EngineSpec, kit: Kit) -> float:
@@ -32,22 +53,30 @@ def time_scale(spec: EngineSpec, kit: Kit) -> float:
     return kit.engine.time_scale if spec.kind == "docker" else 1.0
 
 
-def _scaled(fields: dict[str, Any], scale: float) -> dict[str, Any]:
+def duration_unit(model: type[BaseModel], name: str) -> Unit | None:
+    """The unit a field declares (None: not a duration)."""
+    extra = model.model_fields[name].json_schema_extra
+    unit = extra.get("unit") if isinstance(extra, dict) else None
+    return "engine" if unit == "engine" else "wall" if unit == "wall" else None
+
+
+def _in_wall(model: type[BaseModel], fields: dict[str, Any], base: TimeBase) -> dict[str, Any]:
     out = dict(fields)
     for key, value in fields.items():
-        if key.endswith("_s") and key not in _WALL_ONLY and isinstance(value, int | float):
-            out[key] = value / scale
+        if duration_unit(model, key) == "engine" and isinstance(value, int | float):
+            out[key] = base.to_wall(value)
     return out
 
 
 def load_config(kit: Kit, scale: float) -> LoadConfig:
     """The kit's load in wall seconds for an engine at `scale`."""
-    return LoadConfig.model_validate(_scaled(kit.load.model_dump(), scale))
+    return LoadConfig.model_validate(_in_wall(LoadConfig, kit.load.model_dump(), TimeBase(scale)))
 
 
 def monitor_config(kit: Kit, scale: float) -> MonitorConfig:
     """The kit's monitor settings in wall seconds for an engine at `scale`."""
-    fields = _scaled(kit.monitor.model_dump(exclude={"gpu_source"}), scale)
+    raw = kit.monitor.model_dump(exclude={"gpu_source"})
+    fields = _in_wall(MonitorConfig, raw, TimeBase(scale))
     fields["interval_s"] = max(MIN_INTERVAL_S, fields["interval_s"])
     return MonitorConfig.model_validate(fields)
 

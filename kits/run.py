@@ -23,9 +23,10 @@ import httpx
 from rich.console import Console
 
 from engine.launcher import Launcher, tail_lines
-from kits.ab import Arm, Plan
+from kits.alerting import Alerting, ArmAlerting
 from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
+from kits.plan import Arm, Plan
 from kits.view import RunView
 from loadgen.config import LoadConfig
 from loadgen.preflight import ServerInfo, preflight
@@ -96,7 +97,8 @@ async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]
 async def _engine_time_s(url: str) -> float | None:
     """The simulator's engine clock (None for real engines, which run on the wall clock)."""
     try:
-        async with httpx.AsyncClient(timeout=5.0) as client:
+        # a simulator that fell far behind answers slowly: wait for it rather than guess
+        async with httpx.AsyncClient(timeout=30.0) as client:
             text = (await client.get(f"{url}/metrics")).text
     except httpx.HTTPError:
         return None
@@ -112,6 +114,8 @@ async def _drive(
     mon: MonitorConfig,
     gpu: GpuSource,
     view: RunView,
+    scale: float,
+    hooks: ArmAlerting,
 ) -> str:
     """Run agents and monitor together until the duration passes or a stall stop; the end reason.
 
@@ -145,8 +149,10 @@ async def _drive(
                 return "duration"
             if view.handle(event):  # a monitor event
                 timeline.write(event)
+                hooks.handle(event)
                 if isinstance(event, StopRequested):
-                    view.note(f"{arm.name}: stall for {event.stall_s:.1f} s: stopping the run")
+                    stall_s = event.stall_s * scale
+                    view.note(f"{arm.name}: stall for {stall_s:.1f} engine s: stopping the run")
                     return "stall_stop"
     finally:
         for task in tasks:
@@ -179,6 +185,8 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         "arm": arm.name,
         "spec": arm.spec.raw,
         "kind": arm.spec.kind,
+        "clock": "wall",
+        "seed": kit.load.seed,
         "time_scale": scale,
         "planned_duration_s": kit.load.duration_s,
         "started_at": datetime.now(UTC).isoformat(),
@@ -191,9 +199,10 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
     plan.launchers.append(launcher)
     load, mon = load_config(kit, scale), monitor_config(kit, scale)
-    view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard)
+    view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard, scale)
     t_load = time.monotonic()
     engine_t0: float | None = None
+    hooks = ArmAlerting()
     try:
         view.note(f"{arm.name}: starting {arm.spec.raw}")
         await asyncio.to_thread(launcher.start)
@@ -203,11 +212,15 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         info = await preflight(launcher.url, load)
         view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
         if scale != 1.0:
-            view.note(f"{arm.name}: engine runs at {scale:g}x: live rates are per wall second")
+            view.note(f"{arm.name}: engine runs at {scale:g}x; times and rates shown are engine's")
         engine_t0 = await _engine_time_s(launcher.url)
+        alerting = plan.alerting or Alerting()
+        hooks = alerting.for_arm(arm.name, arm.spec, arm.dir, launcher, mon.stall_after_s)
         t_load = time.monotonic()
         async with view.live(launcher.url):
-            meta["end_reason"] = await _drive(arm, launcher, info, load, mon, gpu, view)
+            meta["end_reason"] = await _drive(
+                arm, launcher, info, load, mon, gpu, view, scale, hooks
+            )
     except asyncio.CancelledError:
         meta["end_reason"] = "interrupted"
         raise
@@ -222,15 +235,18 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         )
         raise
     finally:
+        # the wall time is taken when the engine clock is read, so the two cover the same span
+        engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
         meta["wall_s"] = round(time.monotonic() - t_load, 3)
         meta["stopped_by_monitor"] = meta["end_reason"] == "stall_stop"
-        engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
         if engine_t0 is not None and engine_t1 is not None:
             meta["engine_s"] = round(engine_t1 - engine_t0, 3)
             meta["engine_s_per_wall_s"] = round(meta["engine_s"] / max(meta["wall_s"], 1e-9), 2)
+        await asyncio.to_thread(hooks.close)  # bundles and on-stall commands, before the stop
         with contextlib.suppress(Exception):
             await asyncio.to_thread(launcher.stop)
         meta["finished_at"] = datetime.now(UTC).isoformat()
         _write_summary(arm.dir, scale)
         _write_json(arm.dir / "meta.json", meta)
-        view.note(f"{arm.name}: {meta['end_reason']} after {meta['wall_s']:.1f} wall s")
+        ran = f"{meta['engine_s']:.0f} engine s, " if "engine_s" in meta else ""
+        view.note(f"{arm.name}: {meta['end_reason']} after {ran}{meta['wall_s']:.1f} wall s")

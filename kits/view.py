@@ -1,9 +1,15 @@
 """What a person sees during `kit run` / `kit ab`: the monitor's dashboard plus an agents
-panel and a progress bar, or plain log lines when stdout is not a terminal."""
+panel and a progress bar, or plain log lines when stdout is not a terminal.
+
+Everything shown is in engine seconds: the monitor's events (wall seconds since it started)
+are converted with the arm's nominal time scale before they are displayed, so durations and
+rates read as the engine's (the wall rate is stated once when the arm starts). The timeline
+keeps the monitor's own events; reports convert those with the measured scale."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -17,8 +23,30 @@ from rich.text import Text
 
 from loadgen.run import AgentState, RunFinished, TurnFinished
 from monitor.dashboard import Dashboard, LogLines, fmt_s, live_dashboard
+from monitor.events import Sample, Verdict
+
+#: event fields that hold a time or a duration (wall seconds in the monitor's events)
+_TIME_FIELDS = ("t", "onset", "duration_s", "stall_s", "down_s", "since", "seconds")
+
+
+def in_engine_time(event: Any, scale: float) -> Any:
+    """A copy of a monitor event with its times and durations in engine seconds."""
+    if scale == 1.0 or not dataclasses.is_dataclass(event) or isinstance(event, type):
+        return event
+    changes: dict[str, Any] = {}
+    for name in _TIME_FIELDS:
+        value = getattr(event, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            changes[name] = value * scale
+    if isinstance(event, Sample) and event.deltas is not None:
+        changes["deltas"] = dataclasses.replace(event.deltas, dt_s=event.deltas.dt_s * scale)
+    if isinstance(event, Verdict):
+        changes["state"] = in_engine_time(event.state, scale)
+    return dataclasses.replace(event, **changes)
+
 
 _STATE_STYLE = {
+    "queued": "yellow",
     "streaming": "green",
     "thinking": "cyan",
     "waiting": "dim",
@@ -31,9 +59,16 @@ class RunView:
     """Consumes the arm's events; renders live (terminal) or as log lines."""
 
     def __init__(
-        self, console: Console, arm: str, spec: str, duration_s: float, dashboard: bool
+        self,
+        console: Console,
+        arm: str,
+        spec: str,
+        duration_s: float,
+        dashboard: bool,
+        scale: float = 1.0,
     ) -> None:
         self.console = console
+        self.scale = scale
         self.arm, self.spec = arm, spec
         self.duration_s = duration_s
         self.enabled = dashboard and console.is_terminal
@@ -56,13 +91,14 @@ class RunView:
                 self.turns[rec.agent] += 1
             elif not self.enabled and rec.outcome != "aborted":
                 self.console.print(
-                    f"[{rec.t_end:8.1f}s] agent {rec.agent} turn {rec.turn}: {rec.outcome} {rec.error or ''}",
+                    f"[{rec.t_end * self.scale:8.1f}s] agent {rec.agent} turn {rec.turn}: {rec.outcome} {rec.error or ''}",
                     markup=False,
                     highlight=False,
                 )
             return False
         if isinstance(event, RunFinished):
             return False
+        event = in_engine_time(event, self.scale)
         if self.dashboard is not None:
             self.dashboard.update(event)
         else:
@@ -100,7 +136,8 @@ class RunView:
         elapsed = 0.0 if self.started is None else time.monotonic() - self.started
         total = max(self.duration_s, 1e-9)
         bar = ProgressBar(total=total, completed=min(elapsed, total), width=50)
-        return Group(bar, Text(f"{fmt_s(elapsed)} of {fmt_s(self.duration_s)} (wall)", style="dim"))
+        engine = f"{fmt_s(elapsed * self.scale)} of {fmt_s(self.duration_s * self.scale)} engine"
+        return Group(bar, Text(f"{engine} ({fmt_s(elapsed)} wall)", style="dim"))
 
     @contextlib.asynccontextmanager
     async def live(self, url: str) -> AsyncIterator[None]:

@@ -1,9 +1,11 @@
 """The load generator's configuration: one frozen, validated model for a whole load run.
 
-Every duration here is in wall seconds: when the engine is a simulator running faster than the
-wall clock, the kit divides its engine-second durations by the time scale before building this
-model. The API key itself never appears here, only the name of the environment variable that
-holds it, so the resolved config can be saved next to the records.
+Every duration here is in the agents' own seconds (wall seconds over HTTP). Each duration field
+declares in its schema (`json_schema_extra["unit"]`) whether a kit gives it in engine seconds
+(converted with the arm's time base before the agents see it) or in wall seconds (a TCP
+timeout means the same on any engine). The API key itself never appears here, only the name
+of the environment variable that holds it, so the resolved config can be saved next to the
+records.
 """
 
 from __future__ import annotations
@@ -49,20 +51,42 @@ class LoadConfig(BaseModel):
     new_tokens_max: int = Field(4000, ge=1, description="Largest new content per turn.")
     reply_tokens_min: int = Field(100, ge=1, description="Smallest reply (max_tokens) per turn.")
     reply_tokens_max: int = Field(1000, ge=1, description="Largest reply (max_tokens) per turn.")
-    think_min_s: float = Field(1.0, ge=0.0, description="Shortest pause between turns (wall s).")
-    think_max_s: float = Field(10.0, ge=0.0, description="Longest pause between turns (wall s).")
+    think_min_s: float = Field(
+        1.0,
+        ge=0.0,
+        description="Shortest pause between turns (s).",
+        json_schema_extra={"unit": "engine"},
+    )
+    think_max_s: float = Field(
+        10.0,
+        ge=0.0,
+        description="Longest pause between turns (s).",
+        json_schema_extra={"unit": "engine"},
+    )
     stagger_s: float = Field(
-        2.0, ge=0.0, description="Agent i starts at about i * stagger_s wall seconds."
+        2.0,
+        ge=0.0,
+        description="Agent i starts at about i * stagger_s seconds.",
+        json_schema_extra={"unit": "engine"},
     )
     read_timeout_s: float = Field(
         600.0,
         gt=0.0,
         description="Abort a request when no byte arrives for this long (wall s), counted from "
         "the last byte received.",
+        json_schema_extra={"unit": "engine"},
     )
-    connect_timeout_s: float = Field(10.0, gt=0.0, description="TCP connect timeout (wall s).")
+    connect_timeout_s: float = Field(
+        10.0,
+        gt=0.0,
+        description="TCP connect timeout (wall s).",
+        json_schema_extra={"unit": "wall"},
+    )
     duration_s: float | None = Field(
-        None, gt=0.0, description="Stop after this many wall seconds; None runs until stopped."
+        None,
+        gt=0.0,
+        description="Stop after this many wall seconds; None runs until stopped.",
+        json_schema_extra={"unit": "engine"},
     )
     max_turns: int | None = Field(
         None, ge=1, description="Turns per agent (attempts excluded), then the agent is done."

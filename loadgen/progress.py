@@ -23,6 +23,7 @@ from loadgen.summary import LoadSummary, Percentiles
 
 STATE_STYLES: dict[State, str] = {
     "waiting": "dim",
+    "queued": "yellow",
     "streaming": "green",
     "thinking": "cyan",
     "failed": "red",

@@ -23,23 +23,28 @@ import httpx
 from asyncio_throttle.throttler import Throttler
 
 from loadgen import text
+from loadgen.agent import AgentMachine, Done, Wait
 from loadgen.client import StreamResult, make_client, stream_chat
 from loadgen.config import LoadConfig
 from loadgen.preflight import ServerInfo, auth_headers, make_counter
 from loadgen.records import TURNS_FILE, RecordWriter, TurnRecord
 from loadgen.tokens import Message, PromptSizer, TokenizeFailed
-from loadgen.workload import TurnPlan, plan_agent, start_offset_s
+from loadgen.workload import TurnPlan
 
 _T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
-State = Literal["waiting", "streaming", "thinking", "failed", "done"]
+#: How often (wall s) an agent checks whether its request has received its first token.
+_FIRST_BYTE_POLL_S = 0.05
+
+#: "queued": a request was sent and no byte has come back yet; "streaming": bytes are arriving
+State = Literal["waiting", "queued", "streaming", "thinking", "failed", "done"]
 
 
 @dataclass(frozen=True, slots=True)
 class AgentState:
-    """An agent entered a state (waiting to start, streaming, thinking, failed, done)."""
+    """An agent entered a state (waiting to start, queued, streaming, thinking, failed, done)."""
 
     agent: int
     state: State
@@ -175,30 +180,34 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
 
 
 async def _agent(run: _Run, agent: int) -> None:
+    """Play the agent's state machine over HTTP: its waits are wall-clock sleeps."""
     cfg = run.cfg
     sizer = PromptSizer(run.counter, additive=run.info.additive)
+    machine = AgentMachine(cfg, agent)
     run.state(agent, "waiting")
-    await asyncio.sleep(start_offset_s(cfg, agent))
     conversation = _Conversation(history=[])
-    for played, plan in enumerate(plan_agent(cfg, agent), start=1):
-        if plan.turn == 0:
-            system = text.text(plan.system_seed, cfg.system_prompt_tokens)
-            conversation = _Conversation(history=[{"role": "system", "content": system}])
-        await _play_turn(run, sizer, conversation, plan)
-        if cfg.max_turns is not None and played >= cfg.max_turns:
-            break
-        await asyncio.sleep(plan.think_s)
+    sent: tuple[list[Message], int] | None = None
+    action = machine.start()
+    while not isinstance(action, Done):
+        if isinstance(action, Wait):
+            await asyncio.sleep(action.seconds)
+            action = machine.waited()
+            continue
+        plan = action.plan
+        if action.attempt == 0:
+            if plan.turn == 0:
+                system = text.text(plan.system_seed, cfg.system_prompt_tokens)
+                conversation = _Conversation(history=[{"role": "system", "content": system}])
+            sent = await _fit(run, sizer, conversation, plan)
+        ok = sent is not None and await _send(run, sizer, conversation, plan, action.attempt, sent)
+        action = machine.answered(ok)
     run.state(agent, "done")
 
 
-async def _play_turn(
+async def _fit(
     run: _Run, sizer: PromptSizer, conversation: _Conversation, plan: TurnPlan
-) -> None:
-    """Send one planned turn (retries wait the turn's pause); on success extend the conversation.
-
-    The pause after the turn is the caller's, so an agent that has played its last turn stops.
-    """
-    run.state(plan.agent, "streaming")
+) -> tuple[list[Message], int] | None:
+    """The turn's messages and their token count, or None (recorded) when sizing failed."""
     extra = [conversation.pending_reply] if conversation.pending_reply else []
     try:
         message, expected = await sizer.fit(
@@ -209,25 +218,35 @@ async def _play_turn(
             plan.target_prompt_tokens,
         )
     except TokenizeFailed as exc:
-        now = run.now()
-        run.finish(_failed_record(plan, now, exc))
+        run.finish(_failed_record(plan, run.now(), exc))
         run.state(plan.agent, "failed")
-        return
-    messages = [*conversation.history, *extra, message]
-    body = _request_body(run, messages, plan.max_tokens)
-    for attempt in range(run.cfg.max_retries + 1):
-        run.state(plan.agent, "streaming")
-        result = await _attempt(run, plan, attempt, body, expected)
-        if result.outcome == "ok":
-            _check_prompt_size(sizer, plan, expected, result.prompt_tokens)
-            conversation.history = messages
-            conversation.history_tokens = result.prompt_tokens or expected
-            conversation.pending_reply = {"role": "assistant", "content": result.text}
-            run.state(plan.agent, "thinking")
-            return
+        return None
+    return [*conversation.history, *extra, message], expected
+
+
+async def _send(
+    run: _Run,
+    sizer: PromptSizer,
+    conversation: _Conversation,
+    plan: TurnPlan,
+    attempt: int,
+    sent: tuple[list[Message], int],
+) -> bool:
+    """One attempt of a sized turn; on success the conversation grows by it and its reply."""
+    messages, expected = sent
+    run.state(plan.agent, "queued")
+    result = await _attempt(
+        run, plan, attempt, _request_body(run, messages, plan.max_tokens), expected
+    )
+    if result.outcome != "ok":
         run.state(plan.agent, "failed")
-        if attempt < run.cfg.max_retries:
-            await asyncio.sleep(plan.think_s)
+        return False
+    _check_prompt_size(sizer, plan, expected, result.prompt_tokens)
+    conversation.history = messages
+    conversation.history_tokens = result.prompt_tokens or expected
+    conversation.pending_reply = {"role": "assistant", "content": result.text}
+    run.state(plan.agent, "thinking")
+    return True
 
 
 async def _attempt(
@@ -238,7 +257,7 @@ async def _attempt(
             pass
     result = StreamResult()
     try:
-        await stream_chat(run.client, run.url, body, result)
+        await _stream(run, plan.agent, body, result)
     except asyncio.CancelledError:
         if result.started:
             result.fail("aborted", "the run stopped while the request was in flight")
@@ -247,6 +266,23 @@ async def _attempt(
         raise
     run.finish(_record(run, plan, attempt, expected, result))
     return result
+
+
+async def _stream(run: _Run, agent: int, body: dict[str, Any], result: StreamResult) -> None:
+    """Stream one request; the agent shows `streaming` once its first token has arrived."""
+    task = asyncio.ensure_future(stream_chat(run.client, run.url, body, result))
+    try:
+        while not result.chunks:
+            done, _ = await asyncio.wait({task}, timeout=_FIRST_BYTE_POLL_S)
+            if done:
+                break
+        if not task.done():
+            run.state(agent, "streaming")
+        await task
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 def _request_body(run: _Run, messages: list[Message], max_tokens: int) -> dict[str, Any]:

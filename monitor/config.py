@@ -1,7 +1,9 @@
 """The monitor's configuration: one frozen, validated model, all durations in wall seconds.
 
-The kit hands wall seconds (engine seconds divided by the simulator's time scale), so the
-detector and the scrape loop never need to know about engine time. Invalid thresholds are a
+The kit hands wall seconds, so the detector and the scrape loop never need to know about
+engine time. Each duration field declares (`json_schema_extra["unit"]`) whether a kit gives
+it in engine seconds (converted with the arm's time base) or in wall seconds: the GPU
+telemetry's averaging window and the scrape timeout are wall time on any engine. Invalid thresholds are a
 user error: `monitor_config()` turns pydantic's report into one `MonitorError` line.
 """
 
@@ -20,14 +22,20 @@ class MonitorConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    interval_s: float = Field(1.0, gt=0, description="Seconds between two scrapes.")
+    interval_s: float = Field(
+        1.0, gt=0, description="Seconds between two scrapes.", json_schema_extra={"unit": "engine"}
+    )
     stall_after_s: float = Field(
-        60.0, gt=0, description="Seconds the stall rule must hold before a stall starts."
+        60.0,
+        gt=0,
+        description="Seconds the stall rule must hold before a stall starts.",
+        json_schema_extra={"unit": "engine"},
     )
     stop_after_s: float | None = Field(
         240.0,
         gt=0,
         description="Seconds of one stall after which a stop is requested; None: never.",
+        json_schema_extra={"unit": "engine"},
     )
     idle_gpu_perc: float = Field(
         5.0, ge=0, le=100, description="A GPU at or under this utilisation (%) counts as idle."
@@ -37,9 +45,13 @@ class MonitorConfig(BaseModel):
         ge=0,
         description="GPU utilisation averages this trailing window; readings within it "
         "after a stall's onset may still show earlier work and are not held against it.",
+        json_schema_extra={"unit": "wall"},
     )
     scrape_timeout_s: float = Field(
-        5.0, gt=0, description="Seconds a /metrics or GPU read may take before it is a failure."
+        5.0,
+        gt=0,
+        description="Seconds a /metrics or GPU read may take before it is a failure.",
+        json_schema_extra={"unit": "wall"},
     )
 
     @model_validator(mode="after")

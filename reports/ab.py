@@ -2,20 +2,26 @@
 
 Rows, one column per arm: stalls; turns / errors / timeouts; max KV; preemptions; one row
 per named log pattern (restores recomputed, tracebacks, ...); decode tok/s; prompt tokens
-served from cache; run length. Figures of an arm that stopped before its planned duration
-are not like for like and are flagged with a dagger and a footnote.
+served from cache; run length. Figures of an arm that stopped before its planned duration,
+or fell behind its clock, are not like for like and are flagged with a dagger and a footnote.
+
+Over several seeds an arm's directory holds one `seed-N` directory per seed: the table then
+sums the counts over seeds (decode tok/s and cache share are means), adds the stalled seeds
+(k of N), the first stall's onset (median, min, max) and the verdict (one-sided Fisher exact
+test of "fix stalls less often than base"), and a per-seed table follows.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from reports.errors import ReportError
-from reports.rundir import ArmFigures, arm_dirs, arm_figures, load_json
+from reports.forensics import markdown_lines
+from reports.rundir import ArmFigures, arm_dirs, arm_figures, load_json, seed_dirs
+from reports.seeds import SeedRow, Verdict, onset_spread, seed_row, verdict
 
 FLAG = "\u2020"  # dagger
 #: rows whose values depend on how long the arm ran
@@ -28,6 +34,15 @@ class ABReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     kit: str
     arms: dict[str, ArmFigures]
+    #: per arm, one row per seed (one row when the arm ran one seed)
+    seeds: dict[str, list[SeedRow]] = {}
+    #: base versus fix over the seeds (None without both arms)
+    verdict: Verdict | None = None
+
+    @property
+    def seed_count(self) -> int:
+        """Seeds per arm (the most any arm ran)."""
+        return max((len(rows) for rows in self.seeds.values()), default=1)
 
     @property
     def stem(self) -> str:
@@ -36,8 +51,53 @@ class ABReport(BaseModel):
 
     @property
     def title(self) -> str:
-        """`A/B: KIT`, or `run: KIT` for a one-arm run."""
-        return f"{'A/B' if len(self.arms) > 1 else 'run'}: {self.kit}"
+        """`A/B: KIT, N seeds, CLOCK clock` (`run: ...` for a one-arm run)."""
+        return title(self)
+
+
+def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
+    """One arm's figures over its seeds: counts summed, rates averaged, the worst flags kept."""
+    if len(figures) == 1:
+        return figures[0]
+
+    def total(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return sum(present) if present else None
+
+    def mean(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return round(sum(present) / len(present), 1) if present else None
+
+    first = figures[0]
+    logs: dict[str, int] = {}
+    for f in figures:
+        for name, count in f.log_counts.items():
+            logs[name] = logs.get(name, 0) + count
+    early = [f.end_reason for f in figures if f.end_reason != "duration"]
+    lags = [f.lag for f in figures if f.lag]
+    kv = [f.max_kv_perc for f in figures if f.max_kv_perc is not None]
+    planned = [f.planned_duration_s for f in figures]
+    return first.model_copy(
+        update={
+            "stalls": [s for f in figures for s in f.stalls],
+            "stopped_by_monitor": any(f.stopped_by_monitor for f in figures),
+            "turns": sum(f.turns for f in figures),
+            "errors": sum(f.errors for f in figures),
+            "timeouts": sum(f.timeouts for f in figures),
+            "aborted": sum(f.aborted for f in figures),
+            "max_kv_perc": max(kv) if kv else None,
+            "preemptions": total([f.preemptions for f in figures]),
+            "log_counts": logs,
+            "decode_tok_s": mean([f.decode_tok_s for f in figures]),
+            "cached_perc": mean([f.cached_perc for f in figures]),
+            "duration_s": round(sum(f.duration_s for f in figures), 1),
+            "planned_duration_s": None if None in planned else sum(p or 0.0 for p in planned),
+            "end_reason": early[0] if early else "duration",
+            "seed": None,
+            "like_for_like": not lags,
+            "lag": f"{len(lags)} of {len(figures)} seeds lagged: {lags[0]}" if lags else None,
+        }
+    )
 
 
 def load_ab(ab_dir: Path) -> ABReport:
@@ -49,16 +109,24 @@ def load_ab(ab_dir: Path) -> ABReport:
     kit = load_json(ab_dir / "kit.json")
     dirs = arm_dirs(ab_dir)
     if not dirs:
+        dirs = [p for p in sorted(ab_dir.iterdir()) if p.is_dir() and seed_dirs(p)]
+    if not dirs:
         raise ReportError(f"no arm directories under {ab_dir}", "each arm needs a meta.json")
-    arms = {}
+    arms: dict[str, ArmFigures] = {}
+    seeds: dict[str, list[SeedRow]] = {}
     for d in dirs:
-        name = str(load_json(d / "meta.json").get("arm", d.name))
-        arms[name] = arm_figures(d)
-    return ABReport(kit=str(kit.get("name", "kit")), arms=arms)
+        per_seed = seed_dirs(d) if not (d / "meta.json").exists() else [d]
+        figures = [arm_figures(s) for s in per_seed]
+        name = str(load_json(per_seed[0] / "meta.json").get("arm", d.name))
+        arms[name] = merge_seeds(figures)
+        seeds[name] = [seed_row(f) for f in figures]
+    result = verdict(seeds["base"], seeds["fix"]) if {"base", "fix"} <= set(seeds) else None
+    return ABReport(kit=str(kit.get("name", "kit")), arms=arms, seeds=seeds, verdict=result)
 
 
 def _fmt_s(value: float) -> str:
-    return f"{value:.0f} s" if value < 600 else f"{value / 60:.1f} min"
+    """Engine seconds, the one unit of time in every report."""
+    return f"{value:.0f} s"
 
 
 def _stall_cell(arm: ArmFigures) -> str:
@@ -84,6 +152,40 @@ def stopped_early(arm: ArmFigures) -> bool:
     return arm.end_reason != "duration"
 
 
+def not_like_for_like(arm: ArmFigures) -> bool:
+    """An arm whose totals are not like for like: it stopped early or fell behind its clock."""
+    return stopped_early(arm) or not arm.like_for_like
+
+
+def _seed_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
+    """Stalled seeds, onset spread and the verdict (rows shown when seeds were run)."""
+    names = list(report.arms)
+    rows = report.seeds
+    stalled = [f"{sum(r.stalled for r in rows[n])} of {len(rows[n])}" for n in names]
+    onsets = []
+    for n in names:
+        spread = onset_spread(rows[n])
+        onsets.append(
+            "-"
+            if spread is None
+            else f"{_fmt_s(spread[0])} ({_fmt_s(spread[1])} - {_fmt_s(spread[2])})"
+        )
+    out = [
+        ("seeds", "stalled seeds", stalled),
+        ("onset", "first stall onset, median (min - max)", onsets),
+    ]
+    v = report.verdict
+    if v is not None:
+        cells = [
+            f"p = {v.p_value:.2g} (one-sided Fisher exact: fix stalls less often)"
+            if n == "fix"
+            else ""
+            for n in names
+        ]
+        out.append(("verdict", "verdict", cells))
+    return out
+
+
 def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
     """(row key, label, one cell per arm) in table order, flags applied."""
     arms = list(report.arms.values())
@@ -93,6 +195,7 @@ def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
         return "n/a" if v is None else format(v, fmt)
 
     rows: list[tuple[str, str, list[str]]] = [
+        *_seed_rows(report),
         ("stalls", "stalls (count, longest, stopped)", [_stall_cell(a) for a in arms]),
         (
             "turns",
@@ -138,30 +241,92 @@ def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
     flagged: list[tuple[str, str, list[str]]] = []
     for key, label, cells in rows:
         if key in RUN_LENGTH_ROWS:
-            cells = [c + FLAG if stopped_early(a) else c for c, a in zip(cells, arms, strict=True)]
+            cells = [
+                c + FLAG if not_like_for_like(a) else c for c, a in zip(cells, arms, strict=True)
+            ]
         flagged.append((key, label, cells))
     return flagged
 
 
+_WHY = {
+    "stall_stop": "stopped by the monitor during a stall",
+    "interrupted": "interrupted",
+    "error": "ended by an error",
+    "engine_died": "ended when its engine died",
+}
+
+
 def footnotes(report: ABReport) -> list[str]:
+    """Why flagged figures are not like for like, and which time scale the figures use."""
     notes = []
     for name, arm in report.arms.items():
-        if stopped_early(arm):
-            why = {
-                "stall_stop": "stopped by the monitor during a stall",
-                "interrupted": "interrupted",
-                "error": "ended by an error",
-                "engine_died": "ended when its engine died",
-            }.get(arm.end_reason, arm.end_reason)
+        rows = report.seeds.get(name, [])
+        if stopped_early(arm) and len(rows) > 1:
+            stopped = sum(r.stopped_run for r in rows)
+            notes.append(
+                f"{FLAG} {name} ({arm.spec}) was stopped by the monitor during a stall in "
+                f"{stopped} of {len(rows)} seeds ({_fmt_s(arm.duration_s)} in all): its totals "
+                "are not like for like."
+            )
+        elif stopped_early(arm):
+            why = _WHY.get(arm.end_reason, arm.end_reason)
             note = f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}"
             # with one arm there is nothing its totals could be compared with
             notes.append(
                 note + (": its totals are not like for like." if len(report.arms) > 1 else ".")
             )
+        if arm.lag:
+            notes.append(
+                f"{FLAG} {name} ({arm.spec}) fell behind its clock ({arm.lag}): its figures are "
+                "not like for like."
+            )
+    clocks = sorted({a.clock for a in report.arms.values()})
+    if "wall" in clocks and any(a.time_scale != 1.0 for a in report.arms.values()):
+        notes.append(
+            "Times are engine seconds: wall-clock simulator arms convert with the time scale "
+            "they measured (engine seconds covered per wall second)."
+        )
     return notes
 
 
+def _seed_table(report: ABReport) -> list[str]:
+    lines = [
+        "## Per seed",
+        "",
+        "| arm | seed | stalled | kind | onset | stopped | turns | preemptions "
+        "| restores recomputed | decode tok/s | clock | like for like |",
+        "| --- |" + " --- |" * 11,
+    ]
+
+    def cell(value: object) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return f"{value:.1f}"
+        return str(value)
+
+    for name, rows in report.seeds.items():
+        for r in rows:
+            values = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
+            values += [r.preemptions, r.restores_recomputed, r.decode_tok_s, r.clock]
+            values += [r.like_for_like]
+            lines.append(f"| {name} | " + " | ".join(cell(v) for v in values) + " |")
+    return lines
+
+
+def title(report: ABReport) -> str:
+    """The report's title: kit, seeds and clock."""
+    n = report.seed_count
+    clocks = "/".join(sorted({a.clock for a in report.arms.values()}))
+    seeds = f"{n} seeds" if n > 1 else "1 seed"
+    what = "A/B" if len(report.arms) > 1 else "run"
+    return f"{what}: {report.kit}, {seeds}, {clocks} clock"
+
+
 def to_markdown(report: ABReport) -> str:
+    """ab.md: the table, its footnotes and (over several seeds) the per-seed table."""
     names = list(report.arms)
     lines = [
         f"# {report.title}",
@@ -172,26 +337,24 @@ def to_markdown(report: ABReport) -> str:
     for _key, label, cells in table_rows(report):
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     notes = footnotes(report)
+    if report.seed_count > 1:
+        notes.insert(0, "Counts are summed over the seeds; decode tok/s and cache share are means.")
     if notes:
         lines += ["", *notes]
+    if report.seed_count > 1 or len(names) > 1:  # a one-arm, one-seed run is its table
+        lines += ["", *_seed_table(report)]
+    bundles = {name: arm.forensics for name, arm in report.arms.items()}
+    lines += markdown_lines(bundles, prefix_arm=len(names) > 1)
     return "\n".join(lines) + "\n"
 
 
 def to_json(report: ABReport) -> dict[str, Any]:
+    """ab.json: each arm's figures with its per-seed rows, and the verdict."""
     return {
         "kit": report.kit,
-        "arms": {name: arm.model_dump() for name, arm in report.arms.items()},
+        "arms": {
+            name: arm.model_dump() | {"seeds": [r.model_dump() for r in report.seeds.get(name, [])]}
+            for name, arm in report.arms.items()
+        },
+        "verdict": None if report.verdict is None else report.verdict.model_dump(),
     }
-
-
-def write_reports(ab_dir: Path) -> ABReport:
-    """(Re)make ab.md and ab.json (run.md, run.json for one arm) and timeline.png in a directory."""
-    from reports.plot import plot_timelines
-
-    report = load_ab(ab_dir)
-    (ab_dir / f"{report.stem}.md").write_text(to_markdown(report), encoding="utf-8")
-    (ab_dir / f"{report.stem}.json").write_text(
-        json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8"
-    )
-    plot_timelines(ab_dir, ab_dir / "timeline.png")
-    return report

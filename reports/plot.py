@@ -1,12 +1,26 @@
 """timeline.png: per arm, generation tok/s, running and waiting, KV usage and GPU utilisation
-over engine time, with stall intervals shaded. Reads saved timelines only."""
+over engine time, stall intervals shaded (named in the legend), the run's end marked when the
+monitor stopped it or it was interrupted, x ranges aligned across arms. Reads saved timelines
+only; over several seeds each arm's first seed is drawn."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reports.rundir import arm_dirs, effective_scale, load_json, read_jsonl, stalls_from_timeline
+from reports.rundir import (
+    effective_scale,
+    load_json,
+    read_jsonl,
+    shown_arm_dirs,
+    stalls_from_timeline,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+_END_MARKS = {"stall_stop": "stopped by monitor", "interrupted": "interrupted", "error": "error"}
+_GPU_STYLES = ("-", "--", ":", "-.")
 
 
 def _series(
@@ -20,53 +34,106 @@ def _series(
     return xs, ys
 
 
-def plot_timelines(run_dir: Path, out_path: Path) -> None:
+def _gpu_series(
+    events: list[dict[str, Any]], scale: float
+) -> dict[str, tuple[list[float], list[float]]]:
+    gpu: dict[str, tuple[list[float], list[float]]] = {}
+    for ev in events:
+        if ev.get("type") == "gpu":
+            for idx, util in (ev.get("util") or {}).items():
+                xs, ys = gpu.setdefault(str(idx), ([], []))
+                xs.append(float(ev["t"]) * scale)
+                ys.append(float(util))
+    return gpu
+
+
+def plot_timelines(run_dir: Path, out_path: Path, title: str | None = None) -> None:
     """Draw one column per arm, four rows of panels, into a PNG."""
+    save_timelines(run_dir, out_path, title)
+
+
+def save_timelines(run_dir: Path, png_path: Path, title: str | None = None) -> str:
+    """Draw the timeline figure once: write it as a PNG and return it as inline SVG."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig = timeline_figure(run_dir, title)
+    try:
+        fig.savefig(png_path, dpi=90)
+        buffer = io.StringIO()
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    finally:
+        plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]
+
+
+def timeline_figure(run_dir: Path, title: str | None = None) -> Figure:
+    """The timeline figure (one column per arm, four rows of panels); the caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    arms = arm_dirs(run_dir)
+    arms = shown_arm_dirs(run_dir)
     fig, axes = plt.subplots(
-        4, max(1, len(arms)), figsize=(6.5 * max(1, len(arms)), 9), sharex="col", squeeze=False
+        4, max(1, len(arms)), figsize=(6.5 * max(1, len(arms)), 9.5), sharex="all", squeeze=False
     )
+    x_max = 0.0
     for col, arm_dir in enumerate(arms):
         meta = load_json(arm_dir / "meta.json")
         scale = effective_scale(meta)
         events = list(read_jsonl(arm_dir / "timeline.jsonl"))
         ax_tok, ax_req, ax_kv, ax_gpu = (axes[r][col] for r in range(4))
-        ax_tok.set_title(f"{meta.get('arm', arm_dir.name)}: {meta.get('spec', '')}")
+        seed = f", seed {meta['seed']}" if meta.get("seed") is not None else ""
+        ax_tok.set_title(f"{meta.get('arm', arm_dir.name)}: {meta.get('spec', '')}{seed}")
         x, y = _series(events, "gen_tok_s", scale)
-        # rates were measured per wall second; per engine second they are divided by the scale
+        # rates were measured per file second; per engine second they are divided by the scale
         ax_tok.plot(x, [v / scale for v in y], color="tab:blue", lw=1)
-        ax_tok.set_ylabel("gen tok/s")
-        for key, color in (("running", "tab:green"), ("waiting", "tab:orange")):
+        ax_tok.set_ylabel("gen tok/s (per engine s)")
+        for key, color in (
+            ("running", "tab:green"),
+            ("waiting_capacity", "tab:orange"),
+            ("waiting_deferred", "tab:brown"),
+        ):
             x, y = _series(events, key, scale)
-            ax_req.step(x, y, where="post", label=key, color=color, lw=1)
+            ax_req.step(x, y, where="post", label=key.replace("_", ": "), color=color, lw=1)
         ax_req.set_ylabel("requests")
-        ax_req.legend(loc="upper left", fontsize=7)
+        ax_req.yaxis.set_major_locator(MaxNLocator(integer=True))
+        if ax_req.get_legend_handles_labels()[0]:
+            ax_req.legend(loc="upper left", fontsize=7)
         x, y = _series(events, "kv_usage", scale)
         ax_kv.plot(x, [100 * v for v in y], color="tab:purple", lw=1)
         ax_kv.set_ylabel("KV %")
         ax_kv.set_ylim(0, 105)
-        gpu: dict[str, tuple[list[float], list[float]]] = {}
-        for ev in events:
-            if ev.get("type") == "gpu":
-                for idx, util in (ev.get("util") or {}).items():
-                    xs, ys = gpu.setdefault(str(idx), ([], []))
-                    xs.append(float(ev["t"]) * scale)
-                    ys.append(float(util))
-        for idx, (xs, ys) in sorted(gpu.items()):
-            ax_gpu.plot(xs, ys, lw=1, label=f"GPU {idx}")
-        if gpu:
-            ax_gpu.legend(loc="upper left", fontsize=7)
+        for n, (idx, (xs, ys)) in enumerate(sorted(_gpu_series(events, scale).items())):
+            ax_gpu.plot(xs, ys, lw=1.2, ls=_GPU_STYLES[n % len(_GPU_STYLES)], label=f"GPU {idx}")
         ax_gpu.set_ylabel("GPU util %")
         ax_gpu.set_ylim(0, 105)
         ax_gpu.set_xlabel("engine seconds")
-        for stall in stalls_from_timeline(events, scale):
+        for n, stall in enumerate(stalls_from_timeline(events, scale)):
             for ax in (ax_tok, ax_req, ax_kv, ax_gpu):
-                ax.axvspan(stall.start_s, stall.start_s + stall.duration_s, color="red", alpha=0.15)
+                label = f"stall ({stall.kind})" if n == 0 and ax is ax_gpu else None
+                ax.axvspan(
+                    stall.start_s,
+                    stall.start_s + stall.duration_s,
+                    color="red",
+                    alpha=0.15,
+                    label=label,
+                )
+        end = float(meta.get("engine_s") or 0.0) or float(meta.get("wall_s", 0.0)) * scale
+        mark = _END_MARKS.get(str(meta.get("end_reason")))
+        if mark:
+            for ax in (ax_tok, ax_req, ax_kv, ax_gpu):
+                ax.axvline(end, color="black", ls="--", lw=1, label=mark if ax is ax_gpu else None)
+        if ax_gpu.get_legend_handles_labels()[0]:
+            ax_gpu.legend(loc="upper left", fontsize=7)
+        x_max = max(x_max, end, float(meta.get("planned_duration_s") or 0.0))
+    if x_max > 0:
+        axes[0][0].set_xlim(0, x_max)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out_path, dpi=90)
-    plt.close(fig)
+    return fig

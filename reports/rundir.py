@@ -1,8 +1,11 @@
 """Read a saved arm directory (meta, resolved kit, turns, timeline, engine log) into figures.
 
-Pure functions over parsed records do the arithmetic; the readers only open files. An arm's
-times are wall seconds in the files; they are multiplied by the arm's time scale here so
-every figure is in engine seconds.
+Pure functions over parsed records do the arithmetic; the readers only open files. An HTTP arm's
+times are wall seconds in the files; they are multiplied by the arm's measured time scale
+(engine seconds its simulator covered per wall second; the nominal one when not measured)
+so every figure is in engine seconds. A virtual-clock arm writes engine seconds (scale 1).
+A simulator arm that fell behind its clock (measured scale more than `LAG_TOLERANCE` below
+nominal, or a lag warning in its log) is marked not like for like, with why.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loadgen.records import read_records
 from loadgen.summary import summarize
 from reports.errors import ReportError
+from reports.forensics import BundleLink, read_bundles
 
 
 class Stall(BaseModel):
@@ -50,6 +54,11 @@ class ArmFigures(BaseModel):
     planned_duration_s: float | None
     end_reason: str
     time_scale: float
+    forensics: list[BundleLink] = Field(default_factory=list, description="stall bundles")
+    seed: int | None = Field(None, description="the load's seed")
+    clock: str = Field("wall", description="virtual (engine clock, in process) or wall (HTTP)")
+    like_for_like: bool = Field(True, description="False when the arm fell behind its clock")
+    lag: str | None = Field(None, description="why the arm is not like for like, if it lagged")
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -167,10 +176,45 @@ def arm_dirs(run_dir: Path) -> list[Path]:
     return sorted(p for p in run_dir.iterdir() if (p / "meta.json").exists())
 
 
+def seed_dirs(arm_dir: Path) -> list[Path]:
+    """The `seed-N` directories of an arm run over several seeds, by seed."""
+    found = [p for p in arm_dir.glob("seed-*") if (p / "meta.json").exists()]
+    return sorted(found, key=lambda p: int(p.name.removeprefix("seed-")))
+
+
+def shown_arm_dirs(run_dir: Path) -> list[Path]:
+    """One directory per arm to draw: the arm itself, or its first seed over several seeds."""
+    dirs = arm_dirs(run_dir)
+    if dirs:
+        return dirs
+    children = [p for p in sorted(run_dir.iterdir()) if p.is_dir()]
+    return [seeds[0] for seeds in (seed_dirs(c) for c in children) if seeds]
+
+
 def effective_scale(meta: Mapping[str, Any]) -> float:
     """Engine seconds per wall second of an arm: as achieved when measured, else nominal."""
     achieved = meta.get("engine_s_per_wall_s")
     return float(achieved) if achieved else float(meta.get("time_scale", 1.0))
+
+
+#: A wall-clock simulator arm whose measured scale is this far below nominal fell behind.
+LAG_TOLERANCE = 0.03
+_LAG_LOG_RE = re.compile(r"behind its clock")
+
+
+def lag_reason(meta: Mapping[str, Any], log_path: Path) -> str | None:
+    """Why a wall-clock simulator arm fell behind its clock, or None when it kept up."""
+    if meta.get("kind") != "sim" or meta.get("clock", "wall") != "wall":
+        return None
+    nominal = float(meta.get("time_scale", 1.0))
+    achieved = meta.get("engine_s_per_wall_s")
+    if achieved is not None and float(achieved) < nominal * (1.0 - LAG_TOLERANCE):
+        return f"ran at {float(achieved):.1f}x of its nominal {nominal:g}x"
+    if achieved is None and meta.get("end_reason") not in ("starting", "error"):
+        return f"its engine clock could not be read, so its times assume the nominal {nominal:g}x"
+    if log_path.exists() and count_log_patterns(log_path, {"lag": _LAG_LOG_RE.pattern})["lag"]:
+        return "its simulator fell behind its clock (lag warning in engine.log)"
+    return None
 
 
 def arm_figures(arm_dir: Path) -> ArmFigures:
@@ -183,7 +227,9 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
     # the records, not summary.json, are the source: they survive a crash that a summary may not
     turns = arm_dir / "turns.jsonl"
     load = summarize(read_records(turns) if turns.exists() else [])
-    duration_s = float(meta.get("wall_s", 0.0)) * scale
+    engine_s = meta.get("engine_s")
+    duration_s = float(engine_s) if engine_s else float(meta.get("wall_s", 0.0)) * scale
+    lag = lag_reason(meta, arm_dir / "engine.log")
     kv = [float(s["kv_usage"]) for s in samples if s.get("kv_usage") is not None]
     patterns = kit.get("report", {}).get("log_patterns", {})
     stalls = stalls_from_timeline(events, scale)
@@ -204,4 +250,9 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         planned_duration_s=meta.get("planned_duration_s"),
         end_reason=str(meta.get("end_reason", "unknown")),
         time_scale=scale,
+        forensics=read_bundles(arm_dir, scale),
+        seed=meta.get("seed", kit.get("load", {}).get("seed")),
+        clock=str(meta.get("clock", "wall")),
+        like_for_like=lag is None,
+        lag=lag,
     )

@@ -2,7 +2,7 @@
 
 Chat and text completions (streaming SSE with `stream_options.include_usage`, and plain
 JSON), `/tokenize`, `/v1/models`, `/health`, `/version`, `/metrics` and the DCGM-format
-`/dcgm/metrics`. A client that goes away mid-request aborts it in the engine. Every refusal
+`/dcgm/metrics`, and the scheduler's state for forensics at `/debug/state`. A client that goes away mid-request aborts it in the engine. Every refusal
 is an OpenAI-style JSON error with its status; an unexpected failure is logged and answered
 with a 500 body, and the server keeps serving.
 """
@@ -197,6 +197,10 @@ class Routes:
         text = self.driver.metrics.render(self.driver.engine.stats, self.driver.now())
         return Response(text, media_type=PROMETHEUS_TEXT)
 
+    async def state(self, request: Request) -> Response:
+        state = self.driver.engine.describe()
+        return _json({"engine_time_s": self.driver.now(), "frozen": self.driver.frozen, **state})
+
     async def dcgm(self, request: Request) -> Response:
         return Response(
             self.driver.metrics.render_dcgm(self.driver.now()), media_type=PROMETHEUS_TEXT
@@ -221,5 +225,6 @@ def build_app(driver: EngineDriver, fail_metrics_at_s: float | None = None) -> S
         Route("/version", r.version, methods=["GET"]),
         Route("/metrics", _guarded(r.metrics), methods=["GET"]),
         Route("/dcgm/metrics", _guarded(r.dcgm), methods=["GET"]),
+        Route("/debug/state", _guarded(r.state), methods=["GET"]),
     ]
     return Starlette(routes=routes, exception_handlers={HTTPException: _http_error})

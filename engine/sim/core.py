@@ -1,7 +1,7 @@
 """The simulated engine's public core: `SimEngine` and the records it hands out.
 
 Pure: no I/O, no clock. The caller passes engine time (`now_s`) to every call and advances its
-clock by each step's `duration_s`. The HTTP front, the trace and the sustained-load driver all
+clock by each step's `duration_s`. The HTTP front, the trace and the virtual-clock harness all
 drive this one class; the scheduling itself lives in `engine.sim.scheduler`, the records it
 hands out in `engine.sim.records` (re-exported here).
 """
@@ -72,7 +72,7 @@ class SimEngine:
     def advance(self, now_s: float, until_s: float, max_steps: int = 1_000_000) -> AdvanceResult:
         """Run steps from `now_s` while work remains, until engine time reaches `until_s`.
 
-        The lean path for drivers that do not need per-step results (the sustained-load
+        The lean path for drivers that do not need per-step results (the virtual-clock
         workload, benchmarks): same scheduling as `step`, less bookkeeping. Returns early
         when a request finishes or nothing is left to do.
         """
@@ -85,6 +85,10 @@ class SimEngine:
     def request_info(self, request_id: str) -> RequestInfo | None:
         """A live or recently finished request; None when unknown (or long forgotten)."""
         return self._sched.info(request_id)
+
+    def describe(self) -> dict[str, object]:
+        """The scheduler's state (turn clocks, pool, queues with reasons), for forensics."""
+        return self._sched.describe()
 
     @property
     def stats(self) -> EngineStats:

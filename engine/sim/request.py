@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from engine.sim.records import RequestInfo
@@ -25,18 +26,24 @@ class Request:
         "max_outputs",
         "num_computed",
         "num_registered",
+        "num_tokens",
         "outputs",
         "preemptions",
         "prompt",
         "recompute",
         "split_key",
         "split_value",
+        "word_base",
     )
 
     def __init__(self, request_id: str, prompt: tuple[str, ...], max_outputs: int, now_s: float):
         self.id = request_id
         self.prompt = prompt
         self.outputs: list[str] = []
+        #: prompt plus outputs so far (kept in step with `outputs`: read on every pass)
+        self.num_tokens = len(prompt)
+        #: where the request's output words start in the vocabulary (see `output_words`)
+        self.word_base = zlib.crc32(request_id.encode())
         self.max_outputs = max_outputs
         self.arrival_s = now_s
         self.chain: list[int] = []
@@ -56,10 +63,6 @@ class Request:
         # a restore's prefix split into GPU-cached and host-only blocks, for match_key
         self.split_key: tuple[int, int] = (-1, -1)
         self.split_value: tuple[list[int], list[int]] = ([], [])
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.prompt) + len(self.outputs)
 
     def block_tokens(self, k: int, size: int) -> tuple[str, ...]:
         """The tokens of full block `k` over prompt + outputs."""

@@ -19,12 +19,12 @@ from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, Turn, runnable_classes
 from engine.sim.controller import may_preempt as rule_may_preempt
 from engine.sim.records import (
+    VOCABULARY,
     AdvanceResult,
     EngineStats,
     RequestInfo,
     SimRequestError,
     StepResult,
-    output_words,
 )
 from engine.sim.request import Request, StepWork, is_deferred, request_info
 from engine.sim.stats import Counters
@@ -107,6 +107,44 @@ class Scheduler:
             gpu_busy=self.gpu_busy,
             vruntimes=(self.ctl.vruntime_prefill, self.ctl.vruntime_decode),
         )
+
+    def describe(self) -> dict[str, object]:
+        """The scheduler's state for forensics: turn clocks, pool, running and waiting."""
+
+        def req(r: Request) -> dict[str, object]:
+            return {
+                "id": r.id,
+                "tokens": r.num_tokens,
+                "computed": r.num_computed,
+                "outputs": len(r.outputs),
+                "blocks": len(r.blocks),
+                "preemptions": r.preemptions,
+            }
+
+        def reason(r: Request) -> str:
+            return "deferred" if is_deferred(r) else "capacity"
+
+        return {
+            "step": self.step_no,
+            "now_s": self.now_s,
+            "policy": self.cfg.policy,
+            "prefill_compute_share": self.ctl.share,
+            "vruntime_prefill": self.ctl.vruntime_prefill,
+            "vruntime_decode": self.ctl.vruntime_decode,
+            "gpu_busy": self.gpu_busy,
+            "empty_steps": self.c.empty_steps,
+            "pool": {
+                "num_blocks": self.cfg.num_blocks,
+                "free": self.pool.num_free,
+                "usage": self.pool.usage,
+                "host_blocks": self.pool.host_size,
+            },
+            "running": [req(r) for r in self.running],
+            "waiting": [
+                req(r) | {"reason": reason(r), "deferred_since_s": r.deferred_since}
+                for r in self.waiting
+            ],
+        }
 
     # -- the step ---------------------------------------------------------------------------
 
@@ -401,9 +439,11 @@ class Scheduler:
     ) -> dict[str, str]:
         """Append one output word to each request that completed its tokens; finish some."""
         finished: dict[str, str] = {}
+        vocab, n = VOCABULARY, len(VOCABULARY)
         for r in sampled:
-            word = output_words(r.id, len(r.outputs), 1)[0]
+            word = vocab[(r.word_base + 7 * len(r.outputs)) % n]  # = output_words(id, k, 1)[0]
             r.outputs.append(word)
+            r.num_tokens += 1
             if outputs is not None:
                 outputs[r.id] = [word]
             if r.first_token_s is None:

@@ -16,9 +16,7 @@ PACKAGES = ("contract", "engine", "loadgen", "monitor", "kits", "reports")
 ROLES = ("engine", "loadgen", "monitor")
 
 #: cycles known today and being broken elsewhere; each entry names why it is still here
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"kits.ab", "kits.run"}): "run_arm takes the plan's Arm and Plan; the plan runs it",
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
 #: what `reports` still imports outside the contract: summaries of turn records (loadgen's)
 KNOWN_REPORTS_IMPORTS = {"loadgen.records", "loadgen.summary"}
 

@@ -133,7 +133,7 @@ def test_a_one_arm_run_writes_its_own_report(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert not (out / "ab.md").exists() and not (out / "ab.json").exists()
     md = (out / "run.md").read_text()
-    assert md.startswith("# run: restore-stall\n") and "A/B" not in md
+    assert md.startswith("# run: restore-stall, 1 seed, wall clock\n") and "A/B" not in md
     assert "like for like" not in md
     assert "run" in json.loads((out / "run.json").read_text())["arms"]
     assert "run: restore-stall" in done.stdout and "A/B" not in done.stdout

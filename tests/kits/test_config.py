@@ -33,7 +33,7 @@ def test_restore_stall_is_the_seed_setup() -> None:
     assert (kit.load.agents, kit.load.min_context, kit.load.max_context) == (12, 40_000, 100_000)
     assert (kit.load.read_timeout_s, kit.load.duration_s, kit.monitor.stop_after_s) == (
         600,
-        1800,
+        5400,
         240,
     )
 
@@ -96,3 +96,21 @@ def test_existing_output_is_never_overwritten(tmp_path: Path) -> None:
     (tmp_path / "turns.jsonl").write_text("{}\n")
     with pytest.raises(KitError, match="already holds files"):
         Plan.build("restore-stall", {"run": "sim:base"}, tmp_path, {}, [])
+
+
+def test_default_seeds_ten_for_virtual_sim_ab_one_otherwise(tmp_path: Path) -> None:
+    sims = {"base": "sim:base", "fix": "sim:fix"}
+    virtual = Plan.build("restore-stall", sims, tmp_path / "a", {}, [], clock="virtual")
+    assert virtual.seeds == list(range(8, 18))
+    images = {"base": "reg/x:1", "fix": "reg/y:1"}
+    docker = Plan.build("restore-stall", images, tmp_path / "b", {}, [], clock="virtual")
+    assert docker.seeds == [8] and not any(docker.virtual(a) for a in docker.arms)
+    wall = Plan.build("restore-stall", sims, tmp_path / "c", {}, [], clock="wall")
+    assert wall.seeds == [8]
+    seeded = Plan.build(
+        "restore-stall", sims, tmp_path / "d", {"load.seed": 3}, [], clock="virtual"
+    )
+    assert seeded.seeds == [3]
+    listed = Plan.build("restore-stall", sims, tmp_path / "e", {}, [], seeds="4-6", clock="virtual")
+    assert listed.seeds == [4, 5, 6]
+    assert listed.seed_dir(listed.arms[0], 5) == tmp_path / "e" / "base" / "seed-5"

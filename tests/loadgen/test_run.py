@@ -163,3 +163,16 @@ async def test_request_rate_cap_spaces_request_starts(hostile: Any) -> None:
     assert len(starts) == 8
     gaps = [b - a for a, b in itertools.pairwise(starts)]
     assert min(gaps) >= 0.09  # at most one request per 0.1 s
+
+
+async def test_an_agent_is_queued_until_its_first_token_arrives(hostile: Any) -> None:
+    """No byte yet: `queued`; tokens arriving: `streaming` (the dashboard shows the difference)."""
+    async with hostile(script=["stall", "trickle"], stall_tokens=0, trickle_gap_s=0.2) as server:
+        events = await _run(
+            server.url, None, agents=1, max_turns=2, max_retries=0, read_timeout_s=0.5
+        )
+    states = [e.state for e in events if isinstance(e, AgentState)]
+    first_fail = states.index("failed")
+    assert states[:first_fail] == ["waiting", "queued"]  # the stalled request never streamed
+    rest = states[first_fail + 1 :]
+    assert rest[:2] == ["queued", "streaming"] and rest[-1] == "done"

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from reports.ab import FLAG, load_ab, to_json, to_markdown, write_reports
+from reports.ab import FLAG, load_ab, to_json, to_markdown
 from reports.errors import ReportError
 from reports.rundir import counter_increase, stalls_from_timeline
+from reports.write import write_reports
 
 KIT = {
     "name": "restore-stall",

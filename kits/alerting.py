@@ -1,0 +1,124 @@
+"""What a run does when a stall happens: the exporter, `--on-stall` and the forensics bundle.
+
+`Alerting.start(...)` validates the flags and binds the metrics port before any engine
+starts (a busy port or a missing on-stall command is a one-line error); `for_arm(...)`
+gives one arm's event consumer, which the arm feeds every monitor event and closes at the
+end. Forensics are always on; the exporter and the command only when asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.launcher import Launcher
+from engine.spec import EngineSpec
+from monitor.events import MonitorEvent
+from monitor.exporter import StallExporter
+from monitor.forensics import EngineTarget, ForensicsCollector, TargetKind
+from monitor.onstall import OnStallCommand, OnStallRunner
+from monitor.session import Sink
+
+_KINDS: dict[str, TargetKind] = {"sim": "sim", "vllm": "local", "patched": "local"}
+_KINDS |= {"docker": "docker", "url": "remote"}
+
+
+@dataclass
+class Alerting:
+    """The run-wide pieces: one exporter for every arm (told apart by the `arm` label)."""
+
+    exporter: StallExporter | None = None
+    on_stall: OnStallCommand | None = None
+    forensics: bool = True
+    metrics_url: str | None = None
+
+    @classmethod
+    def start(
+        cls,
+        metrics_port: int | None,
+        metrics_host: str,
+        on_stall: str | None,
+        on_stall_end: bool = False,
+        on_stall_timeout_s: float = 60.0,
+    ) -> Alerting:
+        """Check the command and serve the exporter now (raises `MonitorError`)."""
+        command = None
+        if on_stall is not None:
+            command = OnStallCommand.parse(on_stall, on_stall_timeout_s, on_stall_end)
+        exporter = None
+        url = None
+        if metrics_port is not None:
+            exporter = StallExporter()
+            port = exporter.serve(metrics_host, metrics_port)
+            host = f"[{metrics_host}]" if ":" in metrics_host else metrics_host
+            url = f"http://{host}:{port}/metrics"
+        return cls(exporter, command, True, url)
+
+    def for_arm(
+        self,
+        arm: str,
+        spec: EngineSpec,
+        arm_dir: Path,
+        launcher: Launcher,
+        stall_after_s: float,
+    ) -> ArmAlerting:
+        """One arm's consumer of monitor events."""
+        url = launcher.url
+        sinks = ArmAlerting()
+        if self.exporter is not None:
+            sinks.parts.append(self.exporter.sink(url, arm))
+        if self.forensics:
+            log = arm_dir / "engine.log"
+            target = EngineTarget(
+                _KINDS.get(spec.kind, "remote"),
+                pids=launcher.pids,
+                container=getattr(launcher, "name", None) if spec.kind == "docker" else None,
+                log_path=log if log.exists() else None,
+            )
+            collector = ForensicsCollector(arm_dir, url, target, stall_after_s)
+            sinks.parts.append(collector)
+            sinks.closers.append(collector.close)
+        if self.on_stall is not None:
+            runner = OnStallRunner(self.on_stall, arm_dir, url, arm)
+            sinks.parts.append(runner)
+            sinks.closers.append(runner.close)
+        return sinks
+
+    def for_url(self, url: str, out_dir: Path, stall_after_s: float) -> ArmAlerting:
+        """The consumer for `kit monitor` on an engine it did not start (no stack dumps)."""
+        sinks = ArmAlerting()
+        if self.exporter is not None:
+            sinks.parts.append(self.exporter.sink(url.rstrip("/"), "monitor"))
+        collector = ForensicsCollector(out_dir, url, EngineTarget("remote"), stall_after_s)
+        sinks.parts.append(collector)
+        sinks.closers.append(collector.close)
+        if self.on_stall is not None:
+            runner = OnStallRunner(self.on_stall, out_dir, url, "monitor")
+            sinks.parts.append(runner)
+            sinks.closers.append(runner.close)
+        return sinks
+
+    def close(self) -> None:
+        """Stop the exporter."""
+        if self.exporter is not None:
+            self.exporter.close()
+
+
+@dataclass
+class ArmAlerting:
+    """Hands each event to the exporter, forensics and on-stall consumers of one arm."""
+
+    parts: list[Sink] = field(default_factory=list)
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def handle(self, event: MonitorEvent) -> None:
+        for part in self.parts:
+            part.handle(event)
+
+    def close(self) -> None:
+        """Wait for the bundles and commands still running."""
+        for close in self.closers:
+            with contextlib.suppress(Exception):
+                close()

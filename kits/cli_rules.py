@@ -1,0 +1,127 @@
+"""`kit rules`: write the stall rule as Prometheus rules, with a Grafana dashboard beside them.
+
+Thin: thresholds come from the kit (stall_after_s, idle_gpu_perc) unless a flag says
+otherwise; the PromQL is made by `monitor.rules`. With `--out DIR` it writes
+`stallkit-rules.yml` and `stallkit-dashboard.json` there, else it prints the rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from contract.errors import validation_message
+from kits.cli_common import fail, user_errors
+
+RULES_FILE = "stallkit-rules.yml"
+DASHBOARD_FILE = "stallkit-dashboard.json"
+RULES_HELP = (
+    "Write the stall rule as Prometheus recording and alerting rules over vLLM's own series "
+    "and DCGM's GPU utilisation (EngineStalled, EngineMetricsDown, and StallkitDetectedStall "
+    "on stallkit's exporter), plus a Grafana dashboard with --out."
+)
+
+
+@user_errors
+def rules(
+    kit: Annotated[
+        str, typer.Option("--kit", "-k", help="Kit whose thresholds to use (name or .toml path).")
+    ] = "restore-stall",
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help=f"Directory for {RULES_FILE} and {DASHBOARD_FILE}."),
+    ] = None,
+    stall_after: Annotated[
+        float | None, typer.Option(help="Seconds of stall before the alert fires (default: kit).")
+    ] = None,
+    idle_gpu: Annotated[
+        float | None, typer.Option(help="A GPU at or under this utilisation (%) is idle (kit).")
+    ] = None,
+    down_after: Annotated[
+        float | None, typer.Option(help="Seconds /metrics may fail before the down alert (60).")
+    ] = None,
+    scrape_interval: Annotated[
+        float, typer.Option(help="Prometheus's scrape interval for the engines (seconds).")
+    ] = 15.0,
+    eval_interval: Annotated[
+        float, typer.Option(help="Evaluation interval of the rule groups (seconds).")
+    ] = 15.0,
+    engine_selector: Annotated[
+        str, typer.Option(help='Label matchers picking the engines\' series, e.g. job="vllm".')
+    ] = "",
+    gpu_selector: Annotated[
+        str,
+        typer.Option(help='Label matchers picking the engines\' GPUs, e.g. Hostname="node-1".'),
+    ] = "",
+    gpu_match: Annotated[
+        str,
+        typer.Option(
+            help="Labels an engine shares with its GPUs' series (e.g. instance); "
+            "default: every selected GPU must be idle.",
+        ),
+    ] = "",
+    no_gpu: Annotated[
+        bool,
+        typer.Option("--no-gpu", help="No DCGM series: judge on engine metrics alone (said so)."),
+    ] = False,
+) -> None:
+    """Write the stall rule as Prometheus rules (and a Grafana dashboard with --out)."""
+    from pydantic import ValidationError
+
+    from kits.config import load_kit
+    from monitor.rules import RulesSettings, rules_yaml
+
+    monitor = load_kit(kit, {}).monitor
+    try:
+        settings = RulesSettings(
+            stall_after_s=stall_after if stall_after is not None else monitor.stall_after_s,
+            down_after_s=down_after if down_after is not None else 60.0,
+            idle_gpu_perc=idle_gpu if idle_gpu is not None else monitor.idle_gpu_perc,
+            scrape_interval_s=scrape_interval,
+            evaluation_interval_s=eval_interval,
+            engine_selector=engine_selector,
+            gpu=not no_gpu,
+            gpu_selector=gpu_selector,
+            gpu_match_labels=gpu_match,
+        )
+    except ValidationError as exc:
+        flags = {
+            "stall_after_s": "--stall-after",
+            "down_after_s": "--down-after",
+            "idle_gpu_perc": "--idle-gpu",
+            "scrape_interval_s": "--scrape-interval",
+            "evaluation_interval_s": "--eval-interval",
+            "engine_selector": "--engine-selector",
+            "gpu_selector": "--gpu-selector",
+            "gpu_match_labels": "--gpu-match",
+        }
+        message = validation_message(exc, names=flags)
+        raise fail(f"invalid {message}", "see `kit rules --help`") from None
+    text = rules_yaml(settings)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        _write(out, text)
+
+
+def _write(out: Path, text: str) -> None:
+    """The rules and the shipped dashboard into `out`."""
+    from importlib import resources
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RULES_FILE).write_text(text, encoding="utf-8")
+        dashboard = resources.files("monitor") / "grafana" / DASHBOARD_FILE
+        (out / DASHBOARD_FILE).write_text(dashboard.read_text(encoding="utf-8"), encoding="utf-8")
+    except OSError as exc:
+        raise fail(
+            f"cannot write to {out}: {exc.strerror or exc}", "choose a writable --out"
+        ) from None
+    typer.echo(f"wrote {out / RULES_FILE} and {out / DASHBOARD_FILE}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `kit rules` to the top-level app."""
+    app.command("rules", help=RULES_HELP)(rules)

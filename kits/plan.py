@@ -1,0 +1,194 @@
+"""The plan of `kit run` / `kit ab`: arms, seeds, clocks and run directories, decided up front.
+
+A plan is validated before anything starts (kit, specs, overlays, GPU sets, seeds, output
+directory). A simulator arm runs on the virtual clock (in process, on engine time) or on the
+wall clock (served over HTTP at the kit's time scale); every other engine runs on the wall
+clock. Over several seeds each arm gets one `seed-N` directory per seed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from engine.docker import Overlay
+from engine.launcher import Launcher
+from engine.spec import EngineSpec, parse_spec
+from kits.alerting import Alerting
+from kits.config import Kit, load_kit
+from kits.errors import KitError
+from kits.launch import time_scale
+
+Clock = Literal["virtual", "wall"]
+#: seeds an A/B of simulator arms on the virtual clock runs when neither --seeds nor --seed is
+#: given (engines on the wall clock run the kit's one seed unless told otherwise)
+DEFAULT_VIRTUAL_SEEDS = 10
+#: the most seeds one plan may run
+MAX_SEEDS = 10_000
+
+
+def parse_seeds(text: str, first: int) -> list[int]:
+    """`N` (N seeds from `first`), `A-B` (inclusive range) or `A,B,C` (a list); KitError if bad."""
+    hint = "use --seeds N, --seeds A-B or --seeds A,B,C (whole numbers, A <= B)"
+    raw = text.strip()
+    try:
+        if "," in raw:
+            seeds = [int(part) for part in raw.split(",") if part.strip()]
+        elif "-" in raw.lstrip("-"):
+            low, high = raw.split("-", 1) if not raw.startswith("-") else ("", raw)
+            a, b = int(low), int(high)
+            if a > b:
+                raise ValueError
+            seeds = list(range(a, b + 1))
+        else:
+            count = int(raw)
+            if count < 1:
+                raise ValueError
+            seeds = list(range(first, first + count))
+    except ValueError:
+        raise KitError(f"--seeds {text!r} is not a seed count, range or list", hint) from None
+    if not seeds or len(seeds) > MAX_SEEDS or len(set(seeds)) != len(seeds):
+        raise KitError(f"--seeds {text!r} must name 1 to {MAX_SEEDS} distinct seeds", hint)
+    return seeds
+
+
+DEFAULT_RUNS_DIR = Path("kit-runs")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One engine under test and its run directory."""
+
+    name: str
+    spec: EngineSpec
+    dir: Path
+
+
+@dataclass
+class Plan:
+    """Everything decided before the first engine starts."""
+
+    kit: Kit
+    arms: list[Arm]
+    out_dir: Path
+    parallel: bool = False
+    overlays: list[Overlay] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    clock: Clock = "wall"
+    #: launchers started so far, so that any exit path can stop them
+    launchers: list[Launcher] = field(default_factory=list)
+    #: exporter, --on-stall and forensics of wall-clock arms (None: forensics only)
+    alerting: Alerting | None = None
+
+    @classmethod
+    def build(
+        cls,
+        kit_name: str,
+        specs: dict[str, str],
+        out: Path | None,
+        overrides: dict[str, Any],
+        overlays: list[str],
+        parallel: bool = False,
+        *,
+        seeds: str | None = None,
+        clock: Clock = "wall",
+    ) -> Plan:
+        kit = load_kit(kit_name, overrides)
+        parsed = {name: parse_spec(raw) for name, raw in specs.items()}
+        overlay_objs = [Overlay.parse(text) for text in overlays]
+        if overlay_objs and not any(s.kind == "docker" for s in parsed.values()):
+            raise KitError(
+                "--overlay applies to docker image arms only", "drop --overlay or use an image spec"
+            )
+        if parallel:
+            _check_disjoint_gpus(kit, parsed)
+        out_dir = (
+            out
+            if out is not None
+            else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{kit.name}"
+        )
+        if out_dir.exists() and any(out_dir.iterdir()):
+            raise KitError(
+                f"{out_dir} already holds files",
+                "choose a new --out; nothing recorded is overwritten",
+            )
+        single = len(parsed) == 1
+        arms = [
+            Arm(name, spec, out_dir if single else out_dir / name) for name, spec in parsed.items()
+        ]
+        if seeds is not None:
+            seed_list = parse_seeds(seeds, kit.load.seed)
+        elif (
+            clock == "virtual"
+            and "load.seed" not in overrides
+            and len(parsed) > 1
+            and all(spec.kind == "sim" for spec in parsed.values())
+        ):
+            seed_list = list(range(kit.load.seed, kit.load.seed + DEFAULT_VIRTUAL_SEEDS))
+        else:
+            seed_list = [kit.load.seed]
+        return cls(kit, arms, out_dir, parallel, overlay_objs, seeds=seed_list, clock=clock)
+
+    def virtual(self, arm: Arm) -> bool:
+        """Whether an arm runs in process on the engine's clock."""
+        return arm.spec.kind == "sim" and self.clock == "virtual"
+
+    def seed_dir(self, arm: Arm, seed: int) -> Path:
+        """An arm's directory for one seed (the arm's own directory when one seed runs)."""
+        return arm.dir if len(self.seeds) == 1 else arm.dir / f"seed-{seed}"
+
+    def kit_for(self, seed: int) -> Kit:
+        """The kit with its load's seed set to `seed`."""
+        return self.kit.model_copy(update={"load": self.kit.load.model_copy(update={"seed": seed})})
+
+    def describe(self) -> str:
+        lines = [
+            f"kit {self.kit.name}: {self.kit.description}".rstrip(": "),
+            f"out: {self.out_dir}",
+        ]
+        for arm in self.arms:
+            gpus = self.kit.engine.gpus_for(arm.name) if arm.spec.kind == "docker" else []
+            scale = time_scale(arm.spec, self.kit)
+            clock = "virtual clock" if self.virtual(arm) else f"wall clock, time scale {scale:g}"
+            host = self.kit.engine.host_for(arm.name).docker_host
+            if arm.spec.kind == "docker" and host:
+                clock += f"; docker host {host}"
+            lines.append(
+                f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; {clock})"
+            )
+        load = self.kit.load
+        lines.append(
+            f"load: {load.agents} agents, contexts {load.min_context}-{load.max_context} tokens, "
+            f"{load.duration_s:g} engine s, {_seeds_text(self.seeds)}; "
+            f"stall after {self.kit.monitor.stall_after_s:g} s, stop after {self.kit.monitor.stop_after_s} s"
+        )
+        wall = "parallel" if self.parallel else "sequential"
+        if any(self.virtual(arm) for arm in self.arms):
+            wall = f"virtual arms in parallel processes, wall arms {wall}"
+        lines.append("mode: " + wall)
+        return "\n".join(lines)
+
+
+def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    for name, spec in specs.items():
+        if spec.kind != "docker":
+            continue
+        host = kit.engine.host_for(name).docker_host  # GPUs of different hosts never clash
+        for gpu in kit.engine.gpus_for(name):
+            if (host, gpu) in seen:
+                raise KitError(
+                    f"--parallel refused: arms {seen[host, gpu]} and {name} both use GPU {gpu}",
+                    "give the arms disjoint sets with [engine.arm_gpus] in the kit, or run sequentially",
+                )
+            seen[host, gpu] = name
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]})"
+    return f"{len(seeds)} seeds ({', '.join(map(str, seeds))})"

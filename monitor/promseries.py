@@ -1,0 +1,107 @@
+"""Convert a recorded `timeline.jsonl` into promtool's `input_series`, to unit-test rules.
+
+Pure: timeline records in, a list of `{series, values}` out, on a fixed grid of `step_s`
+seconds (the scrape interval Prometheus would have used). Each sample lands on the grid
+point nearest its time (a later record at the same point wins); a point with no record is
+`_` (no scrape), a `down` line makes every engine series `stale` and `up` 0, as Prometheus
+records a failed scrape. Series are the engine's own `vllm:` names, DCGM's GPU utilisation
+for `gpu` lines and `up`, labelled like a scrape of one engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: timeline field -> exported series name (counters with their `_total`)
+_FIELDS = {
+    "running": "vllm:num_requests_running",
+    "waiting": "vllm:num_requests_waiting",
+    "kv_usage": "vllm:kv_cache_usage_perc",
+    "gen_tokens": "vllm:generation_tokens_total",
+    "prompt_tokens": "vllm:prompt_tokens_total",
+    "preemptions": "vllm:num_preemptions_total",
+    "prefix_queries": "vllm:prefix_cache_queries_total",
+    "prefix_hits": "vllm:prefix_cache_hits_total",
+    "iterations": "vllm:iteration_tokens_total_count",
+}
+_REASONS = {"waiting_capacity": "capacity", "waiting_deferred": "deferred"}
+STALE = "stale"
+GAP = "_"
+
+
+def _labels(name: str, labels: Mapping[str, str]) -> str:
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+def _num(value: float) -> str:
+    return f"{float(value):.10g}"
+
+
+def _sample_values(record: Mapping[str, Any]) -> dict[tuple[str, tuple[tuple[str, str], ...]], str]:
+    """(series name, extra labels) -> value, for one `sample` line."""
+    out: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+    for field, name in _FIELDS.items():
+        if record.get(field) is not None:
+            out[(name, ())] = _num(record[field])
+    for field, reason in _REASONS.items():
+        if record.get(field) is not None:
+            out[("vllm:num_requests_waiting_by_reason", (("reason", reason),))] = _num(
+                record[field]
+            )
+    for cls, seconds in (record.get("compute_s") or {}).items():
+        out[("vllm:scheduler_compute_seconds_total", (("class", cls),))] = _num(seconds)
+    return out
+
+
+def input_series(
+    records: Iterable[Mapping[str, Any]],
+    step_s: float,
+    *,
+    job: str = "vllm",
+    instance: str = "engine:8000",
+    model_name: str = "stallkit-sim",
+    gpu_job: str = "dcgm",
+) -> tuple[list[dict[str, str]], int]:
+    """promtool input series from timeline records, and the number of grid points."""
+    engine: dict[tuple[str, tuple[tuple[str, str], ...]], dict[int, str]] = {}
+    gpus: dict[str, dict[int, str]] = {}
+    up: dict[int, str] = {}
+    down_at: set[int] = set()
+    last = 0
+    for record in records:
+        kind = record.get("type")
+        if kind not in ("sample", "down", "gpu"):
+            continue
+        k = round(float(record["t"]) / step_s)
+        last = max(last, k)
+        if kind == "sample":
+            up[k] = "1"
+            down_at.discard(k)
+            for key, value in _sample_values(record).items():
+                engine.setdefault(key, {})[k] = value
+        elif kind == "down":
+            up[k] = "0"
+            down_at.add(k)
+        else:
+            for gpu, util in record["util"].items():
+                gpus.setdefault(str(gpu), {})[k] = _num(util)
+    points = last + 1
+    base = {"job": job, "instance": instance}
+    series = [{"series": _labels("up", base), "values": _row(up, points, GAP)}]
+    for (name, extra), values in sorted(engine.items()):
+        for k in down_at:
+            values[k] = STALE
+        labels = {**base, "model_name": model_name, "engine": "0", **dict(extra)}
+        series.append({"series": _labels(name, labels), "values": _row(values, points, GAP)})
+    for gpu, values in sorted(gpus.items()):
+        labels = {"job": gpu_job, "instance": instance, "gpu": gpu}
+        series.append(
+            {"series": _labels("DCGM_FI_DEV_GPU_UTIL", labels), "values": _row(values, points, GAP)}
+        )
+    return series, points
+
+
+def _row(values: Mapping[int, str], points: int, missing: str) -> str:
+    return " ".join(values.get(k, missing) for k in range(points))

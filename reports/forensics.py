@@ -1,0 +1,61 @@
+"""The forensics bundles of a saved arm: where each stall's bundle is and its hottest frames.
+
+Reads `forensics/<onset>/manifest.json` in an arm directory (written at stall onset); a torn
+or missing manifest is skipped, never an error, so a report can always be made.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BundleLink(BaseModel):
+    """One stall's forensics bundle, for the report."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    onset_s: float = Field(description="the stall's onset, engine seconds from monitor start")
+    kind: str
+    path: str = Field(description="the bundle directory, relative to the arm directory")
+    top_frames: list[str] = Field(description="innermost frames of the hottest stack")
+    hot_leaves: list[str] = Field(
+        default_factory=list, description="busiest functions, each with its share of samples"
+    )
+    errors: int = Field(description="what could not be collected (see the manifest)")
+
+
+def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
+    """The arm's bundles in onset order (times scaled to engine seconds)."""
+    links = []
+    for manifest in sorted((arm_dir / "forensics").glob("*/manifest.json")):
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+            links.append(
+                BundleLink(
+                    onset_s=round(float(data["onset"]) * scale, 3),
+                    kind=str(data["kind"]),
+                    path=str(manifest.parent.relative_to(arm_dir)),
+                    top_frames=[str(f) for f in data.get("top_frames", [])],
+                    hot_leaves=[str(f) for f in data.get("hot_leaves", [])],
+                    errors=len(data.get("errors", [])),
+                )
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return links
+
+
+def markdown_lines(arms: dict[str, list[BundleLink]], prefix_arm: bool) -> list[str]:
+    """The report's forensics section: each stall linked to its bundle, top frames quoted."""
+    lines: list[str] = []
+    for name, links in arms.items():
+        for link in links:
+            path = f"{name}/{link.path}" if prefix_arm else link.path
+            quoted = link.hot_leaves[:3] or link.top_frames[:3]
+            frames = "; ".join(f"`{f}`" for f in quoted) or "no stack dump"
+            lines.append(
+                f"- {name}: {link.kind} stall at {link.onset_s:.0f} s: [{path}]({path}/) — {frames}"
+            )
+    return ["", "## Stall forensics", "", *lines] if lines else []

@@ -1,0 +1,175 @@
+"""ab.html: the A/B report as one self-contained page that opens offline in any browser.
+
+The title (kit, seeds, clock, the run's date), the A/B table with its footnotes, the per-seed
+table, each arm's timeline (the same figure as timeline.png, with stall bands named in its
+legend and the monitor's stop marked) and each arm's TTFT and inter-token latency
+distributions over all its seeds. Figures are inline SVG drawn by matplotlib: no script, no
+stylesheet or font from the network. Reads saved run directories only.
+"""
+
+from __future__ import annotations
+
+import io
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loadgen.records import TURNS_FILE, read_records
+from reports.ab import ABReport, footnotes, table_rows, title
+from reports.rundir import arm_dirs, load_json, seed_dirs
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+td.stalled { color: #b00; } td.clean { color: #070; }
+p.note { color: #555; font-size: 0.9em; }
+"""
+
+
+def _svg(fig: Figure) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]
+
+
+def _arm_turn_dirs(run_dir: Path) -> dict[str, list[Path]]:
+    """Per arm, the directories holding its turns (one per seed)."""
+    out: dict[str, list[Path]] = {}
+    dirs = arm_dirs(run_dir) or [p for p in sorted(run_dir.iterdir()) if p.is_dir()]
+    for d in dirs:
+        per_seed = [d] if (d / "meta.json").exists() else seed_dirs(d)
+        if per_seed:
+            name = str(load_json(per_seed[0] / "meta.json").get("arm", d.name))
+            out[name] = per_seed
+    return out
+
+
+def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
+    """TTFT of completed turns, and inter-token gaps with their token counts (engine s)."""
+    ttft: list[float] = []
+    gaps: list[float] = []
+    weights: list[int] = []
+    for d in dirs:
+        if not (d / TURNS_FILE).exists():
+            continue
+        meta = load_json(d / "meta.json")
+        scale = float(meta.get("engine_s_per_wall_s") or meta.get("time_scale", 1.0))
+        for r in read_records(d / TURNS_FILE):
+            if r.outcome != "ok":
+                continue
+            if r.ttft_s is not None:
+                ttft.append(r.ttft_s * scale)
+            for (t0, _), (t1, n) in zip(r.chunks, r.chunks[1:], strict=False):
+                if n > 0:
+                    gaps.append((t1 - t0) * scale / n)
+                    weights.append(n)
+    return ttft, gaps, weights
+
+
+def distributions_figure(run_dir: Path) -> Figure:
+    """Per arm, histograms of TTFT and inter-token latency (engine seconds, all seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(12, 3.8))
+    for name, dirs in _arm_turn_dirs(run_dir).items():
+        ttft, gaps, weights = _latencies(dirs)
+        if ttft:
+            ax_ttft.hist(ttft, bins=40, histtype="step", lw=1.5, label=f"{name} ({len(ttft)})")
+        if gaps:
+            label = f"{name} ({sum(weights)} tokens)"
+            ax_itl.hist(gaps, bins=40, weights=weights, histtype="step", lw=1.5, label=label)
+    for ax, what in ((ax_ttft, "time to first token"), (ax_itl, "inter-token latency")):
+        ax.set_xlabel(f"{what} (engine s)")
+        ax.set_ylabel("count")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _table(report: ABReport) -> str:
+    head = "".join(
+        f"<th>{escape(n)}<br><code>{escape(a.spec)}</code></th>" for n, a in report.arms.items()
+    )
+    rows = [f"<tr><th></th>{head}</tr>"]
+    for key, label, cells in table_rows(report):
+        tds = []
+        for cell in cells:
+            css = ""
+            if key in ("stalls", "seeds"):
+                css = (
+                    ' class="clean"'
+                    if cell in ("none",) or cell.startswith("0 of")
+                    else ' class="stalled"'
+                )
+            tds.append(f"<td{css}>{escape(cell)}</td>")
+        rows.append(f"<tr><td>{escape(label)}</td>{''.join(tds)}</tr>")
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def _seed_table(report: ABReport) -> str:
+    cols = ["arm", "seed", "stalled", "kind", "onset (s)", "stopped", "turns", "preemptions"]
+    cols += ["restores recomputed", "decode tok/s", "clock", "like for like"]
+    rows = ["<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"]
+
+    def cell(value: object) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+    for name, seeds in report.seeds.items():
+        for r in seeds:
+            values = [name, r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
+            values += [r.preemptions, r.restores_recomputed, r.decode_tok_s, r.clock]
+            values += [r.like_for_like]
+            rows.append("<tr>" + "".join(f"<td>{escape(cell(v))}</td>" for v in values) + "</tr>")
+    return "<table>" + "".join(rows) + "</table>"
+
+
+def _run_date(run_dir: Path) -> str:
+    for meta in sorted(run_dir.rglob("meta.json")):
+        started = load_json(meta).get("started_at")
+        if isinstance(started, str):
+            return started[:10]
+    return "unknown date"
+
+
+def to_html(report: ABReport, run_dir: Path, timeline_svg: str | None = None) -> str:
+    """The whole page (`timeline_svg`: the timeline figure already drawn, else drawn here)."""
+    from reports.plot import timeline_figure
+
+    heading = f"{title(report)}, {_run_date(run_dir)}"
+    if timeline_svg is None:
+        timeline_svg = _svg(timeline_figure(run_dir, heading))
+    notes = "".join(f'<p class="note">{escape(n)}</p>' for n in footnotes(report))
+    shown = " (each arm's first seed)" if report.seed_count > 1 else ""
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{escape(heading)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{escape(heading)}</h1>",
+        _table(report),
+        notes,
+        "<h2>Per seed</h2>",
+        _seed_table(report),
+        f"<h2>Timelines{shown}</h2>",
+        timeline_svg,
+        "<h2>Latency distributions (all seeds)</h2>",
+        _svg(distributions_figure(run_dir)),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,143 @@
+"""Helpers of the alerting tests: timelines of the simulator (its core on a virtual clock),
+streaming load, and the Prometheus tools (or a skip saying how to get them)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import shutil
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from engine.sim.config import SimConfig
+from engine.sim.core import SimEngine
+from engine.sim.metrics import SimMetrics
+from engine.sim.trace import prepare
+from monitor.config import MonitorConfig
+from monitor.detector import StallDetector
+from monitor.events import Down, GpuReading, MonitorEvent, Sample
+from monitor.gpu import parse_dcgm
+from monitor.parse import MetricsSnapshot, parse_metrics
+from monitor.rates import snapshot_deltas
+from monitor.timeline import event_record
+
+INTERVAL_S = 0.1
+STALL_AFTER_S = 1.0
+CONFIG = MonitorConfig(
+    interval_s=INTERVAL_S,
+    stall_after_s=STALL_AFTER_S,
+    stop_after_s=None,
+    scrape_timeout_s=2,
+    # PromQL judges each GPU reading as it is: so does the detector here, for a like-for-like
+    # onset (its default forgives readings within the window after an onset)
+    gpu_window_s=0.0,
+)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A timeline's lines."""
+
+    lines: list[dict[str, Any]]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [x for x in self.lines if x["type"] == kind]
+
+
+async def _stream(client: httpx.AsyncClient, url: str, max_tokens: int) -> None:
+    body = {
+        "model": "stallkit-sim",
+        "prompt": "tell me about stalls " * 40,
+        "max_tokens": max_tokens,
+        "stream": True,
+    }
+    async with client.stream("POST", f"{url}/v1/completions", json=body) as response:
+        async for _line in response.aiter_lines():
+            pass
+
+
+@contextlib.asynccontextmanager
+async def streaming_load(url: str, n: int, max_tokens: int) -> AsyncIterator[None]:
+    """`n` concurrent streaming requests, cancelled when the block ends."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
+        tasks = [asyncio.create_task(_stream(client, url, max_tokens)) for _ in range(n)]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def virtual_timeline(
+    end_s: float,
+    *,
+    freeze_at_s: float | None = None,
+    fail_metrics_at_s: float | None = None,
+    max_tokens: int = 50_000,
+    livelock: bool = False,
+) -> list[dict[str, Any]]:
+    """A timeline of the simulator's core on a virtual clock: two requests kept in flight
+    (or, with `livelock`, the base scheduler's livelock scenario, which spins), scraped every
+    `INTERVAL_S` through its real /metrics and DCGM renderings into the real detector, the
+    lines written as the monitor writes them. Deterministic: no wall clock."""
+    if livelock:
+        engine, t0 = prepare("base", "full-slots")
+        config = engine.config
+    else:
+        config = SimConfig(policy="base")
+        engine, t0 = SimEngine(config), 0.0
+    metrics = SimMetrics(config, 1.0)
+    detector = StallDetector(CONFIG, gpu_checked=True)
+    prompt = ["tell", "me", "about", "stalls"] * 40
+    ids = itertools.count()
+    live: set[str] = set()
+    lines: list[dict[str, Any]] = []
+    prev: tuple[float, MetricsSnapshot] | None = None
+    now = t0
+
+    def top_up(at: float) -> None:
+        while not livelock and len(live) < 2:
+            rid = f"req-{next(ids)}"
+            engine.add_request(rid, prompt, max_tokens, at)
+            metrics.on_added(rid, at, max_tokens)
+            live.add(rid)
+
+    for k in range(round(end_s / INTERVAL_S) + 1):
+        t = k * INTERVAL_S
+        frozen = freeze_at_s is not None and t > freeze_at_s
+        while not frozen and now < t0 + t:
+            top_up(now)
+            result = engine.step(now)
+            metrics.on_step(result, now, now + result.duration_s)
+            now += result.duration_s
+            for rid in result.finished:
+                live.discard(rid)
+                metrics.on_finished(rid, "stop", engine.request_info(rid), now)
+        events: list[MonitorEvent] = []
+        util = parse_dcgm(metrics.render_dcgm(t0 + t).decode())
+        events.append(GpuReading(t, util))
+        if fail_metrics_at_s is not None and t >= fail_metrics_at_s:
+            events.append(Down(t, "HTTP 503"))
+            snapshot, prev = None, None
+        else:
+            snapshot = parse_metrics(metrics.render(engine.stats, t0 + t).decode())
+            deltas = None if prev is None else snapshot_deltas(prev[1], snapshot, t - prev[0])
+            events.append(Sample(t, snapshot, deltas))
+            prev = (t, snapshot)
+        events.extend(detector.observe(t, snapshot, util))
+        lines.extend(r for e in events if (r := event_record(e)) is not None)
+    return lines
+
+
+def tool(name: str) -> str:
+    """The path of a Prometheus tool, or skip the test saying how to get it."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} not installed (Debian: apt-get install prometheus)")
+    return path

@@ -1,0 +1,160 @@
+"""The generated rules under promtool: `check rules` on every variant, and `test rules` with
+input series converted from simulator timelines (frozen and spinning: the alert fires one
+evaluation after onset + stall_after, with the kind; healthy: never; /metrics down: the
+engine-down alert, never the stall)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitor.promseries import input_series
+from monitor.rules import RulesSettings, rules_document, rules_yaml
+from tests.alerting.alerting_support import INTERVAL_S, STALL_AFTER_S, Recorded, tool
+
+STEP_MS = round(INTERVAL_S * 1000)
+INSTANCE = "engine:8000"
+SETTINGS = RulesSettings(
+    stall_after_s=STALL_AFTER_S,
+    down_after_s=1.0,
+    scrape_interval_s=INTERVAL_S,
+    evaluation_interval_s=INTERVAL_S,
+)
+
+
+def _promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool("promtool"), *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        SETTINGS,
+        RulesSettings(),
+        RulesSettings(gpu=False, engine_selector='job="vllm"'),
+        RulesSettings(gpu_selector='{Hostname="node-1"}', idle_gpu_perc=0, stall_after_s=90.5),
+        RulesSettings(gpu_match_labels="instance, job"),
+    ],
+    ids=["short", "defaults", "no-gpu", "selectors", "gpu-match"],
+)
+def test_promtool_check_rules_passes_on_every_variant(
+    settings: RulesSettings, tmp_path: Path
+) -> None:
+    (tmp_path / "rules.yml").write_text(rules_yaml(settings))
+    result = _promtool("check", "rules", "rules.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    count = sum(len(g["rules"]) for g in rules_document(settings)["groups"])
+    assert f"SUCCESS: {count} rules found" in result.stdout
+
+
+def _stall_annotations(kind: str) -> dict[str, str]:
+    doc = rules_document(SETTINGS)
+    rule = next(r for r in doc["groups"][1]["rules"] if r["alert"] == "EngineStalled")
+    out = dict(rule["annotations"])
+    out["kind"] = kind
+    out["summary"] = f"{INSTANCE}: no token generated with requests pending ({kind})"
+    return out
+
+
+def _case(eval_ms: int, alert: str, firing: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"eval_time": f"{eval_ms}ms", "alertname": alert, "exp_alerts": firing}
+
+
+def _run_tests(rec: Recorded, cases: list[dict[str, Any]], tmp_path: Path) -> None:
+    series, _points = input_series(rec.lines, INTERVAL_S, instance=INSTANCE)
+    (tmp_path / "rules.yml").write_text(rules_yaml(SETTINGS))
+    doc = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": f"{STEP_MS}ms",
+        "tests": [{"interval": f"{STEP_MS}ms", "input_series": series, "alert_rule_test": cases}],
+    }
+    (tmp_path / "tests.yml").write_text(json.dumps(doc, indent=1))  # JSON is YAML
+    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("arm", ["frozen", "spinning"])
+def test_stalled_arm_fires_within_one_evaluation_of_onset_plus_stall_after(
+    arm: str, timelines: dict[str, Recorded], tmp_path: Path
+) -> None:
+    rec = timelines[arm]
+    (started,) = rec.of("stall_started")
+    assert started["kind"] == arm
+    # The PromQL condition turns true at the first quiet scrape after the detector's onset
+    # (the last sample with new tokens, or the last busy GPU reading).
+    onset_ms = round(started["onset"] / INTERVAL_S) * STEP_MS
+    due_ms = onset_ms + STEP_MS + round(STALL_AFTER_S * 1000)
+    assert due_ms - round(started["t"] * 1000) == STEP_MS  # one scrape after the detector
+    labels = {"instance": INSTANCE, "job": "vllm", "model_name": "stallkit-sim"}
+    alert = {"exp_labels": {**labels, "severity": "critical"}}
+    alert["exp_annotations"] = _stall_annotations(arm)
+    cases = [
+        _case(due_ms - STEP_MS, "EngineStalled", []),
+        _case(due_ms, "EngineStalled", [alert]),
+        _case(due_ms + 5 * STEP_MS, "EngineStalled", [alert]),
+        _case(due_ms, "EngineMetricsDown", []),
+    ]
+    _run_tests(rec, cases, tmp_path)
+
+
+def test_healthy_arm_never_fires(timelines: dict[str, Recorded], tmp_path: Path) -> None:
+    rec = timelines["healthy"]
+    assert not rec.of("stall_started")
+    assert max(x["gen_tok_s"] for x in rec.of("sample")) > 0
+    end = round(rec.lines[-1]["t"] / INTERVAL_S)
+    cases = [_case(k * STEP_MS, "EngineStalled", []) for k in range(end + 1)]
+    _run_tests(rec, cases, tmp_path)
+
+
+def test_metrics_down_is_the_down_alert_not_the_stall(
+    timelines: dict[str, Recorded], tmp_path: Path
+) -> None:
+    rec = timelines["down"]
+    downs = rec.of("down")
+    assert downs and not rec.of("stall_started")
+    end = round(rec.lines[-1]["t"] / INTERVAL_S)
+    first_down = round(downs[0]["t"] / INTERVAL_S)
+    down_alert = {
+        "exp_labels": {"instance": INSTANCE, "job": "vllm", "severity": "warning"},
+        "exp_annotations": {
+            "summary": f"{INSTANCE}: /metrics does not answer (engine down; not a stall)"
+        },
+    }
+    cases = [_case(k * STEP_MS, "EngineStalled", []) for k in range(end + 1)]
+    cases.append(_case((first_down + 9) * STEP_MS, "EngineMetricsDown", []))
+    cases.append(_case((first_down + 10) * STEP_MS, "EngineMetricsDown", [down_alert]))
+    _run_tests(rec, cases, tmp_path)
+
+
+def test_watchdog_alert_fires_on_stallkits_own_metric(tmp_path: Path) -> None:
+    (tmp_path / "rules.yml").write_text(rules_yaml(SETTINGS))
+    labels = 'arm="base",engine="http://e:1"'
+    series = [
+        {"series": f'stallkit_stall_active{{{labels},kind="spinning"}}', "values": "0 0 1 1 0"},
+        {"series": f'stallkit_stall_active{{{labels},kind="frozen"}}', "values": "0 0 0 0 0"},
+    ]
+    firing = {
+        "exp_labels": {"arm": "base", "engine": "http://e:1", "severity": "critical"},
+        "exp_annotations": {
+            "summary": "stallkit's monitor sees a stall on http://e:1",
+            "description": "From the exporter of `kit monitor --metrics-port` (the detector itself).",
+        },
+    }
+    cases = [
+        _case(k * STEP_MS, "StallkitDetectedStall", [firing] if k in (2, 3) else [])
+        for k in range(5)
+    ]
+    doc = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": f"{STEP_MS}ms",
+        "tests": [{"interval": f"{STEP_MS}ms", "input_series": series, "alert_rule_test": cases}],
+    }
+    (tmp_path / "tests.yml").write_text(json.dumps(doc))
+    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

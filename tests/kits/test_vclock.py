@@ -1,0 +1,153 @@
+"""Simulator arms on the virtual clock: agents, engine core and detector on engine time.
+
+The restore-stall kit's sizes, shortened where the point allows; each arm takes a second or
+two of CPU. Determinism is checked with the CPU deliberately busy on the second run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from engine.sim.app import build_app
+from engine.sim.config import SimConfig
+from engine.sim.driver import EngineDriver
+from kits.ab import execute
+from kits.config import load_kit
+from kits.plan import Plan
+from kits.vclock import run_virtual_arm, snapshot_of
+from monitor.parse import parse_metrics
+
+SEED = 8  # the kit's seed: base livelocks at about 900 engine s
+
+
+def _events(arm_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (arm_dir / "timeline.jsonl").read_text().splitlines()]
+
+
+def _turns(arm_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (arm_dir / "turns.jsonl").read_text().splitlines()]
+
+
+async def test_virtual_sample_equals_the_http_fronts_metrics() -> None:
+    driver = EngineDriver(SimConfig(policy="base", num_blocks=40), time_scale=1.0)
+    engine = driver.engine
+    for i in range(6):
+        engine.add_request(f"r{i}", [f"x{i}-{k}" for k in range(3000 + 500 * i)], 50, 0.0)
+    now = 0.0
+    for _ in range(40):
+        now += engine.step(now).duration_s
+    engine.abort("r5", now)
+    stats = engine.stats
+    assert stats.num_running > 0 and stats.num_waiting > 0 and stats.generation_tokens > 0
+    transport = httpx.ASGITransport(app=build_app(driver))
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim") as client:
+        page = (await client.get("/metrics")).text
+    assert snapshot_of(engine.stats) == parse_metrics(page)
+
+
+def test_fix_arm_runs_its_duration_without_a_stall(tmp_path: Path) -> None:
+    kit = load_kit("restore-stall", {"load.seed": SEED, "load.duration_s": 1800})
+    result = run_virtual_arm(kit, "fix", "sim:fix", "fix", tmp_path)
+    assert result.end_reason == "duration" and not result.stalled
+    assert result.engine_s >= 1800
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["clock"] == "virtual" and meta["engine_s"] >= 1800
+    assert not [e for e in _events(tmp_path) if e["type"].startswith("stall")]
+    turns = _turns(tmp_path)
+    assert sum(t["outcome"] == "ok" for t in turns) > 200
+    # prompts are the sizes the planner asked for, served partly from the prefix cache
+    assert all(t["prompt_tokens"] == t["expected_prompt_tokens"] for t in turns)
+    assert sum(t["cached_tokens"] for t in turns) > 0
+    assert "max wait" in (tmp_path / "engine.log").read_text()  # restores recomputed
+
+
+def test_base_stall_lasts_until_read_timeouts_abort_then_generation_resumes(
+    tmp_path: Path,
+) -> None:
+    """The incident's shape: spinning with work pending and 0 tok/s until the clients abort."""
+    kit = load_kit("restore-stall", {"load.seed": SEED, "load.duration_s": 1800})
+    result = run_virtual_arm(kit, "base", "sim:base", "base", tmp_path, stop_on_stall=False)
+    assert result.end_reason == "duration"
+    events = _events(tmp_path)
+    started = [e for e in events if e["type"] == "stall_started"]
+    ended = [e for e in events if e["type"] == "stall_ended"]
+    assert len(started) == 1 and len(ended) == 1 and started[0]["kind"] == "spinning"
+    onset, end = started[0]["onset"], ended[0]["t"]
+    at_onset = next(e for e in events if e["type"] == "sample" and e["t"] > onset + 5)
+    assert at_onset["running"] > 0 and at_onset["waiting"] > 0 and at_onset["kv_usage"] > 0.95
+    timeouts = [t for t in _turns(tmp_path) if t["outcome"] == "timeout"]
+    assert timeouts, "no read timeout fired"
+    # every abort is 600 s after the request's last byte, none before the stall's late phase
+    assert all(abs(t["t_end"] - t["t_start"] - 600) < 1.5 for t in timeouts if not t["chunks"])
+    first_abort = min(t["t_end"] for t in timeouts)
+    assert first_abort > onset + 400
+    # the stall holds until the aborts, and ends within a scrape or two of one of them
+    assert end >= first_abort
+    assert min(abs(end - t["t_end"]) for t in timeouts) <= 2.0
+    after = [e for e in events if e["type"] == "sample" and e["t"] > end]
+    assert sum(e["gen_tok_s"] for e in after) > 0
+
+
+def _ab(out: Path, seeds: str) -> dict[str, Any]:
+    plan = Plan.build(
+        "restore-stall",
+        {"base": "sim:base", "fix": "sim:fix"},
+        out,
+        {"load.duration_s": 1200},
+        [],
+        seeds=seeds,
+        clock="virtual",
+    )
+    result = execute(plan, dashboard=False)
+    assert result.report is not None and not result.interrupted
+    return dict(json.loads((out / "ab.json").read_text()))
+
+
+def test_same_kit_and_seeds_give_the_same_ab_json_even_on_a_busy_cpu(tmp_path: Path) -> None:
+    first = _ab(tmp_path / "quiet", "7,8")
+    busy = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)
+    ]  # deliberately load both cores
+    try:
+        again = _ab(tmp_path / "busy", "7,8")
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert again == first
+    for arm in ("base", "fix"):
+        for seed in (7, 8):
+            name = f"{arm}/seed-{seed}"
+            for file in ("turns.jsonl", "timeline.jsonl", "engine.log"):
+                quiet = (tmp_path / "quiet" / name / file).read_bytes()
+                assert (tmp_path / "busy" / name / file).read_bytes() == quiet, (name, file)
+    rows = {r["seed"]: r for r in first["arms"]["base"]["seeds"]}
+    assert set(rows) == {7, 8} and rows[8]["stalled"] and rows[8]["stopped_run"]
+    assert first["verdict"]["seeds"] == 2
+
+
+def test_other_seeds_give_other_runs(tmp_path: Path) -> None:
+    kit = load_kit("restore-stall", {"load.duration_s": 300, "load.agents": 4})
+    for seed in (3, 4):
+        seeded = kit.model_copy(update={"load": kit.load.model_copy(update={"seed": seed})})
+        run_virtual_arm(seeded, "fix", "sim:fix", "fix", tmp_path / str(seed))
+    assert _turns(tmp_path / "3") != _turns(tmp_path / "4")
+
+
+@pytest.mark.parametrize("policy", ["base", "fix"])
+def test_a_light_load_never_stalls(tmp_path: Path, policy: str) -> None:
+    overrides = {"load.agents": 2, "load.duration_s": 600, "load.think_min_s": 5}
+    kit = load_kit("restore-stall", overrides)
+    result = run_virtual_arm(kit, policy, f"sim:{policy}", policy, tmp_path)
+    assert not result.stalled and result.end_reason == "duration"
+    turns = _turns(tmp_path)
+    assert sum(t["outcome"] == "ok" for t in turns) > 5
+    samples = [e for e in _events(tmp_path) if e["type"] == "sample"]
+    assert samples[-1]["preemptions"] == 0

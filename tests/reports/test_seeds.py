@@ -1,0 +1,107 @@
+"""Seed statistics: the Fisher exact test against hand-computed values, rows and the verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reports.ab import load_ab, to_json, to_markdown
+from reports.rundir import lag_reason
+from reports.seeds import SeedRow, fisher_less, onset_spread, verdict
+
+
+@pytest.mark.parametrize(
+    ("base", "fix", "n", "expected"),
+    [
+        # C(10,0)C(10,10)/C(20,10): every stalled seed landed in base
+        (10, 0, 10, 1 / 184756),
+        # K=9 stalled seeds: P(fix=0) = C(9,0)C(11,10)/C(20,10)
+        (9, 0, 10, 11 / 184756),
+        # 1 of 2 against 0 of 2: C(1,0)C(3,2)/C(4,2)
+        (1, 0, 2, 3 / 6),
+        # fix stalls as often as base: (C(2,0)C(2,2) + C(2,1)C(2,1))/C(4,2)
+        (1, 1, 2, 5 / 6),
+        (0, 0, 5, 1.0),
+        (0, 3, 3, 1.0),
+    ],
+)
+def test_fisher_one_sided_matches_hand_values(base: int, fix: int, n: int, expected: float) -> None:
+    assert fisher_less(base, n, fix, n) == pytest.approx(expected, rel=1e-12)
+
+
+def test_fisher_rejects_impossible_counts() -> None:
+    with pytest.raises(ValueError):
+        fisher_less(3, 2, 0, 2)
+
+
+def _row(seed: int, onset: float | None) -> SeedRow:
+    return SeedRow(
+        seed=seed,
+        stalled=onset is not None,
+        kind="spinning" if onset is not None else None,
+        onset_s=onset,
+        stopped_run=onset is not None,
+        turns=10,
+        preemptions=1.0,
+        restores_recomputed=2,
+        decode_tok_s=50.0,
+        duration_s=100.0,
+        clock="virtual",
+        like_for_like=True,
+    )
+
+
+def test_verdict_and_onset_spread() -> None:
+    base = [_row(1, 500.0), _row(2, 900.0), _row(3, 600.0), _row(4, None)]
+    fix = [_row(s, None) for s in (1, 2, 3, 4)]
+    v = verdict(base, fix)
+    assert (v.seeds, v.base_stalled, v.fix_stalled) == (4, 3, 0)
+    assert v.p_value == pytest.approx(1 / 14)  # C(3,0)C(5,4)/C(8,4) = 5/70
+    assert onset_spread(base) == (600.0, 500.0, 900.0)
+    assert onset_spread(fix) is None
+
+
+def test_per_seed_table_and_verdict_from_saved_seed_directories(
+    tmp_path: Path, seed_arm: Any
+) -> None:
+    (tmp_path / "kit.json").write_text(json.dumps({"name": "k"}))
+    for seed, onset in ((3, 400.0), (4, 700.0), (5, None)):
+        seed_arm(tmp_path, "base", seed, onset)
+        seed_arm(tmp_path, "fix", seed, None)
+    report = load_ab(tmp_path)
+    data = to_json(report)
+    assert data["verdict"] == {
+        "seeds": 3,
+        "base_stalled": 2,
+        "fix_stalled": 0,
+        "p_value": pytest.approx(0.2),  # C(2,0)C(4,3)/C(6,3) = 4/20
+    }
+    rows = data["arms"]["base"]["seeds"]
+    assert [r["seed"] for r in rows] == [3, 4, 5]
+    assert [r["onset_s"] for r in rows] == [400.0, 700.0, None]
+    for key in ("seed", "stalled", "kind", "onset_s", "stopped_run", "turns", "preemptions"):
+        assert key in rows[0]
+    assert {"decode_tok_s", "clock", "like_for_like", "restores_recomputed"} <= set(rows[0])
+    md = to_markdown(report)
+    assert "| stalled seeds | 2 of 3 | 0 of 3 |" in md
+    assert "| first stall onset, median (min - max) | 550 s (400 s - 700 s) | - |" in md
+    assert "p = 0.2" in md
+    assert "| base | 3 | yes | spinning | 400.0 | yes |" in md
+    assert "A/B: k, 3 seeds, virtual clock" in md
+
+
+def test_lag_reason_from_measured_scale_or_log(tmp_path: Path) -> None:
+    log = tmp_path / "engine.log"
+    log.write_text("INFO serving\n")
+    wall = {"kind": "sim", "clock": "wall", "time_scale": 30.0, "end_reason": "duration"}
+    assert lag_reason(wall | {"engine_s_per_wall_s": 29.5}, log) is None
+    assert "27.1x of its nominal 30x" in str(lag_reason(wall | {"engine_s_per_wall_s": 27.1}, log))
+    assert "could not be read" in str(lag_reason(wall, log))
+    log.write_text("WARNING simulator is 5.2 wall seconds behind its clock; lower --time-scale\n")
+    assert "lag warning" in str(lag_reason(wall | {"engine_s_per_wall_s": 30.0}, log))
+    virtual = {"kind": "sim", "clock": "virtual", "time_scale": 1.0}
+    assert lag_reason(virtual, log) is None
+    assert lag_reason({"kind": "docker", "time_scale": 1.0}, log) is None
