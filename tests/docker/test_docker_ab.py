@@ -64,14 +64,15 @@ def _policy(arm_dir: Path) -> str:
 def test_fix_overlaid_on_the_base_image_runs_the_fix(
     docker_hosts: DockerHosts, engine_images: Images, tmp_path: Path
 ) -> None:
-    # the base scheduler on the simulator, against the base image with the fix's source tree
-    # overlaid read-only (an overlay goes into image arms only)
+    # the base scheduler on the simulator (served over HTTP, like the image), against the base
+    # image with the fix's source tree overlaid read-only (an overlay goes into image arms only)
     tree = _kit("engine", "image", "unused:tag", "--policy", "fix", "--tree", str(tmp_path / "src"))
     assert tree.returncode == 0, tree.stderr
     kit = write_kit(tmp_path / "kit.toml", docker_hosts, duration_s=1800)
     out = tmp_path / "ab"
     done = _kit(
         "ab", "--kit", str(kit), "--base", "sim:base", "--fix", engine_images.base,
+        "--clock", "wall", "--seeds", "1",
         "--overlay", f"{tree.stdout.strip()}:{OVERLAY_DEST}", "--no-dashboard", "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
