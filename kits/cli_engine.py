@@ -72,7 +72,7 @@ def image(
         Path | None,
         typer.Option(
             help="Write the image's engine package (with this policy) to TREE/engine instead "
-            "of building: a source tree for --overlay TREE/engine:/opt/stallkit/lib/engine."
+            "of building: a source tree for --overlay TREE/engine:/opt/stallkit/engine."
         ),
     ] = None,
 ) -> None:

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from engine.errors import EngineError
 
-#: where the engine package and its distributions live in the image (PYTHONPATH)
-IMAGE_LIB = "/opt/stallkit/lib"
+#: where the engine package and its distributions live in the image (PYTHONPATH); the same
+#: place the patched engine expects its package in a stock vLLM image
+IMAGE_LIB = "/opt/stallkit"
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 #: shared libraries a CPython and its extension modules need, beyond minbase

@@ -31,7 +31,7 @@ from tests.docker.docker_support import (
 # the first docker test also waits for the session's image build (minutes without a cache)
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
 
-OVERLAY_DEST = "/opt/stallkit/lib/engine"
+OVERLAY_DEST = "/opt/stallkit/engine"
 
 
 def _kit(*args: str) -> subprocess.CompletedProcess[str]:
