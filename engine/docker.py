@@ -1,8 +1,12 @@
 """Run an engine image with the `docker` CLI: GPU pinning, env profile, source overlay.
 
 Every docker call is an argument list, never a shell string. The container runs detached
-under a unique name with its port bound to 127.0.0.1; its logs are followed into the run
-directory; `stop()` removes it with `docker rm -f` whatever happened before.
+under a unique name with its port bound to 127.0.0.1 (or, on the host network, with the
+engine told to listen on a free loopback port); its logs are followed into the run
+directory; `stop()` removes it with `docker rm -f` whatever happened before. An arm may run
+on another docker host (a DOCKER_HOST URL such as `ssh://user@gpu-box`, or a docker context
+name): every call then goes there, and the engine and its GPU telemetry are reached on the
+loopback ports forwarded from that host.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import contextlib
 import secrets
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +63,31 @@ class DockerOptions:
     engine_args: Sequence[str] = ()
     overlays: Sequence[Overlay] = ()
     name_prefix: str = "stallkit"
+    #: docker --network; "host" publishes nothing: the engine listens on host_port itself
+    network: str = ""
+    #: the docker host: a DOCKER_HOST URL (unix://, tcp://, ssh://) or a context name; "" = default
+    docker_host: str = ""
+    #: the engine's DCGM exporter as reached from here; "{engine_url}" is replaced
+    dcgm_url: str = ""
+
+
+def docker_cli(docker_host: str) -> list[str]:
+    """The `docker` command with its global option for a docker host or context."""
+    if not docker_host:
+        return ["docker"]
+    if "://" in docker_host:
+        return ["docker", "--host", docker_host]
+    return ["docker", "--context", docker_host]
+
+
+def container_env(opts: DockerOptions) -> dict[str, str]:
+    """The environment the container gets: the kit's profile, told where to listen on the
+    host network (the engine shares the host's ports there, so it takes the free one)."""
+    env = dict(opts.env)
+    if opts.network == "host":
+        env["PORT"] = str(opts.host_port)
+        env["HOST"] = "127.0.0.1"
+    return env
 
 
 def docker_run_argv(image: str, name: str, opts: DockerOptions) -> list[str]:
@@ -70,8 +100,11 @@ def docker_run_argv(image: str, name: str, opts: DockerOptions) -> list[str]:
         argv.append("--ipc=host")
     if opts.shm_size:
         argv += ["--shm-size", opts.shm_size]
-    argv += ["--publish", f"127.0.0.1:{opts.host_port}:{opts.container_port}"]
-    for key, value in opts.env.items():
+    if opts.network:
+        argv += ["--network", opts.network]
+    if opts.network != "host":
+        argv += ["--publish", f"127.0.0.1:{opts.host_port}:{opts.container_port}"]
+    for key, value in container_env(opts).items():
         argv += ["--env", f"{key}={value}"]
     for overlay in opts.overlays:
         argv += ["--volume", f"{overlay.source}:{overlay.dest}:ro"]
@@ -96,11 +129,15 @@ def parse_cpu_stat(text: str) -> float | None:
 
 
 def _docker(
-    args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S
+    args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S, docker_host: str = ""
 ) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            ["docker", *args], capture_output=True, text=True, timeout=timeout_s, check=False
+            [*docker_cli(docker_host), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
         )
     except FileNotFoundError:
         raise EngineError(
@@ -123,6 +160,14 @@ class DockerLauncher(Launcher):
         self.name = f"{opts.name_prefix}-{secrets.token_hex(4)}"
         self._started = False
         self._logs: subprocess.Popen[bytes] | None = None
+        # held while `docker run` is in flight, so a stop() from another thread (Ctrl-C,
+        # SIGTERM) waits for the container to exist before removing it
+        self._lock = threading.Lock()
+
+    def _docker(
+        self, args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S
+    ) -> subprocess.CompletedProcess[str]:
+        return _docker(args, timeout_s, self.opts.docker_host)
 
     @property
     def url(self) -> str:
@@ -130,6 +175,8 @@ class DockerLauncher(Launcher):
 
     @property
     def gpu_source(self) -> str:
+        if self.opts.dcgm_url:
+            return "dcgm:" + self.opts.dcgm_url.replace("{engine_url}", self.url)
         if not self.opts.gpus:
             return "none"
         ids = ",".join(str(g) for g in self.opts.gpus)
@@ -137,35 +184,41 @@ class DockerLauncher(Launcher):
 
     def _ensure_image(self) -> None:
         image = self.spec.target
-        if _docker(["image", "inspect", image]).returncode == 0:
+        if self._docker(["image", "inspect", image]).returncode == 0:
             return
-        pulled = _docker(["pull", image], timeout_s=3600)
+        pulled = self._docker(["pull", image], timeout_s=3600)
         if pulled.returncode != 0:
             last = (pulled.stderr.strip().splitlines() or ["no output"])[-1]
+            where = f" on {self.opts.docker_host}" if self.opts.docker_host else ""
             raise EngineError(
-                f"image {image} is not available: {last}", "check the image name and registry login"
+                f"image {image} is not available{where}: {last}",
+                "check the image name and registry login (or build it: kit engine image)",
             )
 
     def start(self) -> None:
-        if self._started:
-            return
-        if shutil.which("docker") is None:
-            raise EngineError(
-                "the docker CLI is not installed", "install docker or use sim:/vllm: specs"
-            )
-        self._ensure_image()
-        argv = docker_run_argv(self.spec.target, self.name, self.opts)
-        self._started = True  # from here on, stop() must remove the container
-        done = _docker(argv[1:])
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise EngineError(
-                f"docker run failed: {last}", "is the port free and are the GPUs visible?"
-            )
+        with self._lock:
+            if self._started:
+                return
+            if shutil.which("docker") is None:
+                raise EngineError(
+                    "the docker CLI is not installed", "install docker or use sim:/vllm: specs"
+                )
+            self._ensure_image()
+            argv = docker_run_argv(self.spec.target, self.name, self.opts)
+            self._started = True  # from here on, stop() must remove the container
+            done = self._docker(argv[1:])
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise EngineError(
+                    f"docker run failed: {last}", "is the port free and are the GPUs visible?"
+                )
+            self._follow_logs()
+
+    def _follow_logs(self) -> None:
         self._log_file.parent.mkdir(parents=True, exist_ok=True)
         with self._log_file.open("ab") as log:
             self._logs = subprocess.Popen(
-                ["docker", "logs", "--follow", self.name],
+                [*docker_cli(self.opts.docker_host), "logs", "--follow", self.name],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -173,7 +226,8 @@ class DockerLauncher(Launcher):
             )
 
     def _dead_reason(self) -> str | None:
-        state = _docker(["inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", self.name])
+        fmt = "{{.State.Status}} {{.State.ExitCode}}"
+        state = self._docker(["inspect", "--format", fmt, self.name])
         if state.returncode != 0:
             return "container is gone"
         status, _, code = state.stdout.strip().partition(" ")
@@ -195,7 +249,7 @@ class DockerLauncher(Launcher):
         if not self._started:
             return None
         try:
-            result = _docker(self.cpu_argv(), timeout_s=CPU_STAT_TIMEOUT_S)
+            result = self._docker(self.cpu_argv(), timeout_s=CPU_STAT_TIMEOUT_S)
         except EngineError:
             return None
         return parse_cpu_stat(result.stdout) if result.returncode == 0 else None
@@ -208,19 +262,29 @@ class DockerLauncher(Launcher):
             if time.monotonic() - last_check[0] < 2.0:
                 return None
             last_check[0] = time.monotonic()
-            return self._dead_reason()
+            reason = self._dead_reason()
+            if reason is not None:
+                self._drain_logs()
+            return reason
 
         wait_for_health(self.url, timeout_s, alive, self.log_path, f"container {self.name}")
 
-    def stop(self) -> None:
-        if not self._started:
-            return
-        with contextlib.suppress(EngineError):
-            _docker(["rm", "--force", self.name], timeout_s=60)
+    def _drain_logs(self) -> None:
+        """Let the log follower write the dead container's last lines before they are read."""
         if self._logs is not None:
-            kill_process_group(self._logs, grace_s=2.0)
-            self._logs = None
-        self._started = False
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._logs.wait(timeout=5)
+
+    def stop(self) -> None:
+        with self._lock:
+            if not self._started:
+                return
+            with contextlib.suppress(EngineError):
+                self._docker(["rm", "--force", self.name], timeout_s=60)
+            if self._logs is not None:
+                kill_process_group(self._logs, grace_s=2.0)
+                self._logs = None
+            self._started = False
 
     def last_log_lines(self) -> str:
         return tail_lines(self.log_path)

@@ -1,4 +1,5 @@
-"""`kit engine ...`: commands that prepare engines, such as the tiny model for real vLLM on CPU."""
+"""`kit engine ...`: commands that prepare engines: the tiny model for real vLLM on CPU, and
+the engine image built offline."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import typer
 
 from kits.cli_common import err_console, help_when_bare, user_errors
 
+#: where `kit engine image` caches the Debian root file system (STALLKIT_IMAGE_CACHE overrides)
+DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
+
 engine_app = typer.Typer(
     name="engine",
-    help="Prepare engines: build the tiny local model that real vLLM serves on CPU.",
+    help="Prepare engines: the tiny local model real vLLM serves on CPU, and the engine image.",
     invoke_without_command=True,
     callback=help_when_bare,
 )
@@ -36,6 +40,69 @@ def tiny_model(
     path = build_tiny_model(out_dir, seed=seed)
     err_console.print(f"tiny model (seed {seed}) written to {path}", highlight=False)
     typer.echo(str(path))
+
+
+@engine_app.command("image")
+@user_errors
+def image(
+    tag: Annotated[
+        str, typer.Argument(help="Image name and tag to create, e.g. stallkit/engine:base.")
+    ],
+    policy: Annotated[
+        str, typer.Option(help="Scheduler policy the image runs: base (the fork) or fix.")
+    ] = "base",
+    engine: Annotated[
+        str,
+        typer.Option(help="What the image serves: sim (the simulator) or patched (vLLM + plugin)."),
+    ] = "sim",
+    cache_dir: Annotated[
+        Path,
+        typer.Option(
+            envvar="STALLKIT_IMAGE_CACHE",
+            help="Where the Debian root file system is cached (built once, ~1 min).",
+        ),
+    ] = DEFAULT_IMAGE_CACHE,
+    mirror: Annotated[
+        str | None, typer.Option(help="Debian mirror for debootstrap (default: apt's).")
+    ] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="Docker host (DOCKER_HOST URL) to import the image into.")
+    ] = None,
+    tree: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the image's engine package (with this policy) to TREE/engine instead "
+            "of building: a source tree for --overlay TREE/engine:/opt/stallkit/engine."
+        ),
+    ] = None,
+) -> None:
+    """Build the engine image offline, from a Debian root file system and this Python.
+
+    The image's entrypoint reads the fork's launch profile from the environment (PROFILE,
+    PORT, TP, MAX_NUM_SEQS, KV_CACHE_MEMORY_BYTES, PREFILL_COMPUTE_SHARE, CACHE_MODE,
+    LMCACHE_*), so a kit's engine.env table drives it as it drives the fork's images. Base and
+    fix images come from this one recipe. Needs root, debootstrap and a docker daemon.
+    """
+    from engine.errors import EngineError
+    from engine.image.recipe import IMAGE_LIB, ImageRecipe, build_image, stage_package
+
+    if policy not in ("base", "fix") or engine not in ("sim", "patched"):
+        raise EngineError(
+            f"unknown policy {policy!r} or engine {engine!r}",
+            "use --policy base|fix and --engine sim|patched",
+        )
+    if tree is not None:
+        path = stage_package(tree, policy, engine)
+        err_console.print(f"overlay with --overlay {path}:{IMAGE_LIB}/engine", highlight=False)
+        typer.echo(str(path))
+        return
+    recipe = ImageRecipe(tag, policy, engine, cache_dir, mirror, docker_host)
+    took_s = build_image(recipe)
+    err_console.print(
+        f"image {tag} (policy {policy}, engine {engine}) built in {took_s:.1f} s",
+        highlight=False,
+    )
+    typer.echo(tag)
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,38 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 KITS_DIR = Path(__file__).parent / "kits"
 
 
+class DockerHost(BaseModel):
+    """Where an image arm runs: a docker host, and how its engine and GPU telemetry are reached."""
+
+    model_config = _FROZEN
+    docker_host: str = Field(
+        "",
+        description="DOCKER_HOST URL (unix://, tcp://, ssh://user@gpu-box) or a docker context name; empty: the default",
+    )
+    host_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="loopback port the engine is reached on (forwarded from a remote host); 0: a free one",
+    )
+    dcgm_url: str = Field(
+        "",
+        description="the host's DCGM exporter as reached from here; {engine_url} is replaced; empty: the kit's GPUs",
+    )
+
+    @field_validator("docker_host")
+    @classmethod
+    def _host_form(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if sep and (scheme not in ("unix", "tcp", "ssh", "fd", "npipe") or not rest):
+            raise ValueError(
+                f"docker_host {value!r}: use unix://, tcp:// or ssh://, or a context name"
+            )
+        if not sep and value and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", value):
+            raise ValueError(f"docker_host {value!r} is neither a URL nor a context name")
+        return value
+
+
 class EngineProfile(BaseModel):
     """How to start a real engine (docker image or local vLLM) for an arm."""
 
@@ -45,6 +77,23 @@ class EngineProfile(BaseModel):
         True, description="docker --ipc=host (NCCL between tensor-parallel ranks)"
     )
     docker_args: list[str] = Field(default_factory=list, description="extra `docker run` arguments")
+    network: str = Field(
+        "",
+        description="docker --network; `host`: no --publish, the engine listens on a free loopback port",
+    )
+    time_scale: float = Field(
+        1.0,
+        gt=0,
+        le=10_000,
+        description="engine seconds per wall second of image arms: 1 for real engines; a simulator image runs at this scale",
+    )
+    host: DockerHost = Field(
+        default_factory=DockerHost, description="the docker host of image arms"
+    )
+    arm_hosts: dict[str, DockerHost] = Field(
+        default_factory=dict,
+        description="per-arm docker hosts (arm name -> host), e.g. base on one box and fix on another",
+    )
     engine_args: list[str] = Field(
         default_factory=list,
         description="arguments after the image, or to `vllm serve` for vllm: arms",
@@ -58,6 +107,10 @@ class EngineProfile(BaseModel):
     def gpus_for(self, arm: str) -> list[int]:
         """The GPUs an arm runs on."""
         return self.arm_gpus.get(arm, self.gpus)
+
+    def host_for(self, arm: str) -> DockerHost:
+        """The docker host an image arm runs on."""
+        return self.arm_hosts.get(arm, self.host)
 
     def engine_args_for(self, arm: str) -> list[str]:
         """The engine arguments of an arm: the shared ones, then the arm's own."""

@@ -46,8 +46,11 @@ class TimeBase:
 
 
 def time_scale(spec: EngineSpec, kit: Kit) -> float:
-    """Engine seconds per wall second for an arm: the kit's for the simulator, else 1."""
-    return kit.sim.time_scale if spec.kind == "sim" else 1.0
+    """Engine seconds per wall second for an arm: the kit's for the simulator and for images
+    (1 unless a simulator image runs faster), else 1."""
+    if spec.kind == "sim":
+        return kit.sim.time_scale
+    return kit.engine.time_scale if spec.kind == "docker" else 1.0
 
 
 def duration_unit(model: type[BaseModel], name: str) -> Unit | None:
@@ -97,17 +100,24 @@ def make_launcher(
         return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
     if spec.kind == "patched":
         return _patched_launcher(arm, spec, kit, arm_dir, log_path)
+    host = kit.engine.host_for(arm)
+    env = dict(kit.engine.env)
+    if kit.engine.time_scale != 1.0:
+        env["STALLKIT_TIME_SCALE"] = repr(kit.engine.time_scale)
     opts = DockerOptions(
         gpus=tuple(kit.engine.gpus_for(arm)),
-        env=dict(kit.engine.env),
+        env=env,
         container_port=kit.engine.port,
-        host_port=free_port(),
+        host_port=host.host_port or free_port(),
         shm_size=kit.engine.shm_size,
         ipc_host=kit.engine.ipc_host,
         extra_args=tuple(kit.engine.docker_args),
         engine_args=tuple(kit.engine.engine_args_for(arm)),
         overlays=tuple(overlays or ()),
         name_prefix=f"stallkit-{kit.name}-{arm}",
+        network=kit.engine.network,
+        docker_host=host.docker_host,
+        dcgm_url=host.dcgm_url,
     )
     return DockerLauncher(spec, opts, log_path)
 

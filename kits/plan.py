@@ -19,6 +19,7 @@ from engine.spec import EngineSpec, parse_spec
 from kits.alerting import Alerting
 from kits.config import Kit, load_kit
 from kits.errors import KitError
+from kits.launch import time_scale
 
 Clock = Literal["virtual", "wall"]
 #: seeds an A/B of simulator arms on the virtual clock runs when neither --seeds nor --seed is
@@ -149,8 +150,11 @@ class Plan:
         ]
         for arm in self.arms:
             gpus = self.kit.engine.gpus_for(arm.name) if arm.spec.kind == "docker" else []
-            scale = self.kit.sim.time_scale if arm.spec.kind == "sim" else 1.0
+            scale = time_scale(arm.spec, self.kit)
             clock = "virtual clock" if self.virtual(arm) else f"wall clock, time scale {scale:g}"
+            host = self.kit.engine.host_for(arm.name).docker_host
+            if arm.spec.kind == "docker" and host:
+                clock += f"; docker host {host}"
             lines.append(
                 f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; {clock})"
             )
@@ -168,17 +172,18 @@ class Plan:
 
 
 def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:
-    seen: dict[int, str] = {}
+    seen: dict[tuple[str, int], str] = {}
     for name, spec in specs.items():
         if spec.kind != "docker":
             continue
+        host = kit.engine.host_for(name).docker_host  # GPUs of different hosts never clash
         for gpu in kit.engine.gpus_for(name):
-            if gpu in seen:
+            if (host, gpu) in seen:
                 raise KitError(
-                    f"--parallel refused: arms {seen[gpu]} and {name} both use GPU {gpu}",
+                    f"--parallel refused: arms {seen[host, gpu]} and {name} both use GPU {gpu}",
                     "give the arms disjoint sets with [engine.arm_gpus] in the kit, or run sequentially",
                 )
-            seen[gpu] = name
+            seen[host, gpu] = name
 
 
 def _seeds_text(seeds: list[int]) -> str:

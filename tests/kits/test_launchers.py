@@ -1,7 +1,8 @@
 """Launchers against real processes: the simulator child, and docker through a fake CLI.
 
-No docker engine runs here, so a fake `docker` first on PATH records its arguments and runs
-the simulator as the container; the argument forms checked are those of the real CLI.
+The fake `docker` first on PATH records its arguments and runs the simulator as the
+container, so the argument forms (GPU flags included, which no machine here can honour) are
+checked without a docker engine; tests/docker runs the launcher against a real one.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import httpx
 import psutil
 import pytest
 
-from engine.docker import DockerLauncher, DockerOptions, Overlay, docker_run_argv
+from engine.docker import DockerLauncher, DockerOptions, Overlay, docker_cli, docker_run_argv
 from engine.errors import EngineError
 from engine.launcher import free_port
 from engine.simproc import SimLauncher, dump_toml
 from engine.spec import parse_spec
+from kits.config import load_kit
+from kits.errors import KitError
+from kits.launch import make_launcher, time_scale
 
 
 def _calls(state: Path) -> list[list[str]]:
@@ -139,3 +143,74 @@ def test_dump_toml_round_trips() -> None:
         "cost": {"k": 2.5, "inner": {"z": 1}},
     }
     assert tomllib.loads(dump_toml(data)) == data
+
+
+def test_host_network_tells_the_engine_its_loopback_port_and_publishes_nothing() -> None:
+    opts = DockerOptions(
+        env={"PORT": "8000", "TP": "2"}, host_port=18001, network="host", gpus=(0,)
+    )
+    argv = docker_run_argv("registry/fork:base", "stallkit-x", opts)
+    assert "--publish" not in argv
+    assert argv[argv.index("--network") + 1] == "host"
+    envs = [argv[i + 1] for i, a in enumerate(argv) if a == "--env"]
+    # the kit's PORT is the container's; on the host network the engine takes the free one
+    assert envs == ["PORT=18001", "TP=2", "HOST=127.0.0.1"]
+    assert argv[argv.index("--gpus") + 1] == '"device=0"'
+
+
+def test_docker_cli_names_the_host_or_context() -> None:
+    assert docker_cli("") == ["docker"]
+    assert docker_cli("ssh://me@gpu-box") == ["docker", "--host", "ssh://me@gpu-box"]
+    assert docker_cli("unix:///tmp/d.sock") == ["docker", "--host", "unix:///tmp/d.sock"]
+    assert docker_cli("gpu-box") == ["docker", "--context", "gpu-box"]
+
+
+def test_kit_docker_hosts_per_arm_reach_the_launcher(tmp_path: Path) -> None:
+    kit = load_kit(
+        "restore-stall",
+        {
+            "engine.host": {"docker_host": "unix:///tmp/a.sock"},
+            "engine.arm_hosts": {
+                "fix": {
+                    "docker_host": "ssh://me@gpu-box",
+                    "host_port": 18080,
+                    "dcgm_url": "http://127.0.0.1:19400/metrics",
+                }
+            },
+            "engine.network": "host",
+            "engine.time_scale": 60.0,
+        },
+    )
+    spec = parse_spec("registry/fork:base")
+    base = make_launcher("base", spec, kit, tmp_path / "base")
+    fix = make_launcher("fix", spec, kit, tmp_path / "fix", [Overlay(tmp_path, "/opt/x")])
+    assert isinstance(base, DockerLauncher) and isinstance(fix, DockerLauncher)
+    assert base.opts.docker_host == "unix:///tmp/a.sock"
+    assert fix.opts.docker_host == "ssh://me@gpu-box"
+    assert fix.url == "http://127.0.0.1:18080"
+    assert fix.gpu_source == "dcgm:http://127.0.0.1:19400/metrics"
+    assert base.gpu_source in ("nvml:0,1", "smi:0,1")  # the kit's GPUs, no DCGM URL
+    # a simulator image runs at the kit's scale
+    assert fix.opts.overlays == (Overlay(tmp_path, "/opt/x"),)
+    assert fix.opts.env["STALLKIT_TIME_SCALE"] == "60.0"
+    assert time_scale(spec, kit) == 60.0
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["http://gpu-box:2375", "ssh://", "not a context"],
+)
+def test_bad_docker_host_is_a_kit_error(host: str) -> None:
+    with pytest.raises(KitError, match=r"engine\.host\.docker_host"):
+        load_kit("restore-stall", {"engine.host": {"docker_host": host}})
+
+
+def test_parallel_arms_on_different_hosts_may_use_the_same_gpu_indices(tmp_path: Path) -> None:
+    from kits.ab import Plan
+
+    hosts = {"base": {"docker_host": "unix:///tmp/a.sock"}, "fix": {"docker_host": "gpu-box"}}
+    specs = {"base": "registry/fork:base", "fix": "registry/fork:fix"}
+    plan = Plan.build("restore-stall", specs, tmp_path / "a", {"engine.arm_hosts": hosts}, [], True)
+    assert plan.parallel
+    with pytest.raises(KitError, match="both use GPU 0"):
+        Plan.build("restore-stall", specs, tmp_path / "b", {}, [], True)

@@ -51,3 +51,35 @@ def test_workflow_ab_command_parses(tmp_path: Path) -> None:
     assert "base: registry.example/fork:base (docker; gpus [0, 1]" in result.output
     assert "fix: registry.example/fork:fix (docker" in result.output
     assert not (tmp_path / "nightly").exists(), "a dry run starts and writes nothing"
+
+
+def test_remote_docker_host_step_writes_a_kit_that_targets_it(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    from kits.config import load_kit
+
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    (step,) = [s for s in doc["jobs"]["ab"]["steps"] if s.get("name") == "Remote docker host"]
+    assert "ENGINE_DOCKER_HOST" in step["if"]
+    job_env = doc["jobs"]["ab"]["env"]
+    env = dict(os.environ)
+    env.update(
+        KIT="restore-stall",
+        ENGINE_DOCKER_HOST="tcp://127.0.0.1:2375",  # not ssh://: no tunnel is opened
+        ENGINE_PORT=job_env["ENGINE_PORT"],
+        DCGM_PORT=job_env["DCGM_PORT"],
+        RUNNER_TEMP=str(tmp_path),
+        GITHUB_ENV=str(tmp_path / "github-env"),
+    )
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env=env, cwd=WORKFLOW.parents[2], check=False
+    )
+    assert done.returncode == 0
+    kit_line = (tmp_path / "github-env").read_text().strip()
+    assert kit_line == f"KIT={tmp_path / 'remote-kit.toml'}"
+    kit = load_kit(kit_line.removeprefix("KIT="))
+    assert kit.name == "restore-stall"
+    assert kit.engine.host.docker_host == "tcp://127.0.0.1:2375"
+    assert kit.engine.host.host_port == 18000
+    assert kit.engine.host.dcgm_url == "http://127.0.0.1:19400/metrics"

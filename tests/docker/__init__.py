@@ -1,0 +1,1 @@
+"""Tests against real docker daemons."""

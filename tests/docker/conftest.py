@@ -1,0 +1,68 @@
+"""Fixtures for the docker tests: two private docker daemons and the engine images.
+
+The daemons are the ones CI started (STALLKIT_DOCKER_HOSTS, two DOCKER_HOST URLs) when they
+answer, else two this session starts and stops itself; where none can start, every docker
+test is skipped with the reason. The engine images are built once per session (the Debian
+root file system is cached in STALLKIT_IMAGE_CACHE, else the user's cache directory).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.docker import daemon
+from tests.docker.docker_support import IMAGE, DockerHosts, Images, remove_ours
+
+
+@pytest.fixture(scope="session")
+def docker_hosts() -> Iterator[DockerHosts]:
+    given = os.environ.get("STALLKIT_DOCKER_HOSTS", "").split()
+    if len(given) >= 2 and all(daemon.answers(h) for h in given[:2]):
+        yield DockerHosts(given[0], given[1])
+        return
+    # short: containerd's sockets live under the exec root, and unix paths are short
+    base = Path(tempfile.mkdtemp(prefix="skd-", dir="/tmp"))
+    try:
+        try:
+            urls = [daemon.start(base / name) for name in ("a", "b")]
+        except daemon.DaemonUnavailable as exc:
+            pytest.skip(f"no docker daemon can start here: {exc}")
+        yield DockerHosts(urls[0], urls[1])
+    finally:
+        # a daemon takes seconds to shut down and its files to delete: both at once
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(daemon.remove, [base / "a", base / "b"]))
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def engine_images(docker_hosts: DockerHosts) -> Images:
+    from engine.image.recipe import ImageRecipe, build_image
+
+    if shutil.which("debootstrap") is None:
+        pytest.skip("debootstrap is not installed (apt-get install debootstrap)")
+    default_cache = Path.home() / ".cache" / "stallkit" / "image"
+    cache = Path(os.environ.get("STALLKIT_IMAGE_CACHE", default_cache))
+    took: dict[str, float] = {}
+    # the base image on host a, the fix image on host b (the fix arm of --parallel runs there)
+    for host, label, policy in ((docker_hosts.a, "a", "base"), (docker_hosts.b, "b", "fix")):
+        recipe = ImageRecipe(f"{IMAGE}:{policy}", policy, cache_dir=cache, docker_host=host)
+        took[f"{policy}@{label}"] = build_image(recipe)
+    return Images(f"{IMAGE}:base", f"{IMAGE}:fix", took)
+
+
+@pytest.fixture(autouse=True)
+def _no_container_outlives_a_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a docker test, remove what it may have left, so one failure does not cascade."""
+    yield
+    if "docker_hosts" in request.fixturenames:
+        hosts: DockerHosts = request.getfixturevalue("docker_hosts")
+        remove_ours(hosts.a)
+        remove_ours(hosts.b)
