@@ -36,8 +36,9 @@ def test_kit_ab_patched_base_spins_and_is_stopped_fix_runs_clean(
     kit = load_kit("cpu-patched")
     out = tmp_path / "ab"
     args = ["ab", "--base", "patched:base", "--fix", "patched:fix", "--kit", "cpu-patched"]
-    # in parallel: the two start-ups overlap (CPU arms share no GPU)
-    args += ["--duration", "20", "--parallel", "--no-dashboard", "--out", str(out)]
+    # in parallel: the two start-ups overlap (CPU arms share no GPU); base livelocks 1-9 s into
+    # the load on an idle machine, so 40 s leaves it room on a busy one
+    args += ["--duration", "40", "--parallel", "--no-dashboard", "--out", str(out)]
     started = time.monotonic()
     result = CliRunner().invoke(app, args)
     elapsed = time.monotonic() - started
@@ -66,7 +67,7 @@ def test_kit_ab_patched_base_spins_and_is_stopped_fix_runs_clean(
         assert f"stallkit patched scheduler: policy {policy}, prefill compute share 0.9" in log
     with capsys.disabled():
         print(
-            f"\nBENCH kit ab cpu-patched (20 s): {elapsed:.0f} s wall; base stalled "
+            f"\nBENCH kit ab cpu-patched (40 s): {elapsed:.0f} s wall; base stalled "
             f"{started_at['onset']:.1f} s in, {late_s:.1f} s to verdict; "
             f"fix {fix['turns']} turns, {fix['preemptions']} preemptions",
             flush=True,
