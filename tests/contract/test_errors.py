@@ -98,9 +98,11 @@ def test_no_role_defines_its_own_root_exception() -> None:
     # TokenizeFailed never reaches a user: the agent turns it into the turn's recorded outcome;
     # the vLLM plugin runs inside vLLM's engine core and imports nothing of the tool's
     # (vllm, prometheus_client, the standard library and the controller only), so its config
-    # error is vLLM's to report
+    # error is vLLM's to report; the engine image's entrypoint runs inside the container with
+    # the engine package alone, and turns its profile error into one line and exit 2 itself
     assert roots == [
         "contract/errors.py:StallkitError",
+        "engine/image/entrypoint.py:ProfileError",
         "engine/patched/config.py:PatchedConfigError",
         "loadgen/tokens.py:TokenizeFailed",
     ], roots
