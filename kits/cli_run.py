@@ -293,8 +293,7 @@ def report(
     result = write_reports(run_dir)
     Console().print(ab_table(result))
     stem = run_dir / result.stem
-    html = f"{stem}.html, " if result.stem == "ab" else ""
-    typer.echo(f"wrote {html}{stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
+    typer.echo(f"wrote {stem}.html, {stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
 
 
 def register(app: typer.Typer) -> None:
