@@ -164,14 +164,24 @@ class _Bundle:
         path.write_text(text, encoding="utf-8")
         self.files.append(name)
 
-    def command(self, name: str, argv: list[str], timeout_s: float) -> str | None:
-        try:
-            done = subprocess.run(
-                argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            self.errors.append(f"{argv[0]} {argv[1]}: {type(exc).__name__}: {exc}")
-            return None
+    def command(
+        self, name: str, argv: list[str], timeout_s: float, attempts: int = 1
+    ) -> str | None:
+        for attempt in range(attempts):
+            try:
+                done = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout_s,
+                    stdin=subprocess.DEVNULL,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                self.errors.append(f"{argv[0]} {argv[1]}: {type(exc).__name__}: {exc}")
+                return None
+            refused = "ermission" in (done.stderr or "")
+            if done.returncode == 0 or refused or attempt == attempts - 1:
+                break
         if done.returncode != 0:
             message = (done.stderr or done.stdout).strip().splitlines()
             self.errors.append(f"{' '.join(argv[:3])}: exit {done.returncode}: {message[-1:]}")
@@ -260,14 +270,17 @@ class ForensicsCollector:
         top: tuple[list[str], list[str]] = ([], [])
         for pid in pids:
             dump = [spy, "dump", "--pid", str(pid), "--nonblocking"]
-            got = bundle.command(f"stacks/{pid}-dump.txt", dump, timeout_s=20)
+            # a non-blocking read of a running process can meet a stack mid-change: try again
+            got = bundle.command(f"stacks/{pid}-dump.txt", dump, timeout_s=20, attempts=3)
             if got is None and bundle.errors and "ermission" in bundle.errors[-1]:
                 bundle.errors.append(PTRACE_HINT)
                 continue
             folded = bundle.out / "stacks" / f"{pid}.folded"
             record = [spy, "record", "--pid", str(pid), "--duration", f"{self._record_s:g}"]
             record += ["--rate", "200", "--format", "raw", "--nonblocking", "-o", str(folded)]
-            ran = bundle.command(f"stacks/{pid}-record.txt", record, self._record_s + 20)
+            ran = bundle.command(
+                f"stacks/{pid}-record.txt", record, self._record_s + 20, attempts=3
+            )
             if ran is not None and folded.exists():
                 bundle.files.append(f"stacks/{pid}.folded")
                 text = folded.read_text(encoding="utf-8")
