@@ -21,11 +21,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
+
 from engine.errors import EngineError
 from engine.launcher import Launcher, kill_process_group, tail_lines, wait_for_health
 from engine.spec import EngineSpec
 
 DOCKER_TIMEOUT_S = 120.0
+#: the environment variable that puts a vLLM's metrics in multiprocess mode
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,15 @@ def container_env(opts: DockerOptions) -> dict[str, str]:
     return env
 
 
+#: in engine arguments, replaced by the port the engine listens on inside the container
+PORT_PLACEHOLDER = "{port}"
+
+
+def engine_port(opts: DockerOptions) -> int:
+    """The port the engine listens on inside the container (the host's, on the host network)."""
+    return opts.host_port if opts.network == "host" else opts.container_port
+
+
 def docker_run_argv(image: str, name: str, opts: DockerOptions) -> list[str]:
     """The `docker run` argument list for an image (pure; tested for the real CLI's forms)."""
     argv = ["docker", "run", "--detach", "--name", name, "--label", "stallkit=1"]
@@ -110,21 +123,29 @@ def docker_run_argv(image: str, name: str, opts: DockerOptions) -> list[str]:
         argv += ["--volume", f"{overlay.source}:{overlay.dest}:ro"]
     argv += list(opts.extra_args)
     argv.append(image)
-    argv += list(opts.engine_args)
+    # an image whose entrypoint is the engine itself (vLLM's `vllm serve`) takes its port as
+    # an argument, not from the PORT variable: `--port {port}`
+    port = str(engine_port(opts))
+    argv += [a.replace(PORT_PLACEHOLDER, port) for a in opts.engine_args]
     return argv
 
 
-#: a container's cgroup v2 CPU account, as seen inside it
+#: a container's CPU account as seen inside it: cgroup v2's, and cgroup v1's (nanoseconds)
 CPU_STAT_PATH = "/sys/fs/cgroup/cpu.stat"
+CPUACCT_USAGE_PATH = "/sys/fs/cgroup/cpuacct/cpuacct.usage"
 CPU_STAT_TIMEOUT_S = 5.0
 
 
 def parse_cpu_stat(text: str) -> float | None:
-    """CPU seconds from a cgroup v2 `cpu.stat` (its `usage_usec` line), None if absent."""
+    """CPU seconds from a cgroup v2 `cpu.stat` (its `usage_usec` line), or from a cgroup v1
+    `cpuacct.usage` (one number of nanoseconds); None if neither is there."""
     for line in text.splitlines():
         key, _, value = line.partition(" ")
         if key == "usage_usec" and value.strip().isdigit():
             return int(value) / 1e6
+    for line in text.splitlines():
+        if line.strip().isdigit():
+            return int(line) / 1e9
     return None
 
 
@@ -241,8 +262,9 @@ class DockerLauncher(Launcher):
         return self._dead_reason() if self._started else None
 
     def cpu_argv(self) -> list[str]:
-        """The `docker` arguments that read the container's CPU account (cgroup v2)."""
-        return ["exec", self.name, "cat", CPU_STAT_PATH]
+        """The `docker` arguments that read the container's CPU account (cgroup v2 or v1:
+        `cat` prints the one that exists and fails on the other)."""
+        return ["exec", self.name, "cat", CPU_STAT_PATH, CPUACCT_USAGE_PATH]
 
     def cpu_seconds(self) -> float | None:
         """CPU seconds the container has used, from its own cgroup; None when unreadable."""
@@ -252,7 +274,8 @@ class DockerLauncher(Launcher):
             result = self._docker(self.cpu_argv(), timeout_s=CPU_STAT_TIMEOUT_S)
         except EngineError:
             return None
-        return parse_cpu_stat(result.stdout) if result.returncode == 0 else None
+        # `cat` exits 1 for the account the host's cgroup version lacks: read what it printed
+        return parse_cpu_stat(result.stdout)
 
     def wait_healthy(self, timeout_s: float) -> None:
         last_check = [0.0]
@@ -268,6 +291,27 @@ class DockerLauncher(Launcher):
             return reason
 
         wait_for_health(self.url, timeout_s, alive, self.log_path, f"container {self.name}")
+        if MULTIPROC_ENV in self.opts.env:
+            self._first_request(timeout_s)
+
+    def _first_request(self, timeout_s: float) -> None:
+        """Serve one 1-token completion, so that the engine's gauges appear on /metrics.
+
+        With PROMETHEUS_MULTIPROC_DIR set (a vLLM whose engine-core process exports metrics,
+        such as the patched scheduler), a gauge appears on the page only once it is set, and
+        vLLM sets its scheduler gauges only when it records a step: until then the monitor
+        would find no vLLM signals.
+        """
+        try:
+            with httpx.Client(base_url=self.url, timeout=timeout_s) as client:
+                model = client.get("/v1/models").json()["data"][0]["id"]
+                body = {"model": model, "prompt": "warm up", "max_tokens": 1}
+                client.post("/v1/completions", json=body).raise_for_status()
+        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+            raise EngineError(
+                f"container {self.name} did not serve its first request: {exc}",
+                f"see {self.log_path}",
+            ) from None
 
     def _drain_logs(self) -> None:
         """Let the log follower write the dead container's last lines before they are read."""

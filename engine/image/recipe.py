@@ -301,8 +301,11 @@ def _check_daemon(docker_host: str | None) -> None:
         )
 
 
-def _docker_import(recipe: ImageRecipe, rootfs: Path, files: Mapping[str, Path]) -> None:
-    argv = _import_argv(recipe)
+def _docker_import(
+    recipe: ImageRecipe, rootfs: Path, files: Mapping[str, Path], argv: list[str] | None = None
+) -> None:
+    """Stream the root file system and `files` into `docker import` (`argv`: the recipe's)."""
+    argv = argv or _import_argv(recipe)
     with tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.Popen(

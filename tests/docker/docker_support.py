@@ -12,6 +12,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "stallkit-test/engine"
+STOCK_IMAGE = "stallkit-test/vllm-stock:0.32"
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,15 @@ class Images:
     base: str
     fix: str
     build_s: dict[str, float]
+
+
+@dataclass(frozen=True)
+class StockImage:
+    """The stock-like vLLM image, the venv a run mounts into it, and what building it took."""
+
+    tag: str
+    venv: Path
+    build_s: float
 
 
 def ours(docker_host: str) -> list[str]:

@@ -57,6 +57,8 @@ def test_container_cpu_is_read_from_its_cgroup(fake_docker: Path, tmp_path: Path
 
     assert parse_cpu_stat("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n") == 2.5
     assert parse_cpu_stat("user_usec 1\n") is None
+    # cgroup v1: cpuacct.usage in nanoseconds (cat's error for the missing cpu.stat is on stderr)
+    assert parse_cpu_stat("26298626\n") == 0.026298626
     kit = load_kit("gpu-patched-docker")
     launcher = make_launcher("base", parse_spec(IMAGE), kit, tmp_path / "base")
     assert isinstance(launcher, DockerLauncher)
@@ -69,4 +71,58 @@ def test_container_cpu_is_read_from_its_cgroup(fake_docker: Path, tmp_path: Path
     finally:
         launcher.stop()
     calls = [json.loads(line) for line in (fake_docker / "calls.jsonl").read_text().splitlines()]
-    assert ["exec", launcher.name, "cat", "/sys/fs/cgroup/cpu.stat"] in calls
+    cpu_files = ["/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage"]
+    assert ["exec", launcher.name, "cat", *cpu_files] in calls
+
+
+def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: Path) -> None:
+    # the arguments the real-container test (tests/docker) runs, checked exactly, per arm
+    from engine.docker import docker_run_argv
+
+    kit = load_kit("cpu-patched-docker")
+    overlays = [
+        Overlay.parse(f"{REPO / 'engine'}:/opt/stallkit/engine"),
+        Overlay.parse(f"{tmp_path}:/models/tiny"),
+    ]
+    for arm in ("base", "fix"):
+        launcher = make_launcher(arm, parse_spec(IMAGE), kit, tmp_path / arm, overlays)
+        assert isinstance(launcher, DockerLauncher)
+        run = docker_run_argv(IMAGE, launcher.name, launcher.opts)
+        assert run[run.index("--network") + 1] == "host" and "--publish" not in run
+        assert "--gpus" not in run and "--ipc=host" not in run
+        assert f"{REPO / 'engine'}:/opt/stallkit/engine:ro" in run
+        assert f"{tmp_path}:/models/tiny:ro" in run
+        port = launcher.opts.host_port
+        assert launcher.url == f"http://127.0.0.1:{port}"
+        env = dict(run[i + 1].split("=", 1) for i, a in enumerate(run) if a == "--env")
+        assert env["PYTHONPATH"] == "/opt/stallkit"
+        assert env["PROMETHEUS_MULTIPROC_DIR"] == "/tmp/stallkit-prometheus"
+        assert run[run.index("--tmpfs") + 1] == "/tmp/stallkit-prometheus"
+        after_image = run[run.index(IMAGE) + 1 :]
+        # vLLM's own server takes its port as an argument: `{port}` is the engine's port
+        assert after_image[after_image.index("--port") + 1] == str(port)
+        assert after_image[after_image.index("--host") + 1] == "127.0.0.1"
+        assert after_image[after_image.index("--model") + 1] == "/models/tiny"
+        assert after_image[after_image.index("--dtype") + 1] == "float32"
+        assert "--enforce-eager" in after_image and "--no-async-scheduling" in after_image
+        cls = after_image[after_image.index("--scheduler-cls") + 1]
+        assert cls == "engine.patched.scheduler.PatchedScheduler"
+        config = json.loads(after_image[after_image.index("--additional-config") + 1])
+        assert config == {"patched_scheduler": {"policy": arm, "prefill_compute_share": 0.9}}
+    # the sizes are the cpu-patched kit's (the one real vLLM on CPU livelocks with)
+    local = load_kit("cpu-patched")
+    assert kit.load == local.load and kit.monitor == local.monitor
+    shared = after_image[after_image.index("--enforce-eager") :]
+    for flag in ("--max-num-seqs", "--block-size", "--num-gpu-blocks-override", "--max-model-len"):
+        local_args = local.engine.engine_args
+        assert shared[shared.index(flag) + 1] == local_args[local_args.index(flag) + 1], flag
+
+
+def test_port_placeholder_is_the_port_the_engine_listens_on() -> None:
+    from engine.docker import DockerOptions, docker_run_argv
+
+    args = ("--port", "{port}", '{"a":{"port":1}}')
+    published = DockerOptions(container_port=9000, host_port=18000, engine_args=args)
+    assert docker_run_argv("img", "n", published)[-3:] == ["--port", "9000", '{"a":{"port":1}}']
+    host = DockerOptions(network="host", container_port=9000, host_port=18000, engine_args=args)
+    assert docker_run_argv("img", "n", host)[-3:] == ["--port", "18000", '{"a":{"port":1}}']
