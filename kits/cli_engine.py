@@ -75,6 +75,15 @@ def image(
             "of building: a source tree for --overlay TREE/engine:/opt/stallkit/engine."
         ),
     ] = None,
+    stock_vllm: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="VENV",
+            help="Build a stand-in for a stock vLLM image instead: vLLM's OpenAI server as the "
+            "entrypoint, no stallkit, vLLM from the virtual environment VENV (run it with "
+            "--overlay VENV:VENV, and the plugin with --overlay ./engine:/opt/stallkit/engine).",
+        ),
+    ] = None,
 ) -> None:
     """Build the engine image offline, from a Debian root file system and this Python.
 
@@ -86,6 +95,14 @@ def image(
     from engine.errors import EngineError
     from engine.image.recipe import IMAGE_LIB, ImageRecipe, build_image, stage_package
 
+    if stock_vllm is not None:
+        from engine.image.stock import StockRecipe, build_stock_image
+
+        stock = StockRecipe(tag, stock_vllm.resolve(), cache_dir, mirror, docker_host)
+        took_s = build_stock_image(stock)
+        err_console.print(f"image {tag} (stock vLLM) built in {took_s:.1f} s", highlight=False)
+        typer.echo(tag)
+        return
     if policy not in ("base", "fix") or engine not in ("sim", "patched"):
         raise EngineError(
             f"unknown policy {policy!r} or engine {engine!r}",

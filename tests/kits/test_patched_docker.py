@@ -47,6 +47,7 @@ def test_both_arms_run_the_plugin_in_one_stock_image(fake_docker: Path, tmp_path
         cls = after_image[after_image.index("--scheduler-cls") + 1]
         assert cls == "engine.patched.scheduler.AsyncPatchedScheduler"
         assert "--async-scheduling" in after_image
+        assert after_image[after_image.index("--port") + 1] == "8000"
         config = json.loads(after_image[after_image.index("--additional-config") + 1])
         assert config == {"patched_scheduler": {"policy": arm, "prefill_compute_share": 0.4}}
         assert run[run.index("--gpus") + 1] == '"device=0,1"'
@@ -109,6 +110,12 @@ def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: 
         assert cls == "engine.patched.scheduler.PatchedScheduler"
         config = json.loads(after_image[after_image.index("--additional-config") + 1])
         assert config == {"patched_scheduler": {"policy": arm, "prefill_compute_share": 0.9}}
+    # the plugin comes in as in the nightly job's gpu-patched-docker kit
+    gpu = load_kit("gpu-patched-docker")
+    for key in ("PYTHONPATH", "PROMETHEUS_MULTIPROC_DIR"):
+        assert kit.engine.env[key] == gpu.engine.env[key]
+    assert kit.engine.docker_args == gpu.engine.docker_args
+    assert kit.engine.arm_engine_args.keys() == gpu.engine.arm_engine_args.keys()
     # the sizes are the cpu-patched kit's (the one real vLLM on CPU livelocks with)
     local = load_kit("cpu-patched")
     assert kit.load == local.load and kit.monitor == local.monitor
