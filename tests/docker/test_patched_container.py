@@ -51,7 +51,8 @@ def _python_in(image: StockImage, host: str, code: str, *mounts: str) -> subproc
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-@pytest.mark.timeout(240)
+# the first test also waits for the image build (minutes when the root fs is not cached)
+@pytest.mark.timeout(420)
 def test_the_image_carries_vllm_and_not_stallkit(
     docker_hosts: DockerHosts, stock_vllm_image: StockImage
 ) -> None:
