@@ -16,6 +16,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from contract.errors import validation_location, validation_message
+from contract.gpu import GpuSource, GpuSourceField
 from engine.sim.config import SimConfig
 from kits.errors import KitError, OverrideError
 from loadgen.config import LoadConfig
@@ -146,8 +147,8 @@ class PatchedSection(BaseModel):
 class KitMonitor(MonitorConfig):
     """The monitor's settings plus where its GPU readings come from."""
 
-    gpu_source: str = Field(
-        "auto", description="auto (the launcher's), none, nvml:0,1, smi:0,1 or dcgm:URL"
+    gpu_source: GpuSourceField = Field(
+        GpuSource("auto"), description="auto (the launcher's), none, nvml:0,1, smi:0,1 or dcgm:URL"
     )
 
 

@@ -93,7 +93,7 @@ def make_launcher(
         return SimLauncher(spec, arm_dir, sim, kit.sim.time_scale, log_path=log_path)
     if spec.kind == "url":
         source = kit.monitor.gpu_source
-        return AttachLauncher(spec, gpu_source="none" if source == "auto" else source)
+        return AttachLauncher(spec, gpu_source=None if source.kind == "auto" else source)
     if spec.kind == "vllm":
         from engine.local import VllmLauncher
 

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
+from contract import names
 from engine.launcher import Launcher, tail_lines
 from kits.alerting import Alerting, ArmAlerting
 from kits.errors import KitError
@@ -35,12 +36,12 @@ from loadgen.run import RunFinished, run_agents
 from loadgen.summary import summarize
 from monitor.config import MonitorConfig
 from monitor.events import StopRequested
-from monitor.gpu import GpuSource, gpu_source
+from monitor.gpu import GpuReader, gpu_source
 from monitor.timeline import TimelineWriter
 from monitor.watch import watch
 
 _ENGINE_TIME_RE = re.compile(
-    r"^stallkit_sim_engine_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M
+    "^" + re.escape(names.SIM_ENGINE_TIME) + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M
 )
 
 
@@ -112,7 +113,7 @@ async def _drive(
     info: ServerInfo,
     load: LoadConfig,
     mon: MonitorConfig,
-    gpu: GpuSource,
+    gpu: GpuReader,
     view: RunView,
     scale: float,
     hooks: ArmAlerting,
@@ -207,7 +208,9 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         view.note(f"{arm.name}: starting {arm.spec.raw}")
         await asyncio.to_thread(launcher.start)
         await asyncio.to_thread(launcher.wait_healthy, kit.engine.startup_timeout_s)
-        source = kit.monitor.gpu_source if kit.monitor.gpu_source != "auto" else launcher.gpu_source
+        source = (
+            kit.monitor.gpu_source if kit.monitor.gpu_source.kind != "auto" else launcher.gpu_source
+        )
         gpu = gpu_source(source, timeout_s=mon.scrape_timeout_s)
         info = await preflight(launcher.url, load)
         view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")

@@ -17,7 +17,7 @@ from rich.console import Console
 from monitor.config import MonitorConfig
 from monitor.dashboard import Dashboard, LogLines, live_dashboard
 from monitor.events import Down, MonitorEvent, Sample, StallEnded, StallStarted, StopRequested
-from monitor.gpu import GpuSource
+from monitor.gpu import GpuReader
 from monitor.timeline import TimelineWriter
 from monitor.watch import watch
 
@@ -68,7 +68,7 @@ class _DashboardSink:
 async def run_monitor(
     url: str,
     config: MonitorConfig,
-    gpu: GpuSource,
+    gpu: GpuReader,
     *,
     out_dir: Path | None,
     duration_s: float | None = None,
