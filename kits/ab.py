@@ -23,7 +23,7 @@ from kits.config import Kit
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from kits.run import run_arm
 from kits.vclock import VirtualResult, run_virtual_arm
-from reports.ab import ABReport
+from reports import ABReport
 
 __all__ = ["DEFAULT_RUNS_DIR", "Arm", "Plan", "Result", "execute", "strict_failures"]
 
@@ -166,8 +166,7 @@ def _discard_if_unrecorded(plan: Plan) -> bool:
 
 def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) -> Result:
     """Run every arm over every seed, then write and print the reports. Engines always stop."""
-    from reports.view import ab_table
-    from reports.write import write_reports
+    from reports import ab_table, write_reports
 
     console = console or Console()
     plan.out_dir.mkdir(parents=True, exist_ok=True)

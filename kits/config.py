@@ -17,10 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from contract.errors import validation_location, validation_message
 from contract.gpu import GpuSource, GpuSourceField
-from engine.sim.config import SimConfig
+from engine import SimConfig
 from kits.errors import KitError, OverrideError
-from loadgen.config import LoadConfig
-from monitor.config import MonitorConfig
+from loadgen import LoadConfig
+from monitor import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: the kits shipped in the package

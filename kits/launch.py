@@ -16,13 +16,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from engine.attach import AttachLauncher
-from engine.docker import DockerLauncher, DockerOptions, Overlay
-from engine.launcher import Launcher, free_port
-from engine.spec import EngineSpec
+from engine import (
+    AttachLauncher,
+    DockerLauncher,
+    DockerOptions,
+    EngineSpec,
+    Launcher,
+    Overlay,
+    free_port,
+)
 from kits.config import Kit
-from loadgen.config import LoadConfig
-from monitor.config import MonitorConfig
+from loadgen import LoadConfig
+from monitor import MonitorConfig
 
 #: the monitor never scrapes more often than this (wall seconds)
 MIN_INTERVAL_S = 0.05
@@ -87,7 +92,7 @@ def make_launcher(
     """The launcher for one arm; logs go to `arm_dir/engine.log`."""
     log_path = arm_dir / "engine.log"
     if spec.kind == "sim":
-        from engine.simproc import SimLauncher
+        from engine import SimLauncher
 
         sim = kit.sim.engine.model_dump(mode="json", exclude={"policy"})
         return SimLauncher(spec, arm_dir, sim, kit.sim.time_scale, log_path=log_path)
@@ -95,7 +100,7 @@ def make_launcher(
         source = kit.monitor.gpu_source
         return AttachLauncher(spec, gpu_source=None if source.kind == "auto" else source)
     if spec.kind == "vllm":
-        from engine.local import VllmLauncher
+        from engine import VllmLauncher
 
         return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
     if spec.kind == "patched":
@@ -126,8 +131,7 @@ def _patched_launcher(
     arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, log_path: Path
 ) -> Launcher:
     """A local vLLM with the patched scheduler: the kit's model, share and engine arguments."""
-    from engine.patched.config import PatchedConfig
-    from engine.patched.launch import PatchedLauncher, PatchedOptions, resolve_model
+    from engine import PatchedConfig, PatchedLauncher, PatchedOptions, resolve_model
 
     gpus = kit.engine.gpus_for(arm)
     section = kit.patched

@@ -23,21 +23,15 @@ import httpx
 from rich.console import Console
 
 from contract import names
-from engine.launcher import Launcher, tail_lines
+from engine import Launcher, tail_lines
 from kits.alerting import Alerting, ArmAlerting
 from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
 from kits.plan import Arm, Plan
 from kits.view import RunView
-from loadgen.config import LoadConfig
+from loadgen import LoadConfig, RunFinished, read_records, run_agents, summarize
 from loadgen.preflight import ServerInfo, preflight
-from loadgen.records import read_records
-from loadgen.run import RunFinished, run_agents
-from loadgen.summary import summarize
-from monitor.config import MonitorConfig
-from monitor.events import StopRequested
-from monitor.gpu import GpuReader, gpu_source
-from monitor.timeline import TimelineWriter
+from monitor import GpuReader, MonitorConfig, StopRequested, TimelineWriter, gpu_source
 from monitor.watch import watch
 
 _ENGINE_TIME_RE = re.compile(

@@ -25,20 +25,35 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from engine.sim.config import SimConfig
+from engine import SimConfig
 from engine.sim.core import EngineStats, SimEngine, SimRequestError, output_words
 from engine.sim.metrics import FINISH_REASONS
 from kits.config import Kit
-from loadgen.agent import Action, AgentMachine, Send, Wait
-from loadgen.config import LoadConfig
-from loadgen.records import TURNS_FILE, Outcome, RecordWriter, TurnRecord
-from loadgen.summary import summarize
-from monitor.config import MonitorConfig
-from monitor.detector import StallDetector
-from monitor.events import GpuReading, MonitorEvent, Sample, StallStarted, StopRequested
-from monitor.parse import EngineMetrics, MetricsSnapshot
-from monitor.rates import snapshot_deltas
-from monitor.timeline import TimelineWriter
+from loadgen import (
+    TURNS_FILE,
+    Action,
+    AgentMachine,
+    LoadConfig,
+    Outcome,
+    RecordWriter,
+    Send,
+    TurnRecord,
+    Wait,
+    summarize,
+)
+from monitor import (
+    EngineMetrics,
+    GpuReading,
+    MetricsSnapshot,
+    MonitorConfig,
+    MonitorEvent,
+    Sample,
+    StallDetector,
+    StallStarted,
+    StopRequested,
+    TimelineWriter,
+    snapshot_deltas,
+)
 
 __all__ = ["VirtualResult", "run_virtual_arm", "snapshot_of"]
 
@@ -365,6 +380,6 @@ def run_virtual_arm(
 
 
 def _records(arm_dir: Path) -> list[TurnRecord]:
-    from loadgen.records import read_records
+    from loadgen import read_records
 
     return read_records(arm_dir / TURNS_FILE)
