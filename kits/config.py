@@ -16,7 +16,7 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from contract.errors import validation_location, validation_message
-from contract.gpu import GpuSource, GpuSourceField
+from contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from engine import SimConfig
 from kits.errors import KitError, OverrideError
 from loadgen import LoadConfig
@@ -45,6 +45,17 @@ class DockerHost(BaseModel):
         "",
         description="the host's DCGM exporter as reached from here; {engine_url} is replaced; empty: the kit's GPUs",
     )
+
+    @field_validator("dcgm_url")
+    @classmethod
+    def _dcgm_form(cls, value: str) -> str:
+        # checked here, not when the engine is already up and the monitor asks for it
+        if value:
+            try:
+                GpuSource("dcgm", url=value.replace("{engine_url}", "http://127.0.0.1:1"))
+            except GpuSourceError as exc:
+                raise ValueError(f"{exc.message} ({exc.hint})") from None
+        return value
 
     @field_validator("docker_host")
     @classmethod

@@ -122,3 +122,10 @@ def test_kit_monitor_rejects_a_bad_gpu_source_in_one_line(bad: str) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
     assert repr(bad) in lines[0] and "nvml:0,1" in lines[0]
+
+
+def test_a_kits_dcgm_url_is_checked_when_the_kit_loads() -> None:
+    good = {"engine.host": {"dcgm_url": "{engine_url}/dcgm/metrics"}}
+    assert load_kit("cpu-smoke", good).engine.host.dcgm_url == "{engine_url}/dcgm/metrics"
+    with pytest.raises(KitError, match="dcgm needs an http"):
+        load_kit("cpu-smoke", {"engine.host": {"dcgm_url": "ftp://gpu-box:9400/metrics"}})
