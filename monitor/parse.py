@@ -43,12 +43,6 @@ for _name, _target in _FAMILIES.items():
 # engine steps: the iteration-tokens histogram's count (older pages drop the `_total`)
 for _name in (names.ITERATION_TOKENS, names.bare(names.ITERATION_TOKENS)):
     _SAMPLES[names.sample(_name, "count")] = ("iterations", "")
-
-#: Families only the scheduler fork exports; absent from upstream vLLM's golden list. The step
-#: counter comes from the patched scheduler plugin (the fork's own images do not export it).
-FORK_ONLY_FAMILIES = names.FORK_FAMILIES
-#: The exported family names (as a server declares them) that the monitor reads.
-READ_FAMILIES = names.MONITOR_FAMILIES
 _PREFIXES = tuple(_SAMPLES)
 
 

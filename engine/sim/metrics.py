@@ -4,8 +4,9 @@
 iteration sizes, finished requests by reason, GPU busy intervals) from the driver's callbacks,
 and renders `/metrics` from those plus the core's `EngineStats`, through prometheus_client's
 exposition so the text parses with its parser. Every family carries the labels `model_name`
-and `engine` ("0"), counters end in `_total`. `CLAIMED_FAMILIES` lists the golden vLLM
-families the simulator fills (tests check it against the golden file and the served text).
+and `engine` ("0"), counters end in `_total`. `contract.names.SIM_VLLM_FAMILIES` lists the
+golden vLLM families the simulator fills (tests check it against the golden file and the
+served text).
 `/dcgm/metrics` renders `DCGM_FI_DEV_GPU_UTIL` per simulated GPU: the share of the recent
 engine time spent in steps that ran work (0 while idle, spinning or frozen).
 """
@@ -29,11 +30,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from contract import names
 from engine.sim.config import SimConfig
 from engine.sim.core import EngineStats, RequestInfo, StepResult
-
-#: Golden vLLM families (as in vllm-0.32-metric-families.txt, counters with `_total`) served here.
-CLAIMED_FAMILIES: frozenset[str] = names.SIM_VLLM_FAMILIES
-#: The fork's scheduler families (not in upstream vLLM).
-FORK_FAMILIES: frozenset[str] = names.SIM_FORK_FAMILIES
 
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                  2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
@@ -231,7 +227,7 @@ class SimMetrics:
             (names.KV_CACHE_USAGE, "KV-cache usage. 1 means 100 percent.", stats.kv_usage),
             (names.SCHEDULER_PREFILL_COMPUTE_SHARE, "Prefill's share of contended compute "
              "(0 = off).", stats.prefill_compute_share),
-            (ENGINE_TIME_FAMILY, "Simulator only: engine seconds since start.", now_s),
+            (names.SIM_ENGINE_TIME, "Simulator only: engine seconds since start.", now_s),
         ]  # fmt: skip
         counters = [
             (names.NUM_PREEMPTIONS, "Cumulative preemptions.", stats.num_preemptions),
@@ -293,10 +289,6 @@ class SimMetrics:
                 f'modelName="{self.config.model_name}",Hostname="{hostname}"}} {util}'
             )
         return ("\n".join(lines) + "\n").encode()
-
-
-#: Engine time gauge (simulator only, not a vLLM name): benchmarks read it.
-ENGINE_TIME_FAMILY = names.SIM_ENGINE_TIME
 
 
 class _Families:
