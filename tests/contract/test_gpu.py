@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from contract.gpu import SPEC_HINT, GpuSource, GpuSourceError, parse
 from engine.attach import AttachLauncher
@@ -96,6 +97,8 @@ def test_the_kit_field_is_parsed_once_and_saved_as_text() -> None:
     assert KitMonitor.model_validate(dumped["monitor"]).gpu_source == kit.monitor.gpu_source
     assert KitMonitor().gpu_source == GpuSource("auto")
     assert KitMonitor.model_json_schema()["properties"]["gpu_source"]["type"] == "string"
+    with pytest.raises(ValidationError, match="a GPU source is a string"):
+        KitMonitor.model_validate({"gpu_source": 3})
     with pytest.raises(KitError) as caught:
         load_kit("cpu-smoke", {"monitor.gpu_source": "nvml:a"})
     assert "bad GPU ids in 'nvml:a'" in caught.value.message and SPEC_HINT in caught.value.message
