@@ -9,27 +9,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from contract.ab import BundleLink
+from contract.files import FORENSICS_DIR
 
-
-class BundleLink(BaseModel):
-    """One stall's forensics bundle, for the report."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    onset_s: float = Field(description="the stall's onset, engine seconds from monitor start")
-    kind: str
-    path: str = Field(description="the bundle directory, relative to the arm directory")
-    top_frames: list[str] = Field(description="innermost frames of the hottest stack")
-    hot_leaves: list[str] = Field(
-        default_factory=list, description="busiest functions, each with its share of samples"
-    )
-    errors: int = Field(description="what could not be collected (see the manifest)")
+__all__ = ["BundleLink", "markdown_lines", "read_bundles"]
 
 
 def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
     """The arm's bundles in onset order (times scaled to engine seconds)."""
     links = []
-    for manifest in sorted((arm_dir / "forensics").glob("*/manifest.json")):
+    for manifest in sorted((arm_dir / FORENSICS_DIR).glob("*/manifest.json")):
         try:
             data = json.loads(manifest.read_text(encoding="utf-8"))
             links.append(

@@ -10,6 +10,7 @@ import pytest
 
 from reports.ab import FLAG, load_ab, to_json, to_markdown
 from reports.errors import ReportError
+from contract.timeline import SampleLine, StallStartedLine
 from reports.rundir import counter_increase, stalls_from_timeline
 from reports.write import write_reports
 
@@ -212,8 +213,8 @@ def test_counter_increase_survives_a_reset() -> None:
 
 def test_open_stall_lasts_until_the_last_event() -> None:
     events = [
-        {"type": "stall_started", "t": 5, "onset": 2, "kind": "frozen"},
-        {"type": "sample", "t": 9},
+        StallStartedLine(t=5, onset=2, kind="frozen"),
+        SampleLine(t=9),
     ]
     (stall,) = stalls_from_timeline(events, scale=2.0)
     assert (stall.start_s, stall.duration_s, stall.stopped_run) == (4.0, 14.0, False)
