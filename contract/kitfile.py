@@ -48,5 +48,7 @@ class KitFile(BaseModel):
     monitor: dict[str, Any] = Field(default_factory=dict, description="The monitor settings.")
     report: KitFileReport = Field(default_factory=KitFileReport, description="The report.")
     time_scale: float | None = Field(
-        None, description="Nominal engine seconds per wall second the arm ran at (arm copy only)."
+        None,
+        description="Nominal engine seconds per wall second the arm ran at (arm copy only).",
+        exclude_if=lambda value: value is None,  # absent from the A/B directory's copy
     )

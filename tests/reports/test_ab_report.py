@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from contract.timeline import SampleLine, StallStartedLine
 from reports.ab import FLAG, load_ab, to_json, to_markdown
 from reports.errors import ReportError
-from contract.timeline import SampleLine, StallStartedLine
 from reports.rundir import counter_increase, stalls_from_timeline
 from reports.write import write_reports
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from reports.ab import load_ab, to_json, to_markdown
 from contract.meta import ArmMeta
+from reports.ab import load_ab, to_json, to_markdown
 from reports.rundir import lag_reason
 from reports.seeds import SeedRow, fisher_less, onset_spread, verdict
 
