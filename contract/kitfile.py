@@ -8,6 +8,7 @@ adds the nominal `time_scale` it ran at; the A/B directory's copy has none.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,3 +53,10 @@ class KitFile(BaseModel):
         description="Nominal engine seconds per wall second the arm ran at (arm copy only).",
         exclude_if=lambda value: value is None,  # absent from the A/B directory's copy
     )
+
+    @classmethod
+    def of(cls, kit: Mapping[str, Any], time_scale: float | None = None) -> KitFile:
+        """kit.json of a kit's JSON dump (`time_scale`: the arm's nominal scale; None for the
+        A/B directory's copy)."""
+        body = dict(kit) | ({} if time_scale is None else {"time_scale": time_scale})
+        return cls.model_validate(body)

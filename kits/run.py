@@ -176,7 +176,7 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     arm.dir.mkdir(parents=True, exist_ok=True)
     write_json(
         arm.dir / KIT_FILE,
-        KitFile.model_validate(kit.model_dump(mode="json") | {"time_scale": scale}),
+        KitFile.of(kit.model_dump(mode="json"), scale),
     )
     meta = ArmMeta.starting(
         arm=arm.name,

@@ -321,7 +321,7 @@ def run_virtual_arm(
     mon = MonitorConfig.model_validate(mon_fields)
     write_json(
         arm_dir / KIT_FILE,
-        KitFile.model_validate(kit.model_dump(mode="json") | {"time_scale": 1.0}),
+        KitFile.of(kit.model_dump(mode="json"), 1.0),
     )
     meta = ArmMeta.starting(
         arm=arm,
