@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from contract.ab import ABFile
 from contract.files import AB_FILE, KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
+from contract.forensics import MANIFEST_FILE, BundleManifest
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
 from contract.records import TurnRecord
@@ -40,6 +41,7 @@ def run_dir_schemas() -> dict[str, dict[str, Any]]:
         SUMMARY_FILE: _schema(LoadSummary, "LoadSummary"),
         KIT_FILE: _schema(KitFile, "KitFile"),
         AB_FILE: _schema(ABFile, "ABFile"),
+        MANIFEST_FILE: _schema(BundleManifest, "BundleManifest"),
     }
 
 

@@ -16,7 +16,8 @@ from kits.cli_common import fail, user_errors
 
 SCHEMA_HELP = (
     "Print the JSON Schemas of a run directory's files (turns.jsonl, timeline.jsonl, meta.json, "
-    "summary.json, kit.json, ab.json), or write one NAME.schema.json per file with --out."
+    "summary.json, kit.json, ab.json, a forensics bundle's manifest.json), or write one "
+    "NAME.schema.json per file with --out."
 )
 
 

@@ -36,7 +36,8 @@ from typing import Literal
 import httpx
 
 from contract.files import FORENSICS_INPUTS_FILE
-from contract.jsonl import jsonl_text
+from contract.forensics import MANIFEST_FILE, BundleManifest
+from contract.jsonl import jsonl_text, write_json
 from contract.timeline import TimelineLine
 from monitor.events import MonitorEvent, StallStarted
 from monitor.onstall import onset_name
@@ -247,9 +248,14 @@ class ForensicsCollector:
             top = self._stacks(bundle)
         elif self._target.kind == "docker" and self._target.container:
             self._docker(bundle, self._target.container)
-        manifest = {**verdict, "files": sorted(bundle.files), "errors": errors}
-        manifest |= {"top_frames": top[0], "hot_leaves": top[1]}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        manifest = BundleManifest(
+            **verdict,
+            files=sorted(bundle.files),
+            errors=errors,
+            top_frames=top[0],
+            hot_leaves=top[1],
+        )
+        write_json(out / MANIFEST_FILE, manifest)
         return out
 
     def _fetch(self, bundle: _Bundle, url: str, name: str) -> None:

@@ -6,11 +6,13 @@ or missing manifest is skipped, never an error, so a report can always be made.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from contract.ab import BundleLink
+from contract.errors import RunFileError
 from contract.files import FORENSICS_DIR
+from contract.forensics import MANIFEST_FILE, BundleManifest
+from contract.jsonl import read_json
 
 __all__ = ["BundleLink", "markdown_lines", "read_bundles"]
 
@@ -18,21 +20,21 @@ __all__ = ["BundleLink", "markdown_lines", "read_bundles"]
 def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
     """The arm's bundles in onset order (times scaled to engine seconds)."""
     links = []
-    for manifest in sorted((arm_dir / FORENSICS_DIR).glob("*/manifest.json")):
+    for path in sorted((arm_dir / FORENSICS_DIR).glob(f"*/{MANIFEST_FILE}")):
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-            links.append(
-                BundleLink(
-                    onset_s=round(float(data["onset"]) * scale, 3),
-                    kind=str(data["kind"]),
-                    path=str(manifest.parent.relative_to(arm_dir)),
-                    top_frames=[str(f) for f in data.get("top_frames", [])],
-                    hot_leaves=[str(f) for f in data.get("hot_leaves", [])],
-                    errors=len(data.get("errors", [])),
-                )
+            manifest = read_json(path, BundleManifest)
+        except RunFileError:
+            continue  # a bundle cut short by the end of the run: the report goes on without it
+        links.append(
+            BundleLink(
+                onset_s=round(manifest.onset * scale, 3),
+                kind=manifest.kind,
+                path=str(path.parent.relative_to(arm_dir)),
+                top_frames=manifest.top_frames,
+                hot_leaves=manifest.hot_leaves,
+                errors=len(manifest.errors),
             )
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+        )
     return links
 
 

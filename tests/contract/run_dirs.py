@@ -25,6 +25,7 @@ from contract.files import (
     TIMELINE_FILE,
     TURNS_FILE,
 )
+from contract.forensics import MANIFEST_FILE, BundleManifest
 from contract.jsonl import read_json, read_jsonl
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
@@ -38,6 +39,7 @@ JSON_MODELS: dict[str, type[BaseModel]] = {
     KIT_FILE: KitFile,
     AB_FILE: ABFile,
     RUN_FILE: ABFile,
+    MANIFEST_FILE: BundleManifest,
 }
 JSONL_MODELS: dict[str, TypeAdapter[Any]] = {
     TURNS_FILE: TypeAdapter(TurnRecord),

@@ -110,7 +110,7 @@ def test_forensics_inputs_and_on_stall_lines_read_back_through_the_models(
     stall_outputs: Path,
 ) -> None:
     seen = validate_run_dir(stall_outputs)
-    assert seen == {"inputs.jsonl": 1, "runs.jsonl": 1}, seen
+    assert seen == {"inputs.jsonl": 1, "manifest.json": 1, "runs.jsonl": 1}, seen
     (bundle,) = (stall_outputs / "forensics").iterdir()
     inputs = read_jsonl(bundle / "inputs.jsonl", timeline_adapter)
     assert inputs and {line.type for line in inputs} == {"sample", "gpu"}
