@@ -56,11 +56,16 @@ class EngineView(BaseModel):
     )
 
 
-class SampleLine(EngineView):
-    """One scrape of /metrics: totals over engines, the generation rate, per-engine views."""
-
+class _SampleHead(BaseModel):
+    # a base of its own so that `type` and `t` come first in the line, as in every other kind
+    model_config = _FROZEN
     type: Literal["sample"] = "sample"
     t: float = Field(description="Seconds since the monitor started, on the arm's clock.")
+
+
+class SampleLine(EngineView, _SampleHead):
+    """One scrape of /metrics: totals over engines, the generation rate, per-engine views."""
+
     gen_tok_s: float | None = Field(None, description="Generated tokens per second since the last.")
     engines: dict[str, EngineView] | None = Field(
         None,
