@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from contract.files import ENGINE_LOG
 from contract.time import TimeBase, Unit, duration_unit
 from engine.attach import AttachLauncher
 from engine.docker import DockerLauncher, DockerOptions, Overlay
@@ -72,7 +73,7 @@ def make_launcher(
     arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, overlays: list[Overlay] | None = None
 ) -> Launcher:
     """The launcher for one arm; logs go to `arm_dir/engine.log`."""
-    log_path = arm_dir / "engine.log"
+    log_path = arm_dir / ENGINE_LOG
     if spec.kind == "sim":
         from engine.simproc import SimLauncher
 

@@ -24,7 +24,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from contract.files import KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
+from contract.files import (
+    ENGINE_LOG,
+    KIT_FILE,
+    META_FILE,
+    SUMMARY_FILE,
+    TIMELINE_FILE,
+    TURNS_FILE,
+)
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
@@ -301,7 +308,7 @@ def _arm_logger(arm_dir: Path) -> tuple[logging.Logger, logging.Handler]:
     log = logging.getLogger(f"stallkit.vclock.{arm_dir.resolve()}")
     log.propagate = False
     log.setLevel(logging.INFO)
-    handler = logging.FileHandler(arm_dir / "engine.log", encoding="utf-8")
+    handler = logging.FileHandler(arm_dir / ENGINE_LOG, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     log.addHandler(handler)
     return log, handler
