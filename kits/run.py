@@ -174,10 +174,7 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     kit = plan.kit
     scale = time_scale(arm.spec, kit)
     arm.dir.mkdir(parents=True, exist_ok=True)
-    write_json(
-        arm.dir / KIT_FILE,
-        KitFile.of(kit.model_dump(mode="json"), scale),
-    )
+    write_json(arm.dir / KIT_FILE, KitFile.of(kit.model_dump(mode="json"), scale))
     meta = ArmMeta.starting(
         arm=arm.name,
         spec=arm.spec.raw,

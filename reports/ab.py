@@ -300,7 +300,9 @@ def _scale_note(report: ABReport) -> str:
         n for n, a in report.arms.items() if a.clock == "wall" and a.scale_basis == "nominal"
     ]
     if nominal and REPORT_SCALE == "measured":
-        note += f" {', '.join(nominal)} measured none and use the nominal scale."
+        note += (
+            f" {', '.join(nominal)}: its engine clock could not be read; the nominal scale is used."
+        )
     return note
 
 
