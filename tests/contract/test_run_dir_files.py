@@ -126,6 +126,8 @@ def test_a_wall_clock_run_of_the_simulator_reads_back_through_the_models(wall_ru
     meta = read_json(wall_run / "meta.json", ArmMeta)
     assert (meta.clock, meta.kind, meta.time_scale) == ("wall", "sim", 30.0)
     assert meta.engine_s is not None and meta.engine_s_per_wall_s is not None
+    arm = read_json(wall_run / "run.json", ABFile).arms["run"]
+    assert (arm.scale_basis, arm.time_scale) == ("measured", meta.engine_s_per_wall_s)
 
 
 def test_a_load_run_reads_back_through_the_models(load_run: Path) -> None:
