@@ -2,7 +2,10 @@
 
 `engine`, `loadgen`, `monitor`, `kits` and `reports` may all import this package; it imports
 none of them (a test over the imports holds it to that). It holds the error tree
-(`contract.errors`), the metric family names every role shares (`contract.names`), the
+(`contract.errors`), the run directory's files as typed models with one JSONL writer and
+reader (`contract.files`, `records`, `timeline`, `meta`, `summary`, `kitfile`, `ab`,
+`forensics`, `jsonl`; their JSON Schemas from `contract.schema`), the time base
+(`contract.time`), the metric family names every role shares (`contract.names`), the
 GPU-source spec (`contract.gpu`) and the lazy faces of the role packages (`contract.faces`).
 Importing the package imports nothing but the standard library: each name below loads its
 module on first use, so `contract.names` stays importable inside vLLM's engine-core process,

@@ -19,6 +19,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from contract.files import KIT_FILE
+from contract.jsonl import write_json
+from contract.kitfile import KitFile
 from kits.config import Kit
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from kits.run import run_arm
@@ -170,9 +173,7 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
 
     console = console or Console()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    (plan.out_dir / "kit.json").write_text(
-        plan.kit.model_dump_json(indent=2) + "\n", encoding="utf-8"
-    )
+    write_json(plan.out_dir / KIT_FILE, KitFile.of(plan.kit.model_dump(mode="json")))
     interrupted = False
     try:
         try:

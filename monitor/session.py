@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 
 from rich.console import Console
 
+from contract.files import TIMELINE_FILE
 from monitor.config import MonitorConfig
 from monitor.dashboard import Dashboard, LogLines, live_dashboard
 from monitor.events import Down, MonitorEvent, Sample, StallEnded, StallStarted, StopRequested
@@ -86,7 +87,7 @@ async def run_monitor(
     view = dashboard or Dashboard(url)
     with contextlib.ExitStack() as stack:
         if out_dir is not None:
-            writer = stack.enter_context(TimelineWriter(out_dir / "timeline.jsonl"))
+            writer = stack.enter_context(TimelineWriter(out_dir / TIMELINE_FILE))
             all_sinks.append(writer)
             outcome.timeline = writer.path
         if display == "lines":

@@ -14,9 +14,10 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadgen.records import TURNS_FILE, read_records
+from contract.files import META_FILE, TURNS_FILE
+from contract.records import read_records
 from reports.ab import ABReport, footnotes, table_rows, title
-from reports.rundir import arm_dirs, load_json, seed_dirs
+from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,9 +47,9 @@ def _arm_turn_dirs(run_dir: Path) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     dirs = arm_dirs(run_dir) or [p for p in sorted(run_dir.iterdir()) if p.is_dir()]
     for d in dirs:
-        per_seed = [d] if (d / "meta.json").exists() else seed_dirs(d)
+        per_seed = [d] if (d / META_FILE).exists() else seed_dirs(d)
         if per_seed:
-            name = str(load_json(per_seed[0] / "meta.json").get("arm", d.name))
+            name = read_meta(per_seed[0]).arm
             out[name] = per_seed
     return out
 
@@ -61,8 +62,7 @@ def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
     for d in dirs:
         if not (d / TURNS_FILE).exists():
             continue
-        meta = load_json(d / "meta.json")
-        scale = float(meta.get("engine_s_per_wall_s") or meta.get("time_scale", 1.0))
+        scale = effective_scale(read_meta(d))
         for r in read_records(d / TURNS_FILE):
             if r.outcome != "ok":
                 continue
@@ -141,9 +141,9 @@ def _seed_table(report: ABReport) -> str:
 
 
 def _run_date(run_dir: Path) -> str:
-    for meta in sorted(run_dir.rglob("meta.json")):
-        started = load_json(meta).get("started_at")
-        if isinstance(started, str):
+    for meta in sorted(run_dir.rglob(META_FILE)):
+        started = read_meta(meta.parent).started_at
+        if started is not None:
             return started[:10]
     return "unknown date"
 
