@@ -306,6 +306,25 @@ def _scale_note(report: ABReport) -> str:
     return note
 
 
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def seed_cells(r: SeedRow) -> list[str]:
+    """A per-seed row's cells after the arm's name, as the markdown and HTML tables show them."""
+    # a counter scraped from Prometheus text is a float; it counts whole preemptions
+    preemptions = None if r.preemptions is None else round(r.preemptions)
+    values = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns, preemptions]
+    values += [r.restores_recomputed, r.decode_tok_s, r.clock, r.like_for_like]
+    return [_cell(v) for v in values]
+
+
 def _seed_table(report: ABReport) -> list[str]:
     lines = [
         "## Per seed",
@@ -315,21 +334,9 @@ def _seed_table(report: ABReport) -> list[str]:
         "| --- |" + " --- |" * 11,
     ]
 
-    def cell(value: object) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, float):
-            return f"{value:.1f}"
-        return str(value)
-
     for name, rows in report.seeds.items():
         for r in rows:
-            values = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
-            values += [r.preemptions, r.restores_recomputed, r.decode_tok_s, r.clock]
-            values += [r.like_for_like]
-            lines.append(f"| {name} | " + " | ".join(cell(v) for v in values) + " |")
+            lines.append(f"| {name} | " + " | ".join(seed_cells(r)) + " |")
     return lines
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from contract.files import META_FILE, TURNS_FILE
 from contract.records import read_records
-from reports.ab import ABReport, footnotes, table_rows, title
+from reports.ab import ABReport, footnotes, seed_cells, table_rows, title
 from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 
 if TYPE_CHECKING:
@@ -124,19 +124,10 @@ def _seed_table(report: ABReport) -> str:
     cols += ["restores recomputed", "decode tok/s", "clock", "like for like"]
     rows = ["<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"]
 
-    def cell(value: object) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        return f"{value:.1f}" if isinstance(value, float) else str(value)
-
     for name, seeds in report.seeds.items():
         for r in seeds:
-            values = [name, r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
-            values += [r.preemptions, r.restores_recomputed, r.decode_tok_s, r.clock]
-            values += [r.like_for_like]
-            rows.append("<tr>" + "".join(f"<td>{escape(cell(v))}</td>" for v in values) + "</tr>")
+            cells = [name, *seed_cells(r)]
+            rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     return "<table>" + "".join(rows) + "</table>"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contract.meta import ArmMeta
-from reports.ab import load_ab, to_json, to_markdown
+from reports.ab import load_ab, seed_cells, to_json, to_markdown
 from reports.rundir import lag_reason
 from reports.seeds import SeedRow, fisher_less, onset_spread, verdict
 
@@ -107,3 +107,11 @@ def test_lag_reason_from_measured_scale_or_log(tmp_path: Path) -> None:
     assert "lag warning" in str(lag_reason(wall.update(engine_s_per_wall_s=30.0), log))
     assert lag_reason(wall.update(clock="virtual", time_scale=1.0), log) is None
     assert lag_reason(wall.update(kind="docker", time_scale=1.0), log) is None
+
+
+def test_seed_cells_show_a_scraped_counter_as_whole_preemptions() -> None:
+    row = _row(7, 412.25).model_copy(update={"preemptions": 27.0})
+    cells = seed_cells(row)
+    assert cells[:7] == ["7", "yes", "spinning", "412.2", "yes", "10", "27"]
+    assert cells[7:] == ["2", "50.0", "virtual", "yes"]
+    assert seed_cells(row.model_copy(update={"preemptions": None}))[6] == "-"
