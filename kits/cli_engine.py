@@ -81,7 +81,8 @@ def image(
             metavar="VENV",
             help="Build a stand-in for a stock vLLM image instead: vLLM's OpenAI server as the "
             "entrypoint, no stallkit, vLLM from the virtual environment VENV (run it with "
-            "--overlay VENV:VENV, and the plugin with --overlay ./engine:/opt/stallkit/engine).",
+            "--overlay VENV:VENV, and the plugin with --overlay ./engine:/opt/stallkit/engine "
+            "--overlay ./contract:/opt/stallkit/contract).",
         ),
     ] = None,
 ) -> None:

@@ -141,9 +141,10 @@ class PatchedLauncher(VllmLauncher):
 def docker_engine_args(options: PatchedOptions) -> tuple[list[str], dict[str, str]]:
     """Engine arguments and environment that run the plugin inside a stock vLLM image.
 
-    The image must see this tree's `engine/` package at `CONTAINER_ROOT/engine`: pass
-    `--overlay SRC/engine:/opt/stallkit/engine` (SRC: the checkout). The metrics directory
-    is a fresh path inside the container.
+    The image must see this tree's `engine/` and `contract/` packages (the plugin imports the
+    shared metric names from `contract`) under `CONTAINER_ROOT`: pass `--overlay
+    SRC/engine:/opt/stallkit/engine --overlay SRC/contract:/opt/stallkit/contract` (SRC: the
+    checkout). The metrics directory is a fresh path inside the container.
     """
     env = {"PYTHONPATH": CONTAINER_ROOT, "PROMETHEUS_MULTIPROC_DIR": CONTAINER_METRICS_DIR}
     return options.engine_args(), env

@@ -1,9 +1,10 @@
 """The patched scheduler plugin inside a stock vLLM image, in real containers on a private daemon.
 
 `kit ab --kit cpu-patched-docker --base IMAGE --fix IMAGE --overlay CHECKOUT/engine:/opt/
-stallkit/engine`: both arms run one image whose entrypoint is vLLM's own OpenAI server and which
-carries vLLM for CPU but not stallkit; the plugin reaches it only through the overlay and
-PYTHONPATH, the tiny model through a read-only mount, and the arms differ only in the policy.
+stallkit/engine --overlay CHECKOUT/contract:/opt/stallkit/contract`: both arms run one image
+whose entrypoint is vLLM's own OpenAI server and which carries vLLM for CPU but not stallkit;
+the plugin (`engine/`, and the shared names it exports its metrics under, `contract/`) reaches
+it only through the overlays and PYTHONPATH, the tiny model through a read-only mount, and the arms differ only in the policy.
 Base must livelock and read `spinning` through the container's /metrics (the plugin's step
 counter, made in the engine-core process inside the container, so proof that the plugin ran
 there), and be stopped by the monitor; fix must run clean; no container may be left.
@@ -14,8 +15,8 @@ engine image's Debian root file system plus this Python, with this test's virtua
 in. Measured side by side here: the image with the mount builds in about 8-10 s; streaming the
 venv's site-packages alone into `docker import` took 31 s on an idle machine, and would take
 2.5 GB more disk per daemon. The venv's editable install of stallkit points at the checkout,
-which is not mounted, so inside the container only the overlaid `engine/` is importable (the
-first test checks it).
+which is not mounted, so inside the container only the overlaid packages are importable (the
+first test checks it, and that the plugin loads from them alone).
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ from tests.docker.docker_support import REPO, DockerHosts, StockImage, ours, run
 
 pytestmark = [pytest.mark.docker, pytest.mark.vllm, pytest.mark.slow]
 
-OVERLAY = f"{REPO / 'engine'}:/opt/stallkit/engine"
+#: the plugin's packages, where PYTHONPATH=/opt/stallkit finds them (as in the nightly job)
+OVERLAYS = (
+    f"{REPO / 'engine'}:/opt/stallkit/engine",
+    f"{REPO / 'contract'}:/opt/stallkit/contract",
+)
 #: as the local cpu-patched test: base livelocks within seconds of the load's start
 DURATION_S = 40
 CPU_FILES = ("/sys/fs/cgroup/cpu.stat", "/sys/fs/cgroup/cpuacct/cpuacct.usage")
@@ -56,19 +61,26 @@ def _python_in(image: StockImage, host: str, code: str, *mounts: str) -> subproc
 def test_the_image_carries_vllm_and_not_stallkit(
     docker_hosts: DockerHosts, stock_vllm_image: StockImage
 ) -> None:
+    project = ("kits", "engine", "contract", "loadgen", "monitor", "reports")
     code = (
         "import importlib.util as u, json\n"
-        "print(json.dumps({m: bool(u.find_spec(m)) for m in ('vllm', 'kits', 'engine')}))\n"
+        f"print(json.dumps({{m: bool(u.find_spec(m)) for m in ('vllm', *{project!r})}}))\n"
     )
     bare = _python_in(stock_vllm_image, docker_hosts.a, code)
-    overlaid = _python_in(
-        stock_vllm_image, docker_hosts.a, code + "import engine; print(engine.__file__)", OVERLAY
+    # what vLLM's engine core imports by name, from the overlays alone
+    loads = (
+        "import sys, engine.patched.scheduler as s; print(s.__file__)\n"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(project)!r})))\n"
     )
-    out_bare, out_overlaid = bare.communicate(timeout=120)[0], overlaid.communicate(timeout=120)[0]
-    assert json.loads(out_bare.splitlines()[-1]) == {"vllm": True, "kits": False, "engine": False}
-    found, where = out_overlaid.splitlines()[-2:]
-    assert json.loads(found) == {"vllm": True, "kits": False, "engine": True}
-    assert where == "/opt/stallkit/engine/__init__.py"
+    overlaid = _python_in(stock_vllm_image, docker_hosts.a, code + loads, *OVERLAYS)
+    out_bare, out_overlaid = bare.communicate(timeout=120)[0], overlaid.communicate(timeout=180)[0]
+    nothing = dict.fromkeys(project, False)
+    assert json.loads(out_bare.splitlines()[-1]) == {"vllm": True, **nothing}, out_bare[-2000:]
+    found, where, loaded = out_overlaid.splitlines()[-3:]
+    both = {"engine": True, "contract": True}
+    assert json.loads(found) == {"vllm": True, **nothing, **both}, out_overlaid[-2000:]
+    assert where == "/opt/stallkit/engine/patched/scheduler.py"
+    assert json.loads(loaded) == ["contract", "engine"]
     assert ours(docker_hosts.a) == []
 
 
@@ -127,7 +139,8 @@ def test_plugin_in_a_stock_image_base_spins_and_is_stopped_fix_runs_clean(
     image, venv = stock_vllm_image.tag, stock_vllm_image.venv
     kit = load_kit("cpu-patched-docker")
     out = tmp_path / "ab"
-    args = ["--kit", "cpu-patched-docker", "--base", image, "--fix", image, "--overlay", OVERLAY]
+    args = ["--kit", "cpu-patched-docker", "--base", image, "--fix", image]
+    args += [a for overlay in OVERLAYS for a in ("--overlay", overlay)]
     args += ["--overlay", f"{tiny_model_dir}:/models/tiny", "--overlay", f"{venv}:{venv}"]
     args += ["--duration", str(DURATION_S), "--no-dashboard", "--out", str(out)]
     started = time.monotonic()

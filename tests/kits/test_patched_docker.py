@@ -83,6 +83,7 @@ def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: 
     kit = load_kit("cpu-patched-docker")
     overlays = [
         Overlay.parse(f"{REPO / 'engine'}:/opt/stallkit/engine"),
+        Overlay.parse(f"{REPO / 'contract'}:/opt/stallkit/contract"),
         Overlay.parse(f"{tmp_path}:/models/tiny"),
     ]
     for arm in ("base", "fix"):
@@ -92,6 +93,7 @@ def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: 
         assert run[run.index("--network") + 1] == "host" and "--publish" not in run
         assert "--gpus" not in run and "--ipc=host" not in run
         assert f"{REPO / 'engine'}:/opt/stallkit/engine:ro" in run
+        assert f"{REPO / 'contract'}:/opt/stallkit/contract:ro" in run
         assert f"{tmp_path}:/models/tiny:ro" in run
         port = launcher.opts.host_port
         assert launcher.url == f"http://127.0.0.1:{port}"

@@ -27,9 +27,14 @@ def test_patched_job_ab_command_plans_the_stock_image_with_the_overlay(tmp_path:
         "$RUNNER_TEMP/gpu-patched-docker.toml": str(kit),
         "$STOCK_IMAGE": "vllm/vllm-openai:v0.32.0",
         "$GITHUB_WORKSPACE/engine:/opt/stallkit/engine": f"{REPO / 'engine'}:/opt/stallkit/engine",
+        # the plugin exports its metrics under the shared names in contract/ (as the real-
+        # container test in tests/docker runs it)
+        "$GITHUB_WORKSPACE/contract:/opt/stallkit/contract": f"{REPO / 'contract'}:/opt/stallkit/contract",
         "$RUN_DIR": str(tmp_path / "nightly"),
     }
     args = [values.get(a, a) for a in argv[2:]]
+    overlays = [args[i + 1] for i, a in enumerate(args) if a == "--overlay"]
+    assert overlays == [values[k] for k in list(values)[2:4]], overlays
     result = CliRunner().invoke(app, ["ab", *args, "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "base: vllm/vllm-openai:v0.32.0 (docker; gpus [0, 1]" in result.output
