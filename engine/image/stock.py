@@ -94,9 +94,14 @@ def linked_libraries(site_packages: Path, present: set[str]) -> dict[str, Path]:
     files = sorted(p for pattern in _LINKED for p in site_packages.glob(pattern))
     if not files:
         return {}
-    done = subprocess.run(
-        ["ldd", *map(str, files)], capture_output=True, text=True, timeout=120, check=False
-    )
+    try:
+        done = subprocess.run(
+            ["ldd", *map(str, files)], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EngineError(
+            f"cannot list the libraries vLLM links: {exc}", "install ldd (libc-bin)"
+        ) from None
     needed: dict[str, Path] = {}
     for line in done.stdout.splitlines():
         _, arrow, rest = line.strip().partition(" => ")
