@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_alerting import (
+from kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
     OnStallEndOpt,
@@ -20,7 +20,7 @@ from kits.cli_alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli_common import fail, user_errors
+from kits.cli.common import fail, user_errors
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
 EXIT_STALL = 3
@@ -143,7 +143,7 @@ def monitor(
 
 def _auto_gpu_source(url: str) -> str:
     """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
-    from kits.cli_common import err_console
+    from kits.cli.common import err_console
     from monitor.gpu import probe_engine_dcgm
 
     chosen, why = probe_engine_dcgm(url)

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from contract.errors import validation_message
-from kits.cli_common import fail, user_errors
+from kits.cli.common import fail, user_errors
 
 RULES_FILE = "stallkit-rules.yml"
 DASHBOARD_FILE = "stallkit-dashboard.json"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kits.cli_alerting import (
+from kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
     OnStallEndOpt,
@@ -21,7 +21,7 @@ from kits.cli_alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli_common import fail, user_errors
+from kits.cli.common import fail, user_errors
 
 if TYPE_CHECKING:
     from kits.ab import Plan, Result

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import help_when_bare, user_errors
+from kits.cli.common import help_when_bare, user_errors
 
 
 class PolicyChoice(StrEnum):
@@ -90,7 +90,7 @@ def trace(
 
 def register(app: typer.Typer) -> None:
     """Add `kit sim` (trace, serve) to the top-level app."""
-    from kits.cli_simserve import serve
+    from kits.cli.simserve import serve
 
     sim_app.command()(serve)
     app.add_typer(sim_app, name="sim")

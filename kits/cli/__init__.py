@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from kits import cli_engine, cli_load, cli_monitor, cli_rules, cli_run, cli_sim
-from kits.cli_common import help_when_bare
+from kits.cli import engine, load, monitor, rules, run, sim
+from kits.cli.common import help_when_bare
 
 app = typer.Typer(
     name="kit",
@@ -50,12 +50,12 @@ def _root(
     help_when_bare(ctx)
 
 
-cli_sim.register(app)
-cli_engine.register(app)
-cli_load.register(app)
-cli_monitor.register(app)
-cli_run.register(app)
-cli_rules.register(app)
+sim.register(app)
+engine.register(app)
+load.register(app)
+monitor.register(app)
+run.register(app)
+rules.register(app)
 
 
 def main() -> None:

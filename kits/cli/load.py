@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kits.cli_common import user_errors
+from kits.cli.common import user_errors
 
 #: LoadConfig fields -> the flags that set them, to blame a bad value on its flag
 _FLAGS = {
@@ -100,7 +100,7 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
     import contextlib
     import json
 
-    from kits.cli_common import err_console
+    from kits.cli.common import err_console
     from loadgen.preflight import preflight
     from loadgen.progress import LoadProgress, live_progress
     from loadgen.run import run_agents

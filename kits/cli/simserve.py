@@ -1,7 +1,7 @@
 """`kit sim serve`: serve the simulated engine over HTTP like vLLM, until interrupted.
 
 A thin command: builds validated `ServeOptions` (a TOML file of `SimConfig` fields plus the
-flags), prints the URL it listens on and blocks. `kits.cli_sim` registers it under `kit sim`.
+flags), prints the URL it listens on and blocks. `kits.cli.sim` registers it under `kit sim`.
 Heavy imports happen inside the command so `kit --help` stays instant.
 """
 
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import user_errors
+from kits.cli.common import user_errors
 
 
 class PolicyChoice(StrEnum):
@@ -80,7 +80,7 @@ def serve(
     from contract.errors import validation_message
     from engine.sim.serve import ServeOptions, configure_logging, load_sim_config
     from engine.sim.serve import serve as serve_blocking
-    from kits.cli_common import fail
+    from kits.cli.common import fail
 
     sim_config = load_sim_config(config, policy.value if policy else None)
     try:
