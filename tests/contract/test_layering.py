@@ -143,3 +143,20 @@ def test_reports_imports_only_the_contract_and_itself() -> None:
         if _top(target) not in ("reports", "contract")
     }
     assert outside <= KNOWN_REPORTS_IMPORTS, outside - KNOWN_REPORTS_IMPORTS
+
+
+def _is_cli(module: str) -> bool:
+    return module == "kits.cli" or module.startswith("kits.cli.")
+
+
+def test_only_the_cli_and_the_entry_point_import_the_cli() -> None:
+    graph = import_graph()
+    assert "kits.cli.common" in graph["kits.cli.load"]  # the rule below sees CLI imports
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if _is_cli(target) and not _is_cli(module) and module != "kits.__main__"
+    ]
+    assert wrong == [], wrong
+    assert "kits.cli" in graph["kits.__main__"]

@@ -1,0 +1,121 @@
+"""The command line as its own package: `kit --help` imports no role, each command loads lazily.
+
+The help is checked in a fresh interpreter (the modules a process has imported are the proof),
+and the top-level list of commands is checked against what the command modules register.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kits.cli import COMMANDS, app
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: nothing `kit --help` needs: the roles, their config models, the HTTP client, live views, plots
+HEAVY = ("httpx", "rich.live", "numpy", "matplotlib", "plotly", "vllm", "torch", "uvicorn")
+ROLES = ("engine", "loadgen", "monitor", "reports")
+
+_PROBE = """
+import json, sys
+from kits.cli import app
+try:
+    app(args=sys.argv[1:], prog_name="kit")
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def _imported_by(*args: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert "Usage: kit" in done.stdout, done.stderr
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def _under(modules: set[str], roots: tuple[str, ...]) -> set[str]:
+    return {m for m in modules if any(m == r or m.startswith(f"{r}.") for r in roots)}
+
+
+def test_kit_help_imports_no_role_and_no_heavy_module() -> None:
+    modules = _imported_by("--help")
+    assert _under(modules, HEAVY + ROLES) == set()
+    assert {m for m in modules if m.startswith("kits.")} <= {"kits.cli", "kits.cli.common"}
+    assert "pydantic.main" not in modules  # no config model was built
+    # the probe does see what a command's own help loads: its flags come from the models
+    assert {"loadgen.config", "kits.cli.load"} <= _imported_by("load", "--help")
+
+
+def test_the_command_list_is_what_the_modules_register() -> None:
+    registered: dict[str, str] = {}
+    for module in sorted({module for module, _ in COMMANDS.values()}):
+        family = typer.Typer()
+        __import__(f"kits.cli.{module}", fromlist=["register"]).register(family)
+        registered |= dict.fromkeys(typer.main.get_group(family).commands, module)
+    assert registered == {name: module for name, (module, _) in COMMANDS.items()}
+    group = typer.main.get_command(app)
+    with typer.Context(group) as ctx:
+        assert group.list_commands(ctx) == list(COMMANDS)  # type: ignore[attr-defined]
+
+
+#: command -> (flag, model, field, whether the flag's default is the field's or None: the kit's)
+DERIVED = {
+    "load": [
+        ("--model", "loadgen.config:LoadConfig", "model", True),
+        ("--agents", "loadgen.config:LoadConfig", "agents", True),
+        ("--min-context", "loadgen.config:LoadConfig", "min_context", True),
+        ("--max-context", "loadgen.config:LoadConfig", "max_context", True),
+        ("--read-timeout", "loadgen.config:LoadConfig", "read_timeout_s", True),
+        ("--duration", "loadgen.config:LoadConfig", "duration_s", True),
+        ("--max-turns", "loadgen.config:LoadConfig", "max_turns", True),
+        ("--seed", "loadgen.config:LoadConfig", "seed", True),
+        ("--api-key-env", "loadgen.config:LoadConfig", "api_key_env", True),
+        ("--tokenizer", "loadgen.config:LoadConfig", "tokenizer", True),
+    ],
+    "monitor": [
+        ("--interval", "monitor.config:MonitorConfig", "interval_s", True),
+        ("--stall-after", "monitor.config:MonitorConfig", "stall_after_s", True),
+        ("--stop-after", "monitor.config:MonitorConfig", "stop_after_s", True),
+        ("--idle-gpu", "monitor.config:MonitorConfig", "idle_gpu_perc", True),
+        ("--gpu-window", "monitor.config:MonitorConfig", "gpu_window_s", True),
+    ],
+    **{
+        command: [
+            ("--seed", "loadgen.config:LoadConfig", "seed", False),
+            ("--agents", "loadgen.config:LoadConfig", "agents", False),
+            ("--min-context", "loadgen.config:LoadConfig", "min_context", False),
+            ("--max-context", "loadgen.config:LoadConfig", "max_context", False),
+            ("--time-scale", "kits.config:SimSection", "time_scale", False),
+        ]
+        for command in ("run", "ab")
+    },
+}
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("command", sorted(DERIVED))
+def test_flags_take_help_and_default_from_their_config_field(command: str) -> None:
+    import importlib
+
+    group = typer.main.get_command(app)
+    with typer.Context(group) as ctx:
+        cli_command = group.get_command(ctx, command)  # type: ignore[attr-defined]
+    shown = _words(CliRunner().invoke(app, [command, "--help"], terminal_width=100).output)
+    by_flag = {opt: p for p in cli_command.params for opt in p.opts}
+    for flag, where, name, own_default in DERIVED[command]:
+        module, model = where.split(":")
+        field = getattr(importlib.import_module(module), model).model_fields[name]
+        assert field.description and _words(field.description) in shown, (flag, shown)
+        assert by_flag[flag].default == (field.default if own_default else None), flag
