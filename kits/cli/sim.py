@@ -88,9 +88,22 @@ def trace(
     Console().print(table)
 
 
+@sim_app.command(
+    "serve",
+    # every argument goes to the simulator's own parser, `--help` included
+    add_help_option=False,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def serve(ctx: typer.Context) -> None:
+    """Serve the simulated engine like vLLM: chat/completions, /tokenize, /metrics, DCGM.
+
+    The same command line as `python -m engine.sim`; `kit sim serve --help` lists its options.
+    """
+    from engine.sim.__main__ import main
+
+    raise typer.Exit(main(ctx.args, prog="kit sim serve"))
+
+
 def register(app: typer.Typer) -> None:
     """Add `kit sim` (trace, serve) to the top-level app."""
-    from kits.cli.simserve import serve
-
-    sim_app.command()(serve)
     app.add_typer(sim_app, name="sim")

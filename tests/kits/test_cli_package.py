@@ -7,6 +7,7 @@ and the top-level list of commands is checked against what the command modules r
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,51 @@ def test_flags_take_help_and_default_from_their_config_field(command: str) -> No
         field = getattr(importlib.import_module(module), model).model_fields[name]
         assert field.description and _words(field.description) in shown, (flag, shown)
         assert by_flag[flag].default == (field.default if own_default else None), flag
+
+
+#: the two names of the one command line that serves the simulator
+SERVE = {
+    "kit sim serve": ["-m", "kits", "sim", "serve"],
+    "python -m engine.sim": ["-m", "engine.sim"],
+}
+
+
+def _serve_both(*args: str) -> dict[str, subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "COLUMNS": "100"}
+    return {
+        prog: subprocess.run(
+            [sys.executable, *argv, *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=60,
+        )
+        for prog, argv in SERVE.items()
+    }
+
+
+def test_kit_sim_serve_and_python_m_engine_sim_are_one_command_line() -> None:
+    from engine.sim.serve import ServeOptions
+
+    helps = {
+        prog: _words(done.stdout.replace(prog, "PROG"))
+        for prog, done in _serve_both("--help").items()
+    }
+    assert len(set(helps.values())) == 1, helps
+    shown = helps["kit sim serve"]
+    for flag, name in [
+        ("--port", "port"),
+        ("--time-scale", "time_scale"),
+        ("--freeze-at", "freeze_at_s"),
+    ]:
+        assert flag in shown and _words(ServeOptions.model_fields[name].description or "?") in shown
+    for bad in (["--port", "x"], ["--time-scale", "-1"], ["--nosuch"]):
+        lines = set()
+        for prog, done in _serve_both(*bad).items():
+            assert done.returncode == 2 and done.stdout == "", (prog, done)
+            assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), (
+                done.stderr
+            )
+            lines.add(done.stderr.replace(prog, "PROG"))
+        assert len(lines) == 1, lines
