@@ -18,19 +18,12 @@ from engine.errors import EngineError
 
 PROG = "python -m engine.sim"
 
-#: ServeOptions fields -> the flags that set them, to blame a bad value on its flag
-_FLAGS = {
-    "host": "--host",
-    "port": "--port",
-    "time_scale": "--time-scale",
-    "freeze_at_s": "--freeze-at",
-    "fail_metrics_at_s": "--fail-metrics-at",
-    "log_level": "--log-level",
-}
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line with a hint, exit 2 (not a usage block)."""
+
+    #: ServeOptions fields -> the flags that set them, to blame a bad value on its flag
+    flags: dict[str, str]
 
     def error(self, message: str) -> NoReturn:
         _fail(message, f"see `{self.prog} --help`")
@@ -41,15 +34,17 @@ def _fail(message: str, hint: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def parser(prog: str = PROG) -> argparse.ArgumentParser:
+def parser(prog: str = PROG) -> _Parser:
     """The options of a served simulator, described by the `ServeOptions` fields they set."""
     from engine.sim.config import SimConfig
     from engine.sim.serve import ServeOptions
 
     fields = ServeOptions.model_fields
     p = _Parser(prog=prog, description="Serve the simulated vLLM-style engine.")
+    p.flags = {}
 
     def option(flag: str, name: str, note: str = "", **kwargs: Any) -> None:
+        p.flags[name] = flag
         text = f"{fields[name].description} {note}".strip()
         default = fields[name].default
         shown = f" (default: {default})" if default is not None else ""
@@ -77,13 +72,13 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     """Parse `argv`, serve until interrupted; the exit code (2 for any user error)."""
     try:
-        args = parser(prog).parse_args(argv)
-        return _serve(args, prog)
+        p = parser(prog)
+        return _serve(p.parse_args(argv), p)
     except SystemExit as exc:  # --help (0) and the one-line usage errors (2)
         return exc.code if isinstance(exc.code, int) else 2
 
 
-def _serve(args: argparse.Namespace, prog: str) -> int:
+def _serve(args: argparse.Namespace, p: _Parser) -> int:
     from pydantic import ValidationError
 
     from contract.errors import validation_message
@@ -102,7 +97,8 @@ def _serve(args: argparse.Namespace, prog: str) -> int:
     except EngineError as exc:
         _fail(str(exc), exc.hint)
     except ValidationError as exc:
-        _fail(f"invalid option {validation_message(exc, names=_FLAGS)}", f"see `{prog} --help`")
+        message = validation_message(exc, names=p.flags)
+        _fail(f"invalid option {message}", f"see `{p.prog} --help`")
     configure_logging(opts.log_level)
 
     def ready(url: str) -> None:

@@ -1,6 +1,6 @@
 """The command line as its own package: `kit --help` imports no role, each command loads lazily.
 
-The help is checked in a fresh interpreter (the modules a process has imported are the proof),
+The help is checked in a fresh `kit` process (the modules it holds at exit are the proof),
 and the top-level list of commands is checked against what the command modules register.
 """
 
@@ -24,11 +24,13 @@ REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("httpx", "rich.live", "numpy", "matplotlib", "plotly", "vllm", "torch", "uvicorn")
 ROLES = ("engine", "loadgen", "monitor", "reports")
 
+
+#: `python -m kits ARGS`, then the names of every module the process holds, on stderr
 _PROBE = """
-import json, sys
-from kits.cli import app
+import json, runpy, sys
+sys.argv[0] = "kit"
 try:
-    app(args=sys.argv[1:], prog_name="kit")
+    runpy.run_module("kits", run_name="__main__", alter_sys=True)
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)), file=sys.stderr)
@@ -36,6 +38,7 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 
 
 def _imported_by(*args: str) -> set[str]:
+    """The modules `kit ARGS` has imported by the time it exits."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=REPO, timeout=60
     )
