@@ -92,6 +92,16 @@ DERIVED = {
         ("--idle-gpu", "monitor.config:MonitorConfig", "idle_gpu_perc", True),
         ("--gpu-window", "monitor.config:MonitorConfig", "gpu_window_s", True),
     ],
+    "rules": [
+        ("--stall-after", "monitor.rules:RulesSettings", "stall_after_s", False),
+        ("--idle-gpu", "monitor.rules:RulesSettings", "idle_gpu_perc", False),
+        ("--down-after", "monitor.rules:RulesSettings", "down_after_s", True),
+        ("--scrape-interval", "monitor.rules:RulesSettings", "scrape_interval_s", True),
+        ("--eval-interval", "monitor.rules:RulesSettings", "evaluation_interval_s", True),
+        ("--engine-selector", "monitor.rules:RulesSettings", "engine_selector", True),
+        ("--gpu-selector", "monitor.rules:RulesSettings", "gpu_selector", True),
+        ("--gpu-match", "monitor.rules:RulesSettings", "gpu_match_labels", True),
+    ],
     **{
         command: [
             ("--seed", "loadgen.config:LoadConfig", "seed", False),
