@@ -59,8 +59,8 @@ def load(
     from pydantic import ValidationError
 
     from contract.errors import validation_message
-    from kits.errors import KitError
     from loadgen import loop
+    from loadgen.errors import LoadError
 
     options: dict[str, Any] = {
         "agents": agents, "min_context": min_context, "max_context": max_context,
@@ -72,7 +72,7 @@ def load(
     try:
         cfg = LoadConfig.model_validate(options)
     except ValidationError as exc:
-        raise KitError(
+        raise LoadError(
             f"invalid load options: {validation_message(exc, names=_FLAGS, default='')}",
             "see `kit load --help`",
         ) from None

@@ -160,3 +160,23 @@ def test_only_the_cli_and_the_entry_point_import_the_cli() -> None:
     ]
     assert wrong == [], wrong
     assert "kits.cli" in graph["kits.__main__"]
+
+
+#: the commands that wrap one role: the CLI's own modules, the contract and that role only
+SINGLE_ROLE_COMMANDS = {
+    "kits.cli.load": "loadgen",
+    "kits.cli.sim": "engine",
+    "kits.cli.engine": "engine",
+}
+
+
+def test_single_role_commands_touch_no_orchestration() -> None:
+    graph = import_graph()
+    wrong = [
+        f"{module} -> {target}"
+        for module, role in SINGLE_ROLE_COMMANDS.items()
+        for target in graph[module]
+        if not _is_cli(target) and _top(target) not in (role, "contract")
+    ]
+    assert wrong == [], wrong
+    assert "loadgen.config" in graph["kits.cli.load"]
