@@ -116,7 +116,8 @@ DERIVED = {
 
 
 def _words(text: str) -> str:
-    return " ".join(text.split())
+    """The text without its white space (help is wrapped at spaces and after hyphens)."""
+    return "".join(text.split())
 
 
 @pytest.mark.parametrize("command", sorted(DERIVED))
@@ -131,7 +132,8 @@ def test_flags_take_help_and_default_from_their_config_field(command: str) -> No
     for flag, where, name, own_default in DERIVED[command]:
         module, model = where.split(":")
         field = getattr(importlib.import_module(module), model).model_fields[name]
-        assert field.description and _words(field.description) in shown, (flag, shown)
+        assert field.description and _words(field.description) in _words(by_flag[flag].help)
+        assert _words(field.description) in shown, (flag, shown)
         assert by_flag[flag].default == (field.default if own_default else None), flag
 
 
