@@ -1,4 +1,5 @@
-"""`kit sim`: the embedded simulated engine (`trace` explains the livelock step by step)."""
+"""`kit sim`: the embedded simulated engine (`serve` is `python -m engine.sim` under the kit;
+`trace` explains the livelock step by step)."""
 
 from __future__ import annotations
 
