@@ -26,6 +26,7 @@ from monitor.config import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
     from kits.alerting import ArmAlerting
+    from monitor.gpu import GpuSource
     from monitor.session import MonitorOutcome
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
@@ -80,6 +81,8 @@ def monitor(
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import time
 
+    from monitor.gpu import gpu_source as make_gpu_source
+
     config = monitor_config(
         interval_s=interval,
         stall_after_s=stall_after,
@@ -90,13 +93,12 @@ def monitor(
     )
     if gpu_source.strip().lower() == "auto":
         gpu_source = _auto_gpu_source(url)
+    gpu = make_gpu_source(gpu_source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
     try:
-        outcome = _watch(
-            url, config, gpu_source, out_dir, duration, no_dashboard, exit_on_stall, hooks
-        )
+        outcome = _watch(url, config, gpu, out_dir, duration, no_dashboard, exit_on_stall, hooks)
     finally:
         hooks.close()
         alerting.close()
@@ -106,7 +108,7 @@ def monitor(
 def _watch(
     url: str,
     config: MonitorConfig,
-    gpu_source: str,
+    gpu: GpuSource,
     out_dir: Path,
     duration: float | None,
     no_dashboard: bool,
@@ -119,10 +121,8 @@ def _watch(
 
     from rich.console import Console
 
-    from monitor.gpu import gpu_source as make_gpu_source
     from monitor.session import run_monitor
 
-    gpu = make_gpu_source(gpu_source)
     live = not no_dashboard and sys.stdout.isatty()
     try:
         return asyncio.run(
