@@ -142,6 +142,25 @@ def test_flags_take_help_and_default_from_their_config_field(command: str) -> No
         assert by_flag[flag].default == (field.default if own_default else None), flag
 
 
+@pytest.mark.parametrize(
+    ("command", "module", "table"),
+    [
+        ("load", "load", "_FLAGS"),
+        ("run", "run", "_OVERRIDE_FLAGS"),
+        ("ab", "run", "_OVERRIDE_FLAGS"),
+    ],
+)
+def test_the_flags_bad_values_are_blamed_on_exist(command: str, module: str, table: str) -> None:
+    import importlib
+
+    group = typer.main.get_command(app)
+    with typer.Context(group) as ctx:
+        cli_command = group.get_command(ctx, command)  # type: ignore[attr-defined]
+    flags = {opt for p in cli_command.params for opt in p.opts}
+    blamed = getattr(importlib.import_module(f"kits.cli.{module}"), table)
+    assert set(blamed.values()) <= flags
+
+
 #: the two names of the one command line that serves the simulator
 SERVE = {
     "kit sim serve": ["-m", "kits", "sim", "serve"],
