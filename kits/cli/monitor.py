@@ -25,8 +25,9 @@ from kits.cli.fields import field_option
 from monitor.config import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
+    from contract.gpu import GpuSource
     from kits.alerting import ArmAlerting
-    from monitor.gpu import GpuSource
+    from monitor.gpu import GpuReader
     from monitor.session import MonitorOutcome
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
@@ -81,7 +82,10 @@ def monitor(
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import time
 
+    from contract.gpu import GpuSource
     from monitor.gpu import gpu_source as make_gpu_source
+
+    source = GpuSource.parse(gpu_source)
 
     config = monitor_config(
         interval_s=interval,
@@ -91,9 +95,9 @@ def monitor(
         gpu_window_s=gpu_window,
         scrape_timeout_s=max(min(5.0, interval * 5), 0.5),
     )
-    if gpu_source.strip().lower() == "auto":
-        gpu_source = _auto_gpu_source(url)
-    gpu = make_gpu_source(gpu_source)
+    if source.kind == "auto":
+        source = _auto_gpu_source(url)
+    gpu = make_gpu_source(source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
@@ -108,7 +112,7 @@ def monitor(
 def _watch(
     url: str,
     config: MonitorConfig,
-    gpu: GpuSource,
+    gpu: GpuReader,
     out_dir: Path,
     duration: float | None,
     no_dashboard: bool,
@@ -155,13 +159,13 @@ def _report(outcome: MonitorOutcome) -> None:
         raise typer.Exit(EXIT_STALL)
 
 
-def _auto_gpu_source(url: str) -> str:
+def _auto_gpu_source(url: str) -> GpuSource:
     """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
     from kits.cli.common import err_console
     from monitor.gpu import probe_engine_dcgm
 
     chosen, why = probe_engine_dcgm(url)
-    if why and chosen == "none":
+    if why and chosen.kind == "none":
         why += "; pass --gpu-source nvml:0,1, smi:0,1 or dcgm:URL for GPU readings"
     if why:
         err_console.print(f"gpu source: {chosen} (auto: {why})", highlight=False, soft_wrap=True)
