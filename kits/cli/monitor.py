@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from contract.errors import StallkitError
+from contract.files import discard_if_unrecorded
 from kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
@@ -99,13 +101,21 @@ def monitor(
         source = _auto_gpu_source(url)
     gpu = make_gpu_source(source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
+    fresh = not out_dir.exists()
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
     try:
-        outcome = _watch(url, config, gpu, out_dir, duration, no_dashboard, exit_on_stall, hooks)
-    finally:
-        hooks.close()
-        alerting.close()
+        try:
+            outcome = _watch(
+                url, config, gpu, out_dir, duration, no_dashboard, exit_on_stall, hooks
+            )
+        finally:
+            hooks.close()
+            alerting.close()
+    except StallkitError:
+        if fresh:  # a monitor that could not start leaves no empty run directory behind
+            discard_if_unrecorded(out_dir)
+        raise
     _report(outcome)
 
 
