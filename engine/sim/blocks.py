@@ -41,6 +41,8 @@ class BlockPool:
         self._in_use: dict[int, int] = {}
         self._host: OrderedDict[int, None] = OrderedDict()
         self.version = 0
+        #: changes on every change of the pool's state (a superset of `version`)
+        self.epoch = 0
 
     @property
     def num_free(self) -> int:
@@ -88,6 +90,7 @@ class BlockPool:
 
     def acquire(self, hashes: Sequence[int]) -> None:
         """Take a reference on cached GPU blocks (a prefix cache hit)."""
+        self.epoch += 1
         in_use, evictable = self._in_use, self._evictable
         for h in hashes:
             count = in_use.get(h)
@@ -102,6 +105,7 @@ class BlockPool:
         """Take `count` plain blocks, evicting LRU cached ones to the host tier if needed."""
         if count > self.num_free:
             return False
+        self.epoch += 1
         plain = min(count, self._free_plain)
         self._free_plain -= plain
         for _ in range(count - plain):
@@ -116,6 +120,7 @@ class BlockPool:
             return False
         self._in_use[block_hash] = 1
         self.version += 1
+        self.epoch += 1
         return True
 
     def restore(self, hashes: Sequence[int]) -> bool:
@@ -131,6 +136,7 @@ class BlockPool:
 
     def release(self, hashes: Sequence[int | None]) -> None:
         """Free a request's blocks; cached ones stay cached and evictable, tail blocks first."""
+        self.epoch += 1
         in_use, evictable = self._in_use, self._evictable
         for h in reversed(hashes):
             if h is None:

@@ -14,6 +14,7 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
+from engine.sim.admission import Admission
 from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
 from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, Turn, runnable_classes
@@ -50,6 +51,9 @@ class Scheduler:
         self.now_s = 0.0
         self.gpu_busy = False
         self._pending_finished: dict[str, str] = {}
+        self._admission = Admission(
+            config, self.pool, self.c, logger, self.running, self.waiting, self._schedule
+        )
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -71,6 +75,7 @@ class Scheduler:
         req.chain = chain_hashes(tokens, self.cfg.block_size, 0, ROOT_HASH)
         self.live[request_id] = req
         self.waiting.append(req)
+        self._admission.changed()
 
     def abort(self, request_id: str, now_s: float) -> None:
         req = self.live.get(request_id)
@@ -82,6 +87,7 @@ class Scheduler:
             req.blocks = []
         else:
             self.waiting.remove(req)
+            self._admission.changed()
         self._finish(req, "abort", now_s)
         self._pending_finished[request_id] = "abort"
 
@@ -203,13 +209,13 @@ class Scheduler:
         sampled: list[Request] = []
         if contended and turn == "prefill":
             self._running_pass(work, sampled, "prefill", may_preempt=False)
-            self._waiting_pass(work, sampled, now_s)
+            self._admission.run(work, sampled, now_s)
             # the leftover decode pass: the prefill-turn rule decides (base never, fix while empty)
             self._running_pass(work, sampled, "decode", may_preempt=True)
         else:
             self._running_pass(work, sampled, "all", may_preempt=True)
             if not work.preemptions:
-                self._waiting_pass(work, sampled, now_s)
+                self._admission.run(work, sampled, now_s)
         if not work.scheduled:
             self.gpu_busy = False
             self.c.empty_steps += 1
@@ -262,116 +268,6 @@ class Scheduler:
             self._schedule(r, n, work, sampled)
             i += 1
 
-    def _waiting_pass(self, work: StepWork, sampled: list[Request], now_s: float) -> None:
-        """FCFS admission; restores are polled here and defer (skip) while capacity lacks."""
-        waiting, running = self.waiting, self.running
-        max_seqs, max_wait = self.cfg.max_num_seqs, self.cfg.restore_max_wait_s
-        idx = 0
-        while idx < len(waiting) and work.budget > 0:
-            r = waiting[idx]
-            gpu, total = self._lookup(r)
-            if total > gpu and not r.recompute:
-                work.restores_polled += 1
-                if len(running) < max_seqs and self._restore(r, gpu, total, work, sampled, now_s):
-                    del waiting[idx]
-                    continue
-                if r.deferred_since is None:
-                    r.deferred_since = now_s
-                if now_s - r.deferred_since < max_wait:
-                    idx += 1
-                    continue
-                # waited long enough: from now on it is admitted like any request, recomputing
-                r.recompute = True
-            if len(running) >= max_seqs or not self._admit(r, gpu, work, sampled, now_s):
-                return
-            del waiting[idx]
-
-    def _lookup(self, r: Request) -> tuple[int, int]:
-        """Prefix lookup (counted, as vLLM counts it): GPU-cached and GPU-or-host blocks."""
-        bs = self.cfg.block_size
-        num_tokens = r.num_tokens
-        key = (self.pool.version, (num_tokens - 1) // bs)
-        if r.match_key != key:
-            r.match_value = self.pool.match(r.chain, key[1])
-            r.match_key = key
-        gpu, total = r.match_value
-        c = self.c
-        c.prefix_cache_queries += num_tokens
-        c.prefix_cache_hits += gpu * bs
-        if self.cfg.host_tier_blocks and not r.recompute:
-            c.external_queries += num_tokens - gpu * bs
-            c.external_hits += (total - gpu) * bs
-        return gpu, total
-
-    def _restore(
-        self, r: Request, gpu: int, total: int, work: StepWork, sampled: list[Request], now: float
-    ) -> bool:
-        """Admit a restore if its pages plus its first chunk fit; False leaves it waiting."""
-        pool, bs = self.pool, self.cfg.block_size
-        hit_tokens = total * bs
-        n = min(r.num_tokens - hit_tokens, work.budget)
-        step_blocks = -(-(hit_tokens + n) // bs) - total
-        if r.split_key != r.match_key:  # the cache changed since the last poll
-            r.split_value = (
-                [h for h in r.chain[:total] if pool.gpu_cached(h)],
-                [h for h in r.chain[gpu:total] if not pool.gpu_cached(h)],
-            )
-            r.split_key = r.match_key
-        on_gpu, from_host = r.split_value
-        need = len(from_host) + step_blocks
-        if need > pool.num_free or need > pool.free_after_acquire(on_gpu):
-            return False
-        pool.acquire(on_gpu)
-        pool.restore(from_host)
-        pool.allocate(step_blocks)
-        r.blocks = [*r.chain[:total], *([None] * step_blocks)]
-        work.restored_blocks += len(from_host)
-        self.c.restores_done += 1
-        self._start(r, total, len(from_host) * bs, now)
-        self._schedule(r, n, work, sampled)
-        return True
-
-    def _admit(
-        self, r: Request, gpu: int, work: StepWork, sampled: list[Request], now: float
-    ) -> bool:
-        """Admit a request on its GPU prefix hits; False if its first chunk does not fit."""
-        pool, bs = self.pool, self.cfg.block_size
-        hit_tokens = gpu * bs
-        n = min(r.num_tokens - hit_tokens, work.budget)
-        need = -(-(hit_tokens + n) // bs) - gpu
-        hits = r.chain[:gpu]
-        if need > pool.num_free or need > pool.free_after_acquire(hits):
-            return False
-        pool.acquire(hits)
-        pool.allocate(need)
-        r.blocks = [*hits, *([None] * need)]
-        if r.recompute:
-            self.c.restores_recomputed += 1
-            waited = now - (r.deferred_since if r.deferred_since is not None else now)
-            self.log.warning(
-                "Request %s restore waited %.1f s (max wait %.1f s); recomputing its prompt",
-                r.id,
-                waited,
-                self.cfg.restore_max_wait_s,
-            )
-        self._start(r, gpu, 0, now)
-        self._schedule(r, n, work, sampled)
-        return True
-
-    def _start(self, r: Request, computed_blocks: int, external_tokens: int, now: float) -> None:
-        """Move an admitted request to the running list (first scheduling counts its prompt)."""
-        bs = self.cfg.block_size
-        r.num_computed = computed_blocks * bs
-        r.num_registered = computed_blocks
-        r.deferred_since = None
-        r.recompute = False
-        self.running.append(r)
-        if r.first_scheduled_s is None:
-            r.first_scheduled_s = now
-            cached = computed_blocks * bs
-            r.cached_prompt_tokens = cached
-            self.c.count_prompt(len(r.prompt), cached - external_tokens, external_tokens)
-
     def _schedule(self, r: Request, n: int, work: StepWork, sampled: list[Request]) -> None:
         """Book `n` tokens of `r` into this step."""
         if r.num_tokens - r.num_computed == 1:
@@ -413,6 +309,7 @@ class Scheduler:
         victim.deferred_since = None
         victim.recompute = False
         self.waiting.appendleft(victim)
+        self._admission.changed()
         self.c.num_preemptions += 1
         self.log.debug("Request %s preempted (KV cache full); it will recompute", victim.id)
 
