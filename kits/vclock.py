@@ -123,7 +123,11 @@ class _Harness:
         self.engine = SimEngine(self.sim, log)
         self.detector = StallDetector(mon, gpu_checked=True)
         self.machines = [AgentMachine(self.load, i) for i in range(self.load.agents)]
-        self.history: list[tuple[str, ...]] = [() for _ in self.machines]
+        # each agent's conversation: the tokens of its last prompt (kept as a list, so a turn
+        # extends it instead of copying it) and how many of them the last finished turn (its
+        # prompt and reply) accounts for
+        self.conversation: list[list[str]] = [[] for _ in self.machines]
+        self.history_len = [0 for _ in self.machines]
         self.timers: list[tuple[float, int, int]] = []  # (due, sequence, agent)
         self.flights: dict[str, _Flight] = {}
         self.seq = 0
@@ -142,17 +146,20 @@ class _Harness:
             self._send(agent, action)
 
     def _prompt(self, agent: int, plan_send: Send) -> tuple[str, ...]:
+        """The turn's prompt: the conversation so far (or a new system prompt), new content."""
         plan = plan_send.plan
+        tokens = self.conversation[agent]
         if plan.turn == 0:
-            header = ("<|system|>", f"a{agent}", f"s{plan.system_seed}")
-            base = header + _words(plan.system_seed, self.load.system_prompt_tokens - 3)
+            tokens[:] = ("<|system|>", f"a{agent}", f"s{plan.system_seed}")
+            tokens += _words(plan.system_seed, self.load.system_prompt_tokens - 3)
         else:
-            base = self.history[agent]
-        return base + _words(plan.text_seed, plan.target_prompt_tokens - len(base))
+            del tokens[self.history_len[agent] :]
+        tokens += _words(plan.text_seed, plan.target_prompt_tokens - len(tokens))
+        return tuple(tokens)
 
     def _send(self, agent: int, send: Send) -> None:
         if send.attempt == 0 and send.plan.turn == 0:
-            self.history[agent] = ()
+            self.history_len[agent] = 0
         prompt = self._prompt(agent, send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
@@ -208,8 +215,9 @@ class _Harness:
         if flight is None:
             return
         self._record(flight, "ok", None)
-        reply = tuple(output_words(request_id, 0, flight.seen_tokens))
-        self.history[flight.agent] = flight.prompt + reply
+        # the agent's conversation holds this request's prompt (one request in flight per agent)
+        self.conversation[flight.agent] += output_words(request_id, 0, flight.seen_tokens)
+        self.history_len[flight.agent] = len(self.conversation[flight.agent])
         self._act(flight.agent, self.machines[flight.agent].answered(True))
 
     def _timeouts(self) -> None:
