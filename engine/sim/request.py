@@ -74,7 +74,7 @@ class Request:
         return self.prompt[start:] + tuple(self.outputs[: end - plen])
 
 
-@dataclass
+@dataclass(slots=True)
 class StepWork:
     """What the passes of one step scheduled so far."""
 

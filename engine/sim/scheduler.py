@@ -265,7 +265,19 @@ class Scheduler:
             if need > 0:
                 pool.allocate(need)
                 r.blocks.extend([None] * need)
-            self._schedule(r, n, work, sampled)
+            if remaining == 1:  # a decode: `_schedule`'s decode branch, inlined (the hot path)
+                work.decode_seqs += 1
+                work.decode_context += r.num_computed
+                r.num_computed += 1
+                r.last_step = step_no
+                work.scheduled += 1
+                work.budget -= 1
+                full = r.num_computed // bs
+                if full > r.num_registered:
+                    self._register(r, full)
+                sampled.append(r)
+            else:
+                self._schedule(r, n, work, sampled)
             i += 1
 
     def _schedule(self, r: Request, n: int, work: StepWork, sampled: list[Request]) -> None:
