@@ -128,6 +128,8 @@ class _Harness:
         # prompt and reply) accounts for
         self.conversation: list[list[str]] = [[] for _ in self.machines]
         self.history_len = [0 for _ in self.machines]
+        # the request whose prompt and reply those are (the engine reuses its block hashes)
+        self.history_id: list[str | None] = [None for _ in self.machines]
         self.timers: list[tuple[float, int, int]] = []  # (due, sequence, agent)
         self.flights: dict[str, _Flight] = {}
         self.seq = 0
@@ -160,12 +162,14 @@ class _Harness:
     def _send(self, agent: int, send: Send) -> None:
         if send.attempt == 0 and send.plan.turn == 0:
             self.history_len[agent] = 0
+            self.history_id[agent] = None
         prompt = self._prompt(agent, send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
         flight = _Flight(agent, send, rid, prompt, self.now, self.now)
         try:
-            self.engine.add_request(rid, prompt, plan.max_tokens, self.now)
+            continues = self.history_id[agent] if plan.turn else None
+            self.engine.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
         except SimRequestError as exc:
             self._record(flight, "http_error", str(exc), status=400)
             self._act(agent, self.machines[agent].answered(False))
@@ -202,8 +206,11 @@ class _Harness:
     # -- the engine -------------------------------------------------------------------------
     def _collect(self) -> None:
         """New tokens of every request in flight arrive as one chunk at the current time."""
+        engine = self.engine
         for flight in self.flights.values():
-            info = self.engine.request_info(flight.request_id)
+            if (engine.output_tokens(flight.request_id) or 0) <= flight.seen_tokens:
+                continue
+            info = engine.request_info(flight.request_id)
             if info is not None and info.output_tokens > flight.seen_tokens:
                 at = info.finished_s if info.finished_s is not None else self.now
                 flight.chunks.append((at - flight.t_start, info.output_tokens - flight.seen_tokens))
@@ -218,6 +225,7 @@ class _Harness:
         # the agent's conversation holds this request's prompt (one request in flight per agent)
         self.conversation[flight.agent] += output_words(request_id, 0, flight.seen_tokens)
         self.history_len[flight.agent] = len(self.conversation[flight.agent])
+        self.history_id[flight.agent] = request_id
         self._act(flight.agent, self.machines[flight.agent].answered(True))
 
     def _timeouts(self) -> None:

@@ -51,13 +51,22 @@ class Scheduler:
         self.now_s = 0.0
         self.gpu_busy = False
         self._pending_finished: dict[str, str] = {}
+        # the hash chains of the finished requests in `done`, for prompts that continue them
+        self._chains: OrderedDict[str, list[int]] = OrderedDict()
         self._admission = Admission(
             config, self.pool, self.c, logger, self.running, self.waiting, self._schedule
         )
 
     # -- requests ---------------------------------------------------------------------------
 
-    def add(self, request_id: str, prompt: Sequence[str], max_tokens: int, now_s: float) -> None:
+    def add(
+        self,
+        request_id: str,
+        prompt: Sequence[str],
+        max_tokens: int,
+        now_s: float,
+        continues: str | None = None,
+    ) -> None:
         cap = self.cfg.max_request_tokens
         if request_id in self.live:
             raise SimRequestError(f"request id {request_id!r} is already in use")
@@ -72,10 +81,24 @@ class Scheduler:
             raise SimRequestError(f"max_tokens must be at least 1, got {max_tokens}")
         tokens = prompt if isinstance(prompt, tuple) else tuple(prompt)
         req = Request(request_id, tokens, min(max_tokens, cap - len(tokens)), now_s)
-        req.chain = chain_hashes(tokens, self.cfg.block_size, 0, ROOT_HASH)
+        req.chain = self._chain(tokens, continues)
         self.live[request_id] = req
         self.waiting.append(req)
         self._admission.changed()
+
+    def _chain(self, tokens: tuple[str, ...], continues: str | None) -> list[int]:
+        """The hash chain of a prompt's full blocks, from a finished request's where it extends it.
+
+        Checked on the last shared block only: the caller vouches for the blocks before it.
+        """
+        bs = self.cfg.block_size
+        known = self._chains.get(continues, []) if continues is not None else []
+        k = min(len(known), len(tokens) // bs)
+        if k:
+            parent = known[k - 2] if k > 1 else ROOT_HASH
+            if hash((parent, tokens[(k - 1) * bs : k * bs])) == known[k - 1]:
+                return known[:k] + chain_hashes(tokens, bs, k, known[k - 1])
+        return chain_hashes(tokens, bs, 0, ROOT_HASH)
 
     def abort(self, request_id: str, now_s: float) -> None:
         req = self.live.get(request_id)
@@ -93,6 +116,13 @@ class Scheduler:
 
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
+
+    def output_tokens(self, request_id: str) -> int | None:
+        req = self.live.get(request_id)
+        if req is not None:
+            return len(req.outputs)
+        info = self.done.get(request_id)
+        return None if info is None else info.output_tokens
 
     def info(self, request_id: str) -> RequestInfo | None:
         req = self.live.get(request_id)
@@ -369,6 +399,8 @@ class Scheduler:
     def _finish(self, r: Request, reason: str, now_s: float) -> None:
         del self.live[r.id]
         self.done[r.id] = request_info(r, "finished", reason, now_s)
+        self._chains[r.id] = r.chain
         if len(self.done) > FINISHED_KEPT:
             self.done.popitem(last=False)
+            self._chains.popitem(last=False)
         self.c.request_success[reason] = self.c.request_success.get(reason, 0) + 1
