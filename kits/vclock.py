@@ -91,7 +91,7 @@ class _Flight:
     agent: int
     send: Send
     request_id: str
-    prompt: tuple[str, ...]
+    prompt_tokens: int
     t_start: float
     last_byte_s: float
     seen_tokens: int = 0
@@ -147,8 +147,11 @@ class _Harness:
         elif isinstance(action, Send):
             self._send(agent, action)
 
-    def _prompt(self, agent: int, plan_send: Send) -> tuple[str, ...]:
-        """The turn's prompt: the conversation so far (or a new system prompt), new content."""
+    def _prompt(self, agent: int, plan_send: Send) -> list[str]:
+        """The turn's prompt: the conversation so far (or a new system prompt), new content.
+
+        The agent's own list, not a copy: the engine keeps no reference to a prompt's tokens.
+        """
         plan = plan_send.plan
         tokens = self.conversation[agent]
         if plan.turn == 0:
@@ -157,7 +160,7 @@ class _Harness:
         else:
             del tokens[self.history_len[agent] :]
         tokens += _words(plan.text_seed, plan.target_prompt_tokens - len(tokens))
-        return tuple(tokens)
+        return tokens
 
     def _send(self, agent: int, send: Send) -> None:
         if send.attempt == 0 and send.plan.turn == 0:
@@ -166,7 +169,7 @@ class _Harness:
         prompt = self._prompt(agent, send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
-        flight = _Flight(agent, send, rid, prompt, self.now, self.now)
+        flight = _Flight(agent, send, rid, len(prompt), self.now, self.now)
         try:
             continues = self.history_id[agent] if plan.turn else None
             self.engine.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
@@ -191,7 +194,7 @@ class _Harness:
             t_end=self.now,
             ttft_s=None if first is None else first - flight.t_start,
             chunks=flight.chunks,
-            expected_prompt_tokens=len(flight.prompt),
+            expected_prompt_tokens=flight.prompt_tokens,
             prompt_tokens=info.prompt_tokens if info is not None else None,
             completion_tokens=flight.seen_tokens if info is not None else None,
             cached_tokens=info.cached_prompt_tokens if info is not None else None,

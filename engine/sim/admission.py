@@ -227,4 +227,4 @@ class Admission:
             r.first_scheduled_s = now
             cached = computed_blocks * bs
             r.cached_prompt_tokens = cached
-            self.c.count_prompt(len(r.prompt), cached - external_tokens, external_tokens)
+            self.c.count_prompt(r.prompt_len, cached - external_tokens, external_tokens)

@@ -19,9 +19,10 @@ ROOT_HASH = 0x5EED
 def chain_hashes(tokens: Sequence[str], block_size: int, start: int, parent: int) -> list[int]:
     """Hashes of the full blocks of `tokens` from block index `start`, chained from `parent`."""
     out: list[int] = []
-    tup = tokens if isinstance(tokens, tuple) else tuple(tokens)
-    for k in range(start, len(tup) // block_size):
-        parent = hash((parent, tup[k * block_size : (k + 1) * block_size]))
+    as_tuple = not isinstance(tokens, tuple)
+    for k in range(start, len(tokens) // block_size):
+        block = tokens[k * block_size : (k + 1) * block_size]
+        parent = hash((parent, tuple(block) if as_tuple else block))
         out.append(parent)
     return out
 

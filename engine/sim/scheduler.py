@@ -79,14 +79,15 @@ class Scheduler:
             )
         if max_tokens < 1:
             raise SimRequestError(f"max_tokens must be at least 1, got {max_tokens}")
-        tokens = prompt if isinstance(prompt, tuple) else tuple(prompt)
-        req = Request(request_id, tokens, min(max_tokens, cap - len(tokens)), now_s)
-        req.chain = self._chain(tokens, continues)
+        plen, bs = len(prompt), self.cfg.block_size
+        tail = tuple(prompt[plen // bs * bs :])
+        req = Request(request_id, plen, tail, min(max_tokens, cap - plen), now_s)
+        req.chain = self._chain(prompt, continues)
         self.live[request_id] = req
         self.waiting.append(req)
         self._admission.changed()
 
-    def _chain(self, tokens: tuple[str, ...], continues: str | None) -> list[int]:
+    def _chain(self, tokens: Sequence[str], continues: str | None) -> list[int]:
         """The hash chain of a prompt's full blocks, from a finished request's where it extends it.
 
         Checked on the last shared block only: the caller vouches for the blocks before it.
@@ -96,7 +97,7 @@ class Scheduler:
         k = min(len(known), len(tokens) // bs)
         if k:
             parent = known[k - 2] if k > 1 else ROOT_HASH
-            if hash((parent, tokens[(k - 1) * bs : k * bs])) == known[k - 1]:
+            if hash((parent, tuple(tokens[(k - 1) * bs : k * bs]))) == known[k - 1]:
                 return known[:k] + chain_hashes(tokens, bs, k, known[k - 1])
         return chain_hashes(tokens, bs, 0, ROOT_HASH)
 
