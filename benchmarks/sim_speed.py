@@ -5,7 +5,8 @@
     per CPU second (`time.process_time`, less noisy on a shared machine) for each policy (base
     stops at its stall, as the kit says; fix runs the whole duration): every repetition, their
     median and spread, and the median's ratio to the goal of 2000x. Each repetition runs in a
-    fresh process (imports excluded, the arm's own set-up included). `--against DIR` runs the
+    fresh process, after a one-second warm-up arm (imports and per-process set-up excluded, as
+    in `kit ab`'s worker processes, which run one arm after another). `--against DIR` runs the
     same arms from another checkout of the project (e.g. an older commit, `git worktree add`)
     alternately with this one, side by side.
 (b) Wall clock: the same arm served over HTTP (`kit run`'s path) at each --time-scale for
@@ -45,6 +46,10 @@ def _child(policy: str, seed: int) -> None:
 
     kit = load_kit("restore-stall", {"load.seed": seed})
     with tempfile.TemporaryDirectory() as tmp:
+        # a one-second arm first builds what a process builds once (kit ab's worker processes
+        # run one arm after another): the timed arm is the steady state
+        warm = load_kit("restore-stall", {"load.seed": seed, "load.duration_s": 1})
+        run_virtual_arm(warm, policy, f"sim:{policy}", policy, Path(tmp) / "warm-up")
         wall, cpu = time.perf_counter(), time.process_time()
         done = run_virtual_arm(kit, policy, f"sim:{policy}", policy, Path(tmp) / "arm")
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu

@@ -169,10 +169,7 @@ class Admission:
         n = min(r.num_tokens - hit_tokens, work.budget)
         step_blocks = -(-(hit_tokens + n) // bs) - total
         if r.split_key != r.match_key:  # the cache changed since the last poll
-            r.split_value = (
-                [h for h in r.chain[:total] if pool.gpu_cached(h)],
-                [h for h in r.chain[gpu:total] if not pool.gpu_cached(h)],
-            )
+            r.split_value = pool.split(r.chain, gpu, total)
             r.split_key = r.match_key
         on_gpu, from_host = r.split_value
         need = len(from_host) + step_blocks

@@ -83,6 +83,14 @@ class BlockPool:
                 total += 1
         return gpu, total
 
+    def split(self, chain: Sequence[int], gpu: int, total: int) -> tuple[list[int], list[int]]:
+        """Of a prefix of `total` blocks matched `gpu` deep on the GPU: its blocks cached on
+        the GPU, and those past `gpu` that only the host tier holds."""
+        in_use, evictable = self._in_use, self._evictable
+        on_gpu = [h for h in chain[:total] if h in in_use or h in evictable]
+        from_host = [h for h in chain[gpu:total] if h not in in_use and h not in evictable]
+        return on_gpu, from_host
+
     def free_after_acquire(self, hashes: Sequence[int]) -> int:
         """Blocks free for allocation once the cached `hashes` are acquired."""
         evictable = self._evictable

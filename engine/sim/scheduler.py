@@ -281,7 +281,7 @@ class Scheduler:
                 continue
             n = min(remaining, work.budget)
             need = -(-(r.num_computed + n) // bs) - len(r.blocks)
-            while need > pool.num_free:
+            while need > 0 and need > pool.num_free:
                 if not may_preempt:
                     return
                 if phase == "decode" and not rule_may_preempt(
