@@ -11,6 +11,7 @@ import pytest
 
 from engine.sim.config import SimConfig
 from engine.sim.core import SimEngine, SimRequestError
+from engine.sim.trace import prepare
 
 
 def words(tag: str, count: int) -> list[str]:
@@ -262,3 +263,29 @@ def test_a_prompt_that_continues_a_finished_request_reuses_its_hashes_with_the_s
     assert _second_turn("other") == plain
     assert _second_turn("nobody") == plain
     assert Driver().engine.output_tokens("nobody") is None
+
+
+def test_a_livelocked_engine_polls_its_restores_every_step_until_the_max_wait_expires() -> None:
+    # the livelock repeats one waiting pass thousands of times (the engine replays it): the
+    # counters must move every step as if it were run, and the max wait must still expire
+    engine, now = prepare("base", "full-slots")
+    first_poll: float | None = None
+    switched = False
+    queries = engine.stats.prefix_cache_queries
+    for _ in range(3200):
+        start = now
+        result = engine.step(now)
+        now += result.duration_s
+        stats = engine.stats
+        polled, queried = result.restores_polled, stats.prefix_cache_queries - queries
+        queries = stats.prefix_cache_queries
+        if first_poll is None:
+            first_poll = start
+        if not switched and start - first_poll >= 60.0:  # restore_max_wait_s
+            switched = True
+            assert (polled, stats.waiting_by_reason["deferred"]) == (1, 1)
+        elif switched:  # the first one now recomputes, cannot be admitted, and holds the queue
+            assert (result.scheduled_tokens, polled, queried) == (0, 0, 53)
+        elif result.scheduled_tokens == 0:
+            assert (polled, queried, stats.waiting_by_reason["deferred"]) == (2, 106, 2)
+    assert switched and stats.num_running == 2 and stats.restores_recomputed == 0
