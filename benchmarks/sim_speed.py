@@ -116,6 +116,7 @@ def bench_readme_ab(against: Path | None) -> None:
             done = subprocess.run(
                 [sys.executable, "-m", "kits", "ab", "--no-dashboard", "--out", f"{tmp}/ab"],
                 env=os.environ | {"PYTHONPATH": str(tree)},
+                cwd=tree,  # `python -m` puts the working directory first on the path
                 capture_output=True,
                 text=True,
                 check=False,
