@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from contract import names
 from engine.patched.launch import PatchedLauncher
 from engine.spec import parse_spec
 from kits.config import load_kit
@@ -36,7 +37,7 @@ from monitor.parse import parse_metrics
 def _empty_steps(text: str) -> float:
     total = 0.0
     for line in text.splitlines():
-        if line.startswith("vllm:scheduler_steps_total{") and 'empty="true"' in line:
+        if line.startswith(names.SCHEDULER_STEPS + "{") and 'empty="true"' in line:
             total += float(line.rsplit(" ", 1)[1])
     return total
 

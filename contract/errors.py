@@ -6,11 +6,15 @@ line and exit code 2, never as a traceback. Each role subclasses the root, so a 
 catch one role's failures or all of them::
 
     StallkitError                     contract.errors: message + hint
+    ├── RunFileError                  contract.errors: a run-directory file is missing or bad
+    ├── GpuSourceError                contract.gpu: a GPU-source spec that does not parse
     ├── EngineError                   engine.errors: parse, start, reach or stop an engine
-    │   └── SimRequestError           engine.sim: a request the simulator cannot take
+    │   ├── SimRequestError           engine.sim: a request the simulator cannot take
+    │   └── ApiError                  engine.sim.api: a request the HTTP front refuses
     ├── LoadError                     loadgen.errors: the load cannot start
     ├── MonitorError                  monitor.errors: the monitor cannot start
     ├── KitError                      kits.errors: a kit, run or A/B request is invalid
+    │   └── OverrideError             kits.errors: a command-line override does not validate
     └── ReportError                   reports.errors: a run directory is missing or unreadable
 
 Per-request failures during a run are not exceptions: they are recorded on the turn record.
@@ -23,7 +27,13 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-__all__ = ["StallkitError", "validation_location", "validation_message"]
+__all__ = [
+    "RunFileError",
+    "StallkitError",
+    "is_invalid_json",
+    "validation_location",
+    "validation_message",
+]
 
 
 class StallkitError(Exception):
@@ -35,14 +45,28 @@ class StallkitError(Exception):
         self.hint = hint
 
 
+class RunFileError(StallkitError):
+    """A file of a run directory is missing, is not valid JSON, or does not fit its model.
+
+    The message names the file (and the line, for JSONL files).
+    """
+
+
 def _clean(err_type: str, msg: str) -> str:
     if err_type == "extra_forbidden":
         return "unknown key"
+    if err_type == "json_invalid":
+        return "not valid JSON"
     # pydantic prefixes the text of a ValueError raised in a validator
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             return msg[len(prefix) :]
     return msg
+
+
+def is_invalid_json(exc: ValidationError) -> bool:
+    """Whether a validation error says its input was not JSON at all (`validate_json`)."""
+    return exc.errors()[0]["type"] == "json_invalid"
 
 
 def validation_location(exc: ValidationError) -> tuple[int | str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contract.gpu import GpuSource
 from engine.launcher import Launcher, wait_for_health
 from engine.spec import EngineSpec
 
@@ -12,9 +13,9 @@ ATTACH_TIMEOUT_S = 10.0
 class AttachLauncher(Launcher):
     """An engine someone else runs. Health is checked; stop leaves it alone."""
 
-    def __init__(self, spec: EngineSpec, gpu_source: str = "none") -> None:
+    def __init__(self, spec: EngineSpec, gpu_source: GpuSource | None = None) -> None:
         self.spec = spec
-        self._gpu_source = gpu_source
+        self._gpu_source = gpu_source or GpuSource("none")
 
     def start(self) -> None:
         return None
@@ -30,7 +31,7 @@ class AttachLauncher(Launcher):
         return self.spec.target
 
     @property
-    def gpu_source(self) -> str:
+    def gpu_source(self) -> GpuSource:
         return self._gpu_source
 
     def stop(self) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contract.gpu import GpuSource
 from engine.errors import EngineError
 from engine.launcher import Launcher, kill_process_group, tail_lines, wait_for_health
 from engine.spec import EngineSpec
@@ -174,13 +175,12 @@ class DockerLauncher(Launcher):
         return f"http://127.0.0.1:{self.opts.host_port}"
 
     @property
-    def gpu_source(self) -> str:
+    def gpu_source(self) -> GpuSource:
         if self.opts.dcgm_url:
-            return "dcgm:" + self.opts.dcgm_url.replace("{engine_url}", self.url)
+            return GpuSource("dcgm", url=self.opts.dcgm_url.replace("{engine_url}", self.url))
         if not self.opts.gpus:
-            return "none"
-        ids = ",".join(str(g) for g in self.opts.gpus)
-        return f"nvml:{ids}" if _has_pynvml() else f"smi:{ids}"
+            return GpuSource("none")
+        return GpuSource("nvml" if _has_pynvml() else "smi", tuple(self.opts.gpus))
 
     def _ensure_image(self) -> None:
         image = self.spec.target

@@ -23,6 +23,7 @@ from types import TracebackType
 import httpx
 import psutil
 
+from contract.gpu import GpuSource
 from engine.errors import EngineError
 from engine.spec import EngineSpec
 
@@ -74,9 +75,9 @@ class Launcher(ABC):
         """Base URL of the engine's OpenAI-compatible server (no trailing slash)."""
 
     @property
-    def gpu_source(self) -> str:
+    def gpu_source(self) -> GpuSource:
         """The monitor's GPU source for this engine (`none`, `nvml:0,1`, `dcgm:URL`, ...)."""
-        return "none"
+        return GpuSource("none")
 
     @abstractmethod
     def stop(self) -> None:

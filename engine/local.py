@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from contract.gpu import GpuSource
 from engine.errors import EngineError
 from engine.launcher import ProcessLauncher, free_port
 from engine.spec import EngineSpec
@@ -112,7 +113,7 @@ class VllmLauncher(ProcessLauncher):
         engine_args: Sequence[str] = (),
         port: int | None = None,
         log_path: Path | None = None,
-        gpu_source: str = "none",
+        gpu_source: GpuSource | None = None,
         grace_s: float = 15.0,
         python: str | None = None,
     ) -> None:
@@ -129,7 +130,7 @@ class VllmLauncher(ProcessLauncher):
         work_dir = Path(work_dir).resolve()
         self.model_dir = model_dir
         self.port = port if port is not None else free_port()
-        self._gpu_source = gpu_source
+        self._gpu_source = gpu_source or GpuSource("none")
         self._ipc_dir = ipc_base_dir(work_dir / "tmp")
         argv = [
             python or sys.executable, "-m", API_SERVER_MODULE,
@@ -150,7 +151,7 @@ class VllmLauncher(ProcessLauncher):
         )
 
     @property
-    def gpu_source(self) -> str:
+    def gpu_source(self) -> GpuSource:
         return self._gpu_source
 
     def stop(self) -> None:

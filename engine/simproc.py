@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from contract.gpu import GpuSource
 from engine.launcher import ProcessLauncher
 from engine.spec import EngineSpec
 
@@ -78,5 +79,5 @@ class SimLauncher(ProcessLauncher):
         self.time_scale = time_scale
 
     @property
-    def gpu_source(self) -> str:
-        return f"dcgm:{self.url}/dcgm/metrics"
+    def gpu_source(self) -> GpuSource:
+        return GpuSource("dcgm", url=f"{self.url}/dcgm/metrics")

@@ -19,11 +19,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from contract.files import KIT_FILE
+from contract.jsonl import write_json
+from contract.kitfile import KitFile
 from kits.config import Kit
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from kits.run import run_arm
 from kits.vclock import VirtualResult, run_virtual_arm
-from reports.ab import ABReport
+from reports import ABReport
 
 __all__ = ["DEFAULT_RUNS_DIR", "Arm", "Plan", "Result", "execute", "strict_failures"]
 
@@ -166,14 +169,11 @@ def _discard_if_unrecorded(plan: Plan) -> bool:
 
 def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) -> Result:
     """Run every arm over every seed, then write and print the reports. Engines always stop."""
-    from reports.view import ab_table
-    from reports.write import write_reports
+    from reports import ab_table, write_reports
 
     console = console or Console()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    (plan.out_dir / "kit.json").write_text(
-        plan.kit.model_dump_json(indent=2) + "\n", encoding="utf-8"
-    )
+    write_json(plan.out_dir / KIT_FILE, KitFile.of(plan.kit.model_dump(mode="json")))
     interrupted = False
     try:
         try:

@@ -13,13 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.launcher import Launcher
-from engine.spec import EngineSpec
-from monitor.events import MonitorEvent
-from monitor.exporter import StallExporter
-from monitor.forensics import EngineTarget, ForensicsCollector, TargetKind
-from monitor.onstall import OnStallCommand, OnStallRunner
-from monitor.session import Sink
+from engine import EngineSpec, Launcher
+from monitor import (
+    EngineTarget,
+    ForensicsCollector,
+    MonitorEvent,
+    OnStallCommand,
+    OnStallRunner,
+    Sink,
+    StallExporter,
+    TargetKind,
+)
 
 _KINDS: dict[str, TargetKind] = {"sim": "sim", "vllm": "local", "patched": "local"}
 _KINDS |= {"docker": "docker", "url": "remote"}

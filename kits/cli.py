@@ -56,6 +56,7 @@ cli_load.register(app)
 cli_monitor.register(app)
 cli_run.register(app)
 cli_rules.register(app)
+__import__("kits.cli_schema").cli_schema.register(app)
 
 
 def main() -> None:

@@ -100,6 +100,7 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
     import contextlib
     import json
 
+    from contract.files import LOAD_FILE
     from kits.cli_common import err_console
     from loadgen.preflight import preflight
     from loadgen.progress import LoadProgress, live_progress
@@ -108,7 +109,7 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
     info = await preflight(url, cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = {"config": cfg.model_dump(mode="json"), "server": info.model_dump(mode="json")}
-    (out_dir / "load.json").write_text(json.dumps(resolved, indent=2) + "\n")
+    (out_dir / LOAD_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
     err_console.print(
         f"[dim]load:[/] {cfg.agents} agents on {info.base_url} model {info.model} -> {out_dir}",
         highlight=False,
@@ -123,12 +124,14 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
 def _finish(out_dir: Path) -> None:
     from rich.console import Console
 
+    from contract.files import SUMMARY_FILE, TURNS_FILE
+    from contract.jsonl import write_json
+    from contract.records import read_records
+    from contract.summary import summarize
     from loadgen.progress import summary_table
-    from loadgen.records import TURNS_FILE, read_records
-    from loadgen.summary import summarize
 
     if not (out_dir / TURNS_FILE).exists():
         return
     summary = summarize(read_records(out_dir))
-    (out_dir / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n")
+    write_json(out_dir / SUMMARY_FILE, summary)
     Console().print(summary_table(summary))

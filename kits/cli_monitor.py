@@ -8,7 +8,7 @@ started under `--exit-on-stall`, 130 interrupted).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,9 @@ from kits.cli_alerting import (
     start_alerting,
 )
 from kits.cli_common import fail, user_errors
+
+if TYPE_CHECKING:
+    from contract.gpu import GpuSource
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
 EXIT_STALL = 3
@@ -90,9 +93,12 @@ def monitor(
 
     from rich.console import Console
 
+    from contract.gpu import GpuSource
     from monitor.config import monitor_config
     from monitor.gpu import gpu_source as make_gpu_source
     from monitor.session import run_monitor
+
+    source = GpuSource.parse(gpu_source)
 
     config = monitor_config(
         interval_s=interval,
@@ -102,9 +108,9 @@ def monitor(
         gpu_window_s=gpu_window,
         scrape_timeout_s=max(min(5.0, interval * 5), 0.5),
     )
-    if gpu_source.strip().lower() == "auto":
-        gpu_source = _auto_gpu_source(url)
-    gpu = make_gpu_source(gpu_source)
+    if source.kind == "auto":
+        source = _auto_gpu_source(url)
+    gpu = make_gpu_source(source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
@@ -141,13 +147,13 @@ def monitor(
         raise typer.Exit(EXIT_STALL)
 
 
-def _auto_gpu_source(url: str) -> str:
+def _auto_gpu_source(url: str) -> GpuSource:
     """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
     from kits.cli_common import err_console
     from monitor.gpu import probe_engine_dcgm
 
     chosen, why = probe_engine_dcgm(url)
-    if why and chosen == "none":
+    if why and chosen.kind == "none":
         why += "; pass --gpu-source nvml:0,1, smi:0,1 or dcgm:URL for GPU readings"
     if why:
         err_console.print(f"gpu source: {chosen} (auto: {why})", highlight=False, soft_wrap=True)

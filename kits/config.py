@@ -16,10 +16,11 @@ from typing import Any, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from contract.errors import validation_location, validation_message
-from engine.sim.config import SimConfig
+from contract.gpu import GpuSource, GpuSourceError, GpuSourceField
+from engine import SimConfig
 from kits.errors import KitError, OverrideError
-from loadgen.config import LoadConfig
-from monitor.config import MonitorConfig
+from loadgen import LoadConfig
+from monitor import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: the kits shipped in the package
@@ -44,6 +45,17 @@ class DockerHost(BaseModel):
         "",
         description="the host's DCGM exporter as reached from here; {engine_url} is replaced; empty: the kit's GPUs",
     )
+
+    @field_validator("dcgm_url")
+    @classmethod
+    def _dcgm_form(cls, value: str) -> str:
+        # checked here, not when the engine is already up and the monitor asks for it
+        if value:
+            try:
+                GpuSource("dcgm", url=value.replace("{engine_url}", "http://127.0.0.1:1"))
+            except GpuSourceError as exc:
+                raise ValueError(f"{exc.message} ({exc.hint})") from None
+        return value
 
     @field_validator("docker_host")
     @classmethod
@@ -146,8 +158,8 @@ class PatchedSection(BaseModel):
 class KitMonitor(MonitorConfig):
     """The monitor's settings plus where its GPU readings come from."""
 
-    gpu_source: str = Field(
-        "auto", description="auto (the launcher's), none, nvml:0,1, smi:0,1 or dcgm:URL"
+    gpu_source: GpuSourceField = Field(
+        GpuSource("auto"), description="auto (the launcher's), none, nvml:0,1, smi:0,1 or dcgm:URL"
     )
 
 

@@ -5,44 +5,44 @@ load and monitor models): engine seconds for what the engine's clock governs (pa
 timeouts, the run's length, scrape interval, stall thresholds), wall seconds for what the
 wall clock governs (TCP connect and scrape timeouts, the GPU telemetry's averaging window).
 A wall-clock simulator arm runs `time_scale` engine seconds per wall second; its `TimeBase`
-is the one conversion between the two. Reports convert back with the scale each arm measured.
+is the one conversion between the two (`contract.time`). Reports convert back with the scale
+each arm measured.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel
 
-from engine.attach import AttachLauncher
-from engine.docker import DockerLauncher, DockerOptions, Overlay
-from engine.launcher import Launcher, free_port
-from engine.spec import EngineSpec
+from contract.files import ENGINE_LOG
+from contract.time import TimeBase, Unit, duration_unit
+from engine import (
+    AttachLauncher,
+    DockerLauncher,
+    DockerOptions,
+    EngineSpec,
+    Launcher,
+    Overlay,
+    free_port,
+)
 from kits.config import Kit
-from loadgen.config import LoadConfig
-from monitor.config import MonitorConfig
+from loadgen import LoadConfig
+from monitor import MonitorConfig
+
+__all__ = [
+    "TimeBase",
+    "Unit",
+    "duration_unit",
+    "load_config",
+    "make_launcher",
+    "monitor_config",
+    "time_scale",
+]
 
 #: the monitor never scrapes more often than this (wall seconds)
 MIN_INTERVAL_S = 0.05
-
-Unit = Literal["engine", "wall"]
-
-
-@dataclass(frozen=True)
-class TimeBase:
-    """Engine seconds per wall second of an arm, and the one conversion between the two."""
-
-    scale: float
-
-    def to_wall(self, engine_s: float) -> float:
-        """Wall seconds that `engine_s` engine seconds take."""
-        return engine_s / self.scale
-
-    def to_engine(self, wall_s: float) -> float:
-        """Engine seconds that pass in `wall_s` wall seconds."""
-        return wall_s * self.scale
 
 
 def time_scale(spec: EngineSpec, kit: Kit) -> float:
@@ -51,13 +51,6 @@ def time_scale(spec: EngineSpec, kit: Kit) -> float:
     if spec.kind == "sim":
         return kit.sim.time_scale
     return kit.engine.time_scale if spec.kind == "docker" else 1.0
-
-
-def duration_unit(model: type[BaseModel], name: str) -> Unit | None:
-    """The unit a field declares (None: not a duration)."""
-    extra = model.model_fields[name].json_schema_extra
-    unit = extra.get("unit") if isinstance(extra, dict) else None
-    return "engine" if unit == "engine" else "wall" if unit == "wall" else None
 
 
 def _in_wall(model: type[BaseModel], fields: dict[str, Any], base: TimeBase) -> dict[str, Any]:
@@ -85,17 +78,17 @@ def make_launcher(
     arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, overlays: list[Overlay] | None = None
 ) -> Launcher:
     """The launcher for one arm; logs go to `arm_dir/engine.log`."""
-    log_path = arm_dir / "engine.log"
+    log_path = arm_dir / ENGINE_LOG
     if spec.kind == "sim":
-        from engine.simproc import SimLauncher
+        from engine import SimLauncher
 
         sim = kit.sim.engine.model_dump(mode="json", exclude={"policy"})
         return SimLauncher(spec, arm_dir, sim, kit.sim.time_scale, log_path=log_path)
     if spec.kind == "url":
         source = kit.monitor.gpu_source
-        return AttachLauncher(spec, gpu_source="none" if source == "auto" else source)
+        return AttachLauncher(spec, gpu_source=None if source.kind == "auto" else source)
     if spec.kind == "vllm":
-        from engine.local import VllmLauncher
+        from engine import VllmLauncher
 
         return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
     if spec.kind == "patched":
@@ -126,8 +119,7 @@ def _patched_launcher(
     arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, log_path: Path
 ) -> Launcher:
     """A local vLLM with the patched scheduler: the kit's model, share and engine arguments."""
-    from engine.patched.config import PatchedConfig
-    from engine.patched.launch import PatchedLauncher, PatchedOptions, resolve_model
+    from engine import PatchedConfig, PatchedLauncher, PatchedOptions, resolve_model
 
     gpus = kit.engine.gpus_for(arm)
     section = kit.patched

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from engine.docker import Overlay
-from engine.launcher import Launcher
-from engine.spec import EngineSpec, parse_spec
+from engine import EngineSpec, Launcher, Overlay, parse_spec
 from kits.alerting import Alerting
 from kits.config import Kit, load_kit
 from kits.errors import KitError

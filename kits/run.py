@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -22,25 +21,26 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from engine.launcher import Launcher, tail_lines
+from contract import names
+from contract.files import KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
+from contract.jsonl import write_json
+from contract.kitfile import KitFile
+from contract.meta import ArmMeta
+from contract.records import read_records
+from contract.summary import summarize
+from engine import Launcher, tail_lines
 from kits.alerting import Alerting, ArmAlerting
 from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
 from kits.plan import Arm, Plan
 from kits.view import RunView
-from loadgen.config import LoadConfig
+from loadgen import LoadConfig, RunFinished, run_agents
 from loadgen.preflight import ServerInfo, preflight
-from loadgen.records import read_records
-from loadgen.run import RunFinished, run_agents
-from loadgen.summary import summarize
-from monitor.config import MonitorConfig
-from monitor.events import StopRequested
-from monitor.gpu import GpuSource, gpu_source
-from monitor.timeline import TimelineWriter
+from monitor import GpuReader, MonitorConfig, StopRequested, TimelineWriter, gpu_source
 from monitor.watch import watch
 
 _ENGINE_TIME_RE = re.compile(
-    r"^stallkit_sim_engine_time_seconds(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M
+    "^" + re.escape(names.SIM_ENGINE_TIME) + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M
 )
 
 
@@ -112,7 +112,7 @@ async def _drive(
     info: ServerInfo,
     load: LoadConfig,
     mon: MonitorConfig,
-    gpu: GpuSource,
+    gpu: GpuReader,
     view: RunView,
     scale: float,
     hooks: ArmAlerting,
@@ -130,7 +130,7 @@ async def _drive(
         asyncio.create_task(_pump("load", run_agents(info, load, arm.dir), queue)),
         asyncio.create_task(_pump("engine", _watch_engine(launcher), queue)),
     ]
-    timeline = TimelineWriter(arm.dir / "timeline.jsonl")
+    timeline = TimelineWriter(arm.dir / TIMELINE_FILE)
     try:
         while True:
             event = await queue.get()
@@ -161,18 +161,9 @@ async def _drive(
         timeline.close()
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def _write_summary(arm_dir: Path, scale: float) -> None:
-    turns = arm_dir / "turns.jsonl"
-    records = read_records(turns) if turns.exists() else []
-    summary = summarize(records).model_dump(mode="json")
-    summary["time_scale"] = scale
-    _write_json(arm_dir / "summary.json", summary)
+    records = read_records(arm_dir / TURNS_FILE) if (arm_dir / TURNS_FILE).exists() else []
+    write_json(arm_dir / SUMMARY_FILE, summarize(records).model_copy(update={"time_scale": scale}))
 
 
 async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> None:
@@ -180,22 +171,19 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     kit = plan.kit
     scale = time_scale(arm.spec, kit)
     arm.dir.mkdir(parents=True, exist_ok=True)
-    _write_json(arm.dir / "kit.json", kit.model_dump(mode="json") | {"time_scale": scale})
-    meta: dict[str, Any] = {
-        "arm": arm.name,
-        "spec": arm.spec.raw,
-        "kind": arm.spec.kind,
-        "clock": "wall",
-        "seed": kit.load.seed,
-        "time_scale": scale,
-        "planned_duration_s": kit.load.duration_s,
-        "started_at": datetime.now(UTC).isoformat(),
-        "end_reason": "starting",
-        "stopped_by_monitor": False,
-        "wall_s": 0.0,
-        "error": None,
-    }
-    _write_json(arm.dir / "meta.json", meta)
+    write_json(arm.dir / KIT_FILE, KitFile.of(kit.model_dump(mode="json"), scale))
+    meta = ArmMeta.starting(
+        arm=arm.name,
+        spec=arm.spec.raw,
+        kind=arm.spec.kind,
+        clock="wall",
+        seed=kit.load.seed,
+        time_scale=scale,
+        planned_duration_s=kit.load.duration_s,
+        started_at=datetime.now(UTC).isoformat(),
+    )
+    write_json(arm.dir / META_FILE, meta)
+    end: dict[str, Any] = {"end_reason": "starting", "error": None}
     launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
     plan.launchers.append(launcher)
     load, mon = load_config(kit, scale), monitor_config(kit, scale)
@@ -207,7 +195,9 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         view.note(f"{arm.name}: starting {arm.spec.raw}")
         await asyncio.to_thread(launcher.start)
         await asyncio.to_thread(launcher.wait_healthy, kit.engine.startup_timeout_s)
-        source = kit.monitor.gpu_source if kit.monitor.gpu_source != "auto" else launcher.gpu_source
+        source = (
+            kit.monitor.gpu_source if kit.monitor.gpu_source.kind != "auto" else launcher.gpu_source
+        )
         gpu = gpu_source(source, timeout_s=mon.scrape_timeout_s)
         info = await preflight(launcher.url, load)
         view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
@@ -218,18 +208,18 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         hooks = alerting.for_arm(arm.name, arm.spec, arm.dir, launcher, mon.stall_after_s)
         t_load = time.monotonic()
         async with view.live(launcher.url):
-            meta["end_reason"] = await _drive(
+            end["end_reason"] = await _drive(
                 arm, launcher, info, load, mon, gpu, view, scale, hooks
             )
     except asyncio.CancelledError:
-        meta["end_reason"] = "interrupted"
+        end["end_reason"] = "interrupted"
         raise
     except EngineDied as exc:
         # a result, not a failure of the run: the other arm still runs and the table says so
-        meta["end_reason"], meta["error"] = "engine_died", str(exc)
+        end["end_reason"], end["error"] = "engine_died", str(exc)
         view.note(f"{arm.name}: {str(exc).splitlines()[0]}")
     except BaseException as exc:
-        meta["end_reason"], meta["error"] = (
+        end["end_reason"], end["error"] = (
             "error",
             str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
         )
@@ -237,16 +227,18 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
     finally:
         # the wall time is taken when the engine clock is read, so the two cover the same span
         engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
-        meta["wall_s"] = round(time.monotonic() - t_load, 3)
-        meta["stopped_by_monitor"] = meta["end_reason"] == "stall_stop"
+        wall_s = round(time.monotonic() - t_load, 3)
+        end["wall_s"] = wall_s
+        end["stopped_by_monitor"] = end["end_reason"] == "stall_stop"
         if engine_t0 is not None and engine_t1 is not None:
-            meta["engine_s"] = round(engine_t1 - engine_t0, 3)
-            meta["engine_s_per_wall_s"] = round(meta["engine_s"] / max(meta["wall_s"], 1e-9), 2)
+            end["engine_s"] = engine_s = round(engine_t1 - engine_t0, 3)
+            end["engine_s_per_wall_s"] = round(engine_s / max(wall_s, 1e-9), 2)
         await asyncio.to_thread(hooks.close)  # bundles and on-stall commands, before the stop
         with contextlib.suppress(Exception):
             await asyncio.to_thread(launcher.stop)
-        meta["finished_at"] = datetime.now(UTC).isoformat()
+        end["finished_at"] = datetime.now(UTC).isoformat()
         _write_summary(arm.dir, scale)
-        _write_json(arm.dir / "meta.json", meta)
-        ran = f"{meta['engine_s']:.0f} engine s, " if "engine_s" in meta else ""
-        view.note(f"{arm.name}: {meta['end_reason']} after {ran}{meta['wall_s']:.1f} wall s")
+        meta = meta.update(**end)
+        write_json(arm.dir / META_FILE, meta)
+        ran = f"{meta.engine_s:.0f} engine s, " if meta.engine_s is not None else ""
+        view.note(f"{arm.name}: {meta.end_reason} after {ran}{meta.wall_s:.1f} wall s")

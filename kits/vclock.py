@@ -15,7 +15,6 @@ policy and seed give the same files apart from the wall-clock timestamps in meta
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import random
 import time
@@ -25,20 +24,46 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from engine.sim.config import SimConfig
+from contract.files import (
+    ENGINE_LOG,
+    KIT_FILE,
+    META_FILE,
+    SUMMARY_FILE,
+    TIMELINE_FILE,
+    TURNS_FILE,
+)
+from contract.jsonl import write_json
+from contract.kitfile import KitFile
+from contract.meta import ArmMeta
+from contract.records import read_records
+from contract.summary import summarize
+from engine import SimConfig
 from engine.sim.core import EngineStats, SimEngine, SimRequestError, output_words
 from engine.sim.metrics import FINISH_REASONS
 from kits.config import Kit
-from loadgen.agent import Action, AgentMachine, Send, Wait
-from loadgen.config import LoadConfig
-from loadgen.records import TURNS_FILE, Outcome, RecordWriter, TurnRecord
-from loadgen.summary import summarize
-from monitor.config import MonitorConfig
-from monitor.detector import StallDetector
-from monitor.events import GpuReading, MonitorEvent, Sample, StallStarted, StopRequested
-from monitor.parse import EngineMetrics, MetricsSnapshot
-from monitor.rates import snapshot_deltas
-from monitor.timeline import TimelineWriter
+from loadgen import (
+    Action,
+    AgentMachine,
+    LoadConfig,
+    Outcome,
+    RecordWriter,
+    Send,
+    TurnRecord,
+    Wait,
+)
+from monitor import (
+    EngineMetrics,
+    GpuReading,
+    MetricsSnapshot,
+    MonitorConfig,
+    MonitorEvent,
+    Sample,
+    StallDetector,
+    StallStarted,
+    StopRequested,
+    TimelineWriter,
+    snapshot_deltas,
+)
 
 __all__ = ["VirtualResult", "run_virtual_arm", "snapshot_of"]
 
@@ -135,7 +160,7 @@ class _Harness:
         self.seq = 0
         self.now = 0.0
         self.records = RecordWriter(arm_dir / TURNS_FILE)
-        self.timeline = TimelineWriter(arm_dir / "timeline.jsonl")
+        self.timeline = TimelineWriter(arm_dir / TIMELINE_FILE)
         self.prev: tuple[float, MetricsSnapshot, float] | None = None
         self.stalled = False
 
@@ -316,16 +341,10 @@ def _arm_logger(arm_dir: Path) -> tuple[logging.Logger, logging.Handler]:
     log = logging.getLogger(f"stallkit.vclock.{arm_dir.resolve()}")
     log.propagate = False
     log.setLevel(logging.INFO)
-    handler = logging.FileHandler(arm_dir / "engine.log", encoding="utf-8")
+    handler = logging.FileHandler(arm_dir / ENGINE_LOG, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     log.addHandler(handler)
     return log, handler
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
 
 
 def run_virtual_arm(
@@ -340,50 +359,49 @@ def run_virtual_arm(
     if not stop_on_stall:
         mon_fields["stop_after_s"] = None
     mon = MonitorConfig.model_validate(mon_fields)
-    _write_json(arm_dir / "kit.json", kit.model_dump(mode="json") | {"time_scale": 1.0})
-    meta: dict[str, Any] = {
-        "arm": arm,
-        "spec": spec,
-        "kind": "sim",
-        "clock": "virtual",
-        "seed": kit.load.seed,
-        "time_scale": 1.0,
-        "planned_duration_s": kit.load.duration_s,
-        "started_at": datetime.now(UTC).isoformat(),
-        "end_reason": "starting",
-        "stopped_by_monitor": False,
-        "engine_s": 0.0,
-        "wall_s": 0.0,
-        "error": None,
-    }
+    write_json(
+        arm_dir / KIT_FILE,
+        KitFile.of(kit.model_dump(mode="json"), 1.0),
+    )
+    meta = ArmMeta.starting(
+        arm=arm,
+        spec=spec,
+        kind="sim",
+        clock="virtual",
+        seed=kit.load.seed,
+        time_scale=1.0,
+        planned_duration_s=kit.load.duration_s,
+        started_at=datetime.now(UTC).isoformat(),
+    )
+    end: dict[str, Any] = {"end_reason": "starting", "error": None}
     log, handler = _arm_logger(arm_dir)
     harness = _Harness(kit, policy, arm_dir, mon, log)
     t0 = time.perf_counter()
     try:
-        meta["end_reason"] = harness.run()
+        end["end_reason"] = harness.run()
     except BaseException as exc:
-        meta["end_reason"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-        meta["error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        end["end_reason"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+        end["error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise
     finally:
         harness.close()
         log.removeHandler(handler)
         handler.close()
-        meta["stopped_by_monitor"] = meta["end_reason"] == "stall_stop"
-        meta["engine_s"] = round(harness.now, 3)
+        end["stopped_by_monitor"] = end["end_reason"] == "stall_stop"
+        end["engine_s"] = round(harness.now, 3)
         # the arm's files are in engine seconds: its length is its engine time
-        meta["wall_s"] = round(harness.now, 3)
-        meta["compute_wall_s"] = round(time.perf_counter() - t0, 3)
-        meta["finished_at"] = datetime.now(UTC).isoformat()
-        summary = summarize(_records(arm_dir)).model_dump(mode="json") | {"time_scale": 1.0}
-        _write_json(arm_dir / "summary.json", summary)
-        _write_json(arm_dir / "meta.json", meta)
+        end["wall_s"] = round(harness.now, 3)
+        end["compute_wall_s"] = round(time.perf_counter() - t0, 3)
+        end["finished_at"] = datetime.now(UTC).isoformat()
+        summary = summarize(read_records(arm_dir / TURNS_FILE))
+        write_json(arm_dir / SUMMARY_FILE, summary.model_copy(update={"time_scale": 1.0}))
+        meta = meta.update(**end)
+        write_json(arm_dir / META_FILE, meta)
     return VirtualResult(
-        arm, kit.load.seed, meta["end_reason"], harness.now, meta["compute_wall_s"], harness.stalled
+        arm,
+        kit.load.seed,
+        meta.end_reason,
+        harness.now,
+        meta.compute_wall_s or 0.0,
+        harness.stalled,
     )
-
-
-def _records(arm_dir: Path) -> list[TurnRecord]:
-    from loadgen.records import read_records
-
-    return read_records(arm_dir / TURNS_FILE)

@@ -21,9 +21,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from loadgen.run import AgentState, RunFinished, TurnFinished
-from monitor.dashboard import Dashboard, LogLines, fmt_s, live_dashboard
-from monitor.events import Sample, Verdict
+from loadgen import AgentState, RunFinished, TurnFinished
+from monitor import Dashboard, LogLines, Sample, Verdict, fmt_s, live_dashboard
 
 #: event fields that hold a time or a duration (wall seconds in the monitor's events)
 _TIME_FIELDS = ("t", "onset", "duration_s", "stall_s", "down_s", "since", "seconds")

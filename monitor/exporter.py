@@ -14,6 +14,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
+from contract import names
 from monitor.errors import MonitorError
 from monitor.events import (
     Down,
@@ -41,46 +42,42 @@ class StallExporter:
         self.port: int | None = None
         r = self.registry
         self.stall_active = Gauge(
-            "stallkit_stall_active", "1 while a stall of this kind holds", [*_L, "kind"], registry=r
+            names.STALL_ACTIVE, "1 while a stall of this kind holds", [*_L, "kind"], registry=r
         )
         self.stall_seconds = Gauge(
-            "stallkit_stall_duration_seconds",
+            names.STALL_DURATION,
             "Seconds since the current stall's onset (0 without a stall)",
             _L,
             registry=r,
         )
-        self.stalls = Counter(
-            "stallkit_stalls", "Stalls started, by kind", [*_L, "kind"], registry=r
-        )
+        self.stalls = Counter(names.STALLS, "Stalls started, by kind", [*_L, "kind"], registry=r)
         self.gen_rate = Gauge(
-            "stallkit_generation_tokens_per_second",
+            names.GENERATION_TOKENS_PER_SECOND,
             "Generated tokens per second in the last sample",
             _L,
             registry=r,
         )
         self.running = Gauge(
-            "stallkit_requests_running", "Running requests, last sample", _L, registry=r
+            names.REQUESTS_RUNNING, "Running requests, last sample", _L, registry=r
         )
         self.waiting = Gauge(
-            "stallkit_requests_waiting", "Waiting requests, last sample", _L, registry=r
+            names.REQUESTS_WAITING, "Waiting requests, last sample", _L, registry=r
         )
         self.kv = Gauge(
-            "stallkit_kv_cache_usage_ratio", "KV cache usage (0..1), last sample", _L, registry=r
+            names.KV_CACHE_USAGE_RATIO, "KV cache usage (0..1), last sample", _L, registry=r
         )
         self.gpu = Gauge(
-            "stallkit_gpu_utilization_percent",
+            names.GPU_UTILIZATION,
             "GPU utilisation (%), last reading",
             [*_L, "gpu"],
             registry=r,
         )
-        self.failures = Counter(
-            "stallkit_scrape_failures", "Failed /metrics scrapes", _L, registry=r
-        )
+        self.failures = Counter(names.SCRAPE_FAILURES, "Failed /metrics scrapes", _L, registry=r)
         self.up = Gauge(
-            "stallkit_engine_up", "1 when the last /metrics scrape succeeded", _L, registry=r
+            names.ENGINE_UP, "1 when the last /metrics scrape succeeded", _L, registry=r
         )
         self.last_sample = Gauge(
-            "stallkit_last_sample_timestamp_seconds",
+            names.LAST_SAMPLE_TIMESTAMP,
             "Unix time of the last successful scrape",
             _L,
             registry=r,

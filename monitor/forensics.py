@@ -31,14 +31,18 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
 
+from contract.files import FORENSICS_INPUTS_FILE
+from contract.forensics import MANIFEST_FILE, BundleManifest
+from contract.jsonl import jsonl_text, write_json
+from contract.timeline import TimelineLine
 from monitor.events import MonitorEvent, StallStarted
 from monitor.onstall import onset_name
 from monitor.scrape import metrics_url
-from monitor.timeline import event_record
+from monitor.timeline import event_line
 
 TargetKind = Literal["local", "docker", "sim", "remote"]
 PTRACE_HINT = (
@@ -209,23 +213,23 @@ class ForensicsCollector:
         self._window_s = window_s
         self._record_s = record_s
         self._log_lines = log_lines
-        self._recent: collections.deque[dict[str, Any]] = collections.deque()
+        self._recent: collections.deque[TimelineLine] = collections.deque()
         self._threads: list[threading.Thread] = []
 
     def handle(self, event: MonitorEvent) -> None:
         """Keep the recent inputs; on a stall start, collect its bundle in the background."""
-        record = event_record(event)
-        if record is not None and record["type"] in ("sample", "gpu", "down"):
+        record = event_line(event)
+        if record is not None and record.type in ("sample", "gpu", "down"):
             self._recent.append(record)
-            while self._recent and self._recent[0]["t"] < event.t - self._window_s - 1.0:
+            while self._recent and self._recent[0].t < event.t - self._window_s - 1.0:
                 self._recent.popleft()
         if isinstance(event, StallStarted):
-            inputs = [r for r in self._recent if r["t"] >= event.t - self._window_s]
+            inputs = [r for r in self._recent if r.t >= event.t - self._window_s]
             thread = threading.Thread(target=self.collect, args=(event, inputs), daemon=True)
             self._threads.append(thread)
             thread.start()
 
-    def collect(self, event: StallStarted, inputs: list[dict[str, Any]]) -> Path:
+    def collect(self, event: StallStarted, inputs: list[TimelineLine]) -> Path:
         """Write the bundle of `event` (blocking); returns its directory."""
         out = self.root / onset_name(event.onset)
         out.mkdir(parents=True, exist_ok=True)
@@ -233,7 +237,7 @@ class ForensicsCollector:
         bundle = _Bundle(out, errors)
         verdict = {"t": event.t, "onset": event.onset, "kind": event.kind}
         bundle.write("verdict.json", json.dumps(verdict | {"gpu_checked": event.gpu_checked}))
-        bundle.write("inputs.jsonl", "".join(json.dumps(r) + "\n" for r in inputs))
+        bundle.write(FORENSICS_INPUTS_FILE, jsonl_text(inputs))
         self._fetch(bundle, metrics_url(self._url), "metrics.txt")
         if self._target.log_path is not None:
             bundle.write("engine-log-tail.txt", _tail(self._target.log_path, self._log_lines))
@@ -244,9 +248,14 @@ class ForensicsCollector:
             top = self._stacks(bundle)
         elif self._target.kind == "docker" and self._target.container:
             self._docker(bundle, self._target.container)
-        manifest = {**verdict, "files": sorted(bundle.files), "errors": errors}
-        manifest |= {"top_frames": top[0], "hot_leaves": top[1]}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        manifest = BundleManifest(
+            **verdict,
+            files=sorted(bundle.files),
+            errors=errors,
+            top_frames=top[0],
+            hot_leaves=top[1],
+        )
+        write_json(out / MANIFEST_FILE, manifest)
         return out
 
     def _fetch(self, bundle: _Bundle, url: str, name: str) -> None:

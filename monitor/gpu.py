@@ -1,11 +1,12 @@
-"""GPU utilisation: one interface, sources chosen by a flag string.
+"""GPU utilisation: one reader interface, built from a typed GPU-source spec.
 
 `nvml:0,1` reads local GPUs through nvidia-ml-py, `smi:0,1` runs `nvidia-smi`, `dcgm:URL`
 scrapes a DCGM exporter's `/metrics` (remote GPUs; the simulator serves this format), and
-`none` watches no GPU, so the detector runs on metrics alone. A configured source that
-cannot read at start (missing bindings or binary, no driver, no such GPU, unreachable
-exporter) raises `MonitorError`: it never silently becomes `none`. After a good start a
-failed read is data (`GpuReading.error`), like a failed scrape.
+`none` watches no GPU, so the detector runs on metrics alone (the spec and its text form are
+`contract.gpu.GpuSource`). A configured source that cannot read at start (missing bindings or
+binary, no driver, no such GPU, unreachable exporter) raises `MonitorError`: it never
+silently becomes `none`. After a good start a failed read is data (`GpuReading.error`), like
+a failed scrape.
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ from typing import Any, Protocol
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from contract import names
+from contract.gpu import SPEC_HINT, GpuSource, GpuSourceError
 from monitor.errors import MonitorError
 
 SMI_QUERY = (
     "--query-gpu=index,utilization.gpu,memory.used",
     "--format=csv,noheader,nounits",
 )
-SPEC_HINT = "use nvml:0,1 | smi:0,1 | dcgm:http://HOST:PORT/metrics | none"
 
 
-class GpuSource(Protocol):
-    """Where GPU utilisation comes from; `start()` proves it works before a run."""
+class GpuReader(Protocol):
+    """Reads GPU utilisation from one source; `start()` proves it works before a run."""
 
     @property
     def checked(self) -> bool:
@@ -35,7 +37,7 @@ class GpuSource(Protocol):
 
     @property
     def label(self) -> str:
-        """The flag string it was built from, for display."""
+        """The spec's text form it was built from, for display."""
         ...
 
     async def start(self) -> dict[str, float]:
@@ -49,13 +51,6 @@ class GpuSource(Protocol):
     async def close(self) -> None:
         """Release whatever the source holds."""
         ...
-
-
-def _indices(text: str, spec: str) -> list[str]:
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not all(p.isdigit() for p in parts):
-        raise MonitorError(f"bad GPU indices in {spec!r}", hint=SPEC_HINT)
-    return parts
 
 
 def _pick(found: dict[str, float], wanted: list[str], label: str) -> dict[str, float]:
@@ -197,12 +192,12 @@ class NvmlGpu:
 def parse_dcgm(text: str) -> dict[str, float]:
     """`DCGM_FI_DEV_GPU_UTIL` per `gpu` label from a DCGM exporter page."""
     lines = text.splitlines()
-    wanted = "\n".join(x for x in lines if x.startswith("DCGM_FI_DEV_GPU_UTIL"))
+    wanted = "\n".join(x for x in lines if x.startswith(names.DCGM_GPU_UTIL))
     out: dict[str, float] = {}
     try:
         for family in text_string_to_metric_families(wanted + "\n"):
             for sample in family.samples:
-                if sample.name == "DCGM_FI_DEV_GPU_UTIL" and "gpu" in sample.labels:
+                if sample.name == names.DCGM_GPU_UTIL and "gpu" in sample.labels:
                     out[sample.labels["gpu"]] = float(sample.value)
     except ValueError as exc:
         raise MonitorError(f"malformed DCGM exporter text: {exc}") from None
@@ -227,7 +222,7 @@ class DcgmGpu:
             raise MonitorError(f"{self.label}: {type(exc).__name__}: {exc}") from None
         util = parse_dcgm(response.text)
         if not util:
-            raise MonitorError(f"{self.label}: no DCGM_FI_DEV_GPU_UTIL series at {self._url}")
+            raise MonitorError(f"{self.label}: no {names.DCGM_GPU_UTIL} series at {self._url}")
         return util
 
     async def start(self) -> dict[str, float]:
@@ -241,7 +236,7 @@ class DcgmGpu:
 ENGINE_DCGM_PATH = "/dcgm/metrics"
 
 
-def probe_engine_dcgm(engine_url: str, timeout_s: float = 2.0) -> tuple[str, str]:
+def probe_engine_dcgm(engine_url: str, timeout_s: float = 2.0) -> tuple[GpuSource, str]:
     """The GPU source `auto` picks for an engine, and why.
 
     `dcgm:URL` when the engine serves DCGM GPU utilisation at its DCGM path, else `none`. The
@@ -251,26 +246,33 @@ def probe_engine_dcgm(engine_url: str, timeout_s: float = 2.0) -> tuple[str, str
     try:
         response = httpx.get(url, timeout=timeout_s)
     except httpx.HTTPError:
-        return "none", ""
+        return GpuSource("none"), ""
     try:
         found = response.status_code == 200 and parse_dcgm(response.text)
     except MonitorError:
         found = False
     if found:
-        return f"dcgm:{url}", "the engine serves DCGM"
-    return "none", f"no DCGM page at {url}"
+        return GpuSource("dcgm", url=url), "the engine serves DCGM"
+    return GpuSource("none"), f"no DCGM page at {url}"
 
 
-def gpu_source(spec: str, *, timeout_s: float = 5.0) -> GpuSource:
-    """Build a GPU source from its flag string (not started yet; call `start()`)."""
-    kind, _, rest = spec.strip().partition(":")
-    kind = kind.lower()
-    if kind == "none" and not rest:
+def gpu_source(source: GpuSource | str, *, timeout_s: float = 5.0) -> GpuReader:
+    """The reader for a GPU source (not started yet; call `start()`).
+
+    A string is parsed first (`GpuSourceError` on a bad form); `auto` must have been resolved
+    to a concrete source by the caller (the launcher's, or `probe_engine_dcgm`).
+    """
+    spec = GpuSource.parse(source) if isinstance(source, str) else source
+    label = str(spec)
+    wanted = [str(g) for g in spec.gpus]
+    if spec.kind == "none":
         return NoGpu()
-    if kind == "nvml":
-        return NvmlGpu(_indices(rest, spec), spec)
-    if kind == "smi":
-        return SmiGpu(_indices(rest, spec), spec, timeout_s)
-    if kind == "dcgm" and rest.startswith(("http://", "https://")):
-        return DcgmGpu(rest, spec, timeout_s)
-    raise MonitorError(f"unknown GPU source {spec!r}", hint=SPEC_HINT)
+    if spec.kind == "nvml":
+        return NvmlGpu(wanted, label)
+    if spec.kind == "smi":
+        return SmiGpu(wanted, label, timeout_s)
+    if spec.kind == "dcgm":
+        return DcgmGpu(spec.url, label, timeout_s)
+    raise GpuSourceError(
+        "GPU source auto is not resolved here", "name the source: " + SPEC_HINT.removeprefix("use ")
+    )

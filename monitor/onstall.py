@@ -11,7 +11,6 @@ command is recorded, and the run goes on.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shlex
 import shutil
@@ -22,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from contract.files import ONSTALL_RUNS_FILE
+from contract.jsonl import append_jsonl
 from monitor.errors import MonitorError
 from monitor.events import MonitorEvent, StallEnded, StallStarted
 
@@ -139,8 +140,8 @@ class OnStallRunner:
             outcome["error"] = f"{type(exc).__name__}: {exc}"
         outcome["wall_s"] = round(time.monotonic() - started, 3)
         outcome["log"] = log.name
-        with self._lock, (self.dir / "runs.jsonl").open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(outcome) + "\n")
+        with self._lock:
+            append_jsonl(self.dir / ONSTALL_RUNS_FILE, outcome)
 
     def close(self, wait_s: float | None = None) -> None:
         """Wait for commands still running (each ends by its own timeout at the latest)."""

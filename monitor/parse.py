@@ -16,59 +16,33 @@ from dataclasses import dataclass, field, fields
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from contract import names
 from monitor.errors import MonitorError
 
-#: Sample name -> (field, label that splits it or "").
-_SAMPLES: dict[str, tuple[str, str]] = {
-    "vllm:num_requests_running": ("running", ""),
-    "vllm:num_requests_waiting": ("waiting", ""),
-    "vllm:num_requests_waiting_by_reason": ("waiting_by_reason", "reason"),
-    "vllm:kv_cache_usage_perc": ("kv_usage", ""),
-    "vllm:gpu_cache_usage_perc": ("kv_usage_old", ""),
-    "vllm:generation_tokens": ("gen_tokens", ""),
-    "vllm:prompt_tokens": ("prompt_tokens", ""),
-    "vllm:num_preemptions": ("preemptions", ""),
-    "vllm:prefix_cache_queries": ("prefix_queries", ""),
-    "vllm:prefix_cache_hits": ("prefix_hits", ""),
-    "vllm:request_success": ("request_success", "finished_reason"),
-    "vllm:iteration_tokens_total_count": ("iterations", ""),
-    "vllm:iteration_tokens_count": ("iterations", ""),
-    "vllm:scheduler_prefill_compute_share": ("prefill_compute_share", ""),
-    "vllm:scheduler_compute_seconds": ("compute_s", "class"),
-    "vllm:scheduler_steps": ("steps", ""),
+#: Family -> (field, label that splits it or ""); counters match with and without `_total`.
+_FAMILIES: dict[str, tuple[str, str]] = {
+    names.NUM_REQUESTS_RUNNING: ("running", ""),
+    names.NUM_REQUESTS_WAITING: ("waiting", ""),
+    names.NUM_REQUESTS_WAITING_BY_REASON: ("waiting_by_reason", "reason"),
+    names.KV_CACHE_USAGE: ("kv_usage", ""),
+    names.GPU_CACHE_USAGE_OLD: ("kv_usage_old", ""),
+    names.GENERATION_TOKENS: ("gen_tokens", ""),
+    names.PROMPT_TOKENS: ("prompt_tokens", ""),
+    names.NUM_PREEMPTIONS: ("preemptions", ""),
+    names.PREFIX_CACHE_QUERIES: ("prefix_queries", ""),
+    names.PREFIX_CACHE_HITS: ("prefix_hits", ""),
+    names.REQUEST_SUCCESS: ("request_success", "finished_reason"),
+    names.SCHEDULER_PREFILL_COMPUTE_SHARE: ("prefill_compute_share", ""),
+    names.SCHEDULER_COMPUTE_SECONDS: ("compute_s", "class"),
+    names.SCHEDULER_STEPS: ("steps", ""),
 }
-_COUNTERS: tuple[str, ...] = ("generation_tokens", "prompt_tokens", "num_preemptions")
-_COUNTERS += ("prefix_cache_queries", "prefix_cache_hits", "request_success")
-_COUNTERS += ("scheduler_compute_seconds", "scheduler_steps")
-for _name in _COUNTERS:
-    _SAMPLES[f"vllm:{_name}_total"] = _SAMPLES[f"vllm:{_name}"]
-
-#: Families only the scheduler fork exports; absent from upstream vLLM's golden list. The step
-#: counter comes from the patched scheduler plugin (the fork's own images do not export it).
-FORK_ONLY_FAMILIES = frozenset(
-    {
-        "vllm:scheduler_prefill_compute_share",
-        "vllm:scheduler_compute_seconds_total",
-        "vllm:scheduler_steps_total",
-    }
-)
-#: The exported family names (as a server declares them) that the monitor reads.
-READ_FAMILIES = frozenset(
-    {
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-        "vllm:num_requests_waiting_by_reason",
-        "vllm:kv_cache_usage_perc",
-        "vllm:generation_tokens_total",
-        "vllm:prompt_tokens_total",
-        "vllm:num_preemptions_total",
-        "vllm:prefix_cache_queries_total",
-        "vllm:prefix_cache_hits_total",
-        "vllm:request_success_total",
-        "vllm:iteration_tokens_total",
-        *FORK_ONLY_FAMILIES,
-    }
-)
+#: Sample name -> (field, label that splits it or "").
+_SAMPLES: dict[str, tuple[str, str]] = {}
+for _name, _target in _FAMILIES.items():
+    _SAMPLES[_name] = _SAMPLES[names.bare(_name)] = _target
+# engine steps: the iteration-tokens histogram's count (older pages drop the `_total`)
+for _name in (names.ITERATION_TOKENS, names.bare(names.ITERATION_TOKENS)):
+    _SAMPLES[names.sample(_name, "count")] = ("iterations", "")
 _PREFIXES = tuple(_SAMPLES)
 
 

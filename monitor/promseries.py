@@ -13,17 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from contract import names
+
 #: timeline field -> exported series name (counters with their `_total`)
 _FIELDS = {
-    "running": "vllm:num_requests_running",
-    "waiting": "vllm:num_requests_waiting",
-    "kv_usage": "vllm:kv_cache_usage_perc",
-    "gen_tokens": "vllm:generation_tokens_total",
-    "prompt_tokens": "vllm:prompt_tokens_total",
-    "preemptions": "vllm:num_preemptions_total",
-    "prefix_queries": "vllm:prefix_cache_queries_total",
-    "prefix_hits": "vllm:prefix_cache_hits_total",
-    "iterations": "vllm:iteration_tokens_total_count",
+    "running": names.NUM_REQUESTS_RUNNING,
+    "waiting": names.NUM_REQUESTS_WAITING,
+    "kv_usage": names.KV_CACHE_USAGE,
+    "gen_tokens": names.GENERATION_TOKENS,
+    "prompt_tokens": names.PROMPT_TOKENS,
+    "preemptions": names.NUM_PREEMPTIONS,
+    "prefix_queries": names.PREFIX_CACHE_QUERIES,
+    "prefix_hits": names.PREFIX_CACHE_HITS,
+    "iterations": names.sample(names.ITERATION_TOKENS, "count"),
 }
 _REASONS = {"waiting_capacity": "capacity", "waiting_deferred": "deferred"}
 STALE = "stale"
@@ -47,11 +49,9 @@ def _sample_values(record: Mapping[str, Any]) -> dict[tuple[str, tuple[tuple[str
             out[(name, ())] = _num(record[field])
     for field, reason in _REASONS.items():
         if record.get(field) is not None:
-            out[("vllm:num_requests_waiting_by_reason", (("reason", reason),))] = _num(
-                record[field]
-            )
+            out[(names.NUM_REQUESTS_WAITING_BY_REASON, (("reason", reason),))] = _num(record[field])
     for cls, seconds in (record.get("compute_s") or {}).items():
-        out[("vllm:scheduler_compute_seconds_total", (("class", cls),))] = _num(seconds)
+        out[(names.SCHEDULER_COMPUTE_SECONDS, (("class", cls),))] = _num(seconds)
     return out
 
 
@@ -98,7 +98,7 @@ def input_series(
     for gpu, values in sorted(gpus.items()):
         labels = {"job": gpu_job, "instance": instance, "gpu": gpu}
         series.append(
-            {"series": _labels("DCGM_FI_DEV_GPU_UTIL", labels), "values": _row(values, points, GAP)}
+            {"series": _labels(names.DCGM_GPU_UTIL, labels), "values": _row(values, points, GAP)}
         )
     return series, points
 

@@ -18,14 +18,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contract import names
+
 #: Labels that name one engine in the recorded series (data-parallel `engine` is summed).
 ENGINE_LABELS = "job, instance, model_name"
 #: Counters that keep moving while a scheduler steps without output (any of them is enough).
 ACTIVITY_COUNTERS = (
-    "vllm:prefix_cache_queries_total",
-    "vllm:scheduler_steps_total",
-    "vllm:iteration_tokens_total_count",
-    "vllm:scheduler_compute_seconds_total",
+    names.PREFIX_CACHE_QUERIES,
+    names.SCHEDULER_STEPS,
+    names.sample(names.ITERATION_TOKENS, "count"),
+    names.SCHEDULER_COMPUTE_SECONDS,
 )
 #: The series the recording group writes, with what each one means.
 RECORDED = {
@@ -60,7 +62,7 @@ class RulesSettings(BaseModel):
     )
     gpu: bool = Field(True, description="Whether DCGM GPU utilisation is part of the rule.")
     gpu_selector: str = Field(
-        "", description="Label matchers picking the engine's GPUs in DCGM_FI_DEV_GPU_UTIL."
+        "", description=f"Label matchers picking the engine's GPUs in {names.DCGM_GPU_UTIL}."
     )
     gpu_match_labels: str = Field(
         "",
@@ -91,15 +93,16 @@ def _recording(s: RulesSettings) -> list[dict[str, str]]:
     window = _dur(max(4 * s.scrape_interval_s, 60.0))
     # one branch per counter, told apart by a label, so `or` keeps them all for the sum
     branches = " or ".join(
-        f'label_replace({by} (irate({name}{sel}[{short}])), "counter", "{name[5:]}", "", "")'
+        f'label_replace({by} (irate({name}{sel}[{short}])), "counter", "{name.removeprefix(names.VLLM_PREFIX)}", "", "")'
         for name in ACTIVITY_COUNTERS
     )
-    kv = f"vllm:kv_cache_usage_perc{sel} or vllm:gpu_cache_usage_perc{sel}"
+    kv = f"{names.KV_CACHE_USAGE}{sel} or {names.GPU_CACHE_USAGE_OLD}{sel}"
+    gen = names.GENERATION_TOKENS
     rules = [
-        ("stallkit:generation_tokens:irate", f"{by} (irate(vllm:generation_tokens_total{sel}[{short}]))"),
-        ("stallkit:generation_tokens:rate", f"{by} (rate(vllm:generation_tokens_total{sel}[{window}]))"),
-        ("stallkit:requests_running", f"{by} (vllm:num_requests_running{sel})"),
-        ("stallkit:requests_waiting", f"{by} (vllm:num_requests_waiting{sel})"),
+        ("stallkit:generation_tokens:irate", f"{by} (irate({gen}{sel}[{short}]))"),
+        ("stallkit:generation_tokens:rate", f"{by} (rate({gen}{sel}[{window}]))"),
+        ("stallkit:requests_running", f"{by} ({names.NUM_REQUESTS_RUNNING}{sel})"),
+        ("stallkit:requests_waiting", f"{by} ({names.NUM_REQUESTS_WAITING}{sel})"),
         ("stallkit:requests_pending", "stallkit:requests_running + stallkit:requests_waiting"),
         ("stallkit:kv_cache_usage:max", f"max by ({ENGINE_LABELS}) ({kv})"),
         ("stallkit:scheduler_activity:rate", f"sum without (counter) ({branches})"),
@@ -113,7 +116,7 @@ def _recording(s: RulesSettings) -> list[dict[str, str]]:
         gpu = _sel(s.gpu_selector)
         match = ", ".join(x.strip() for x in s.gpu_match_labels.split(",") if x.strip())
         rules.append(
-            ("stallkit:gpu_utilization:max", f"max by ({match}) (DCGM_FI_DEV_GPU_UTIL{gpu})")
+            ("stallkit:gpu_utilization:max", f"max by ({match}) ({names.DCGM_GPU_UTIL}{gpu})")
         )
         idle = f"stallkit:gpu_utilization:max <= {s.idle_gpu_perc:g}"
         condition = f"({condition}) and on ({match}) {idle}"
@@ -137,7 +140,7 @@ def inline(expr: str, recording: list[dict[str, str]]) -> str:
 
 def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
     gpu_note = (
-        f"every watched GPU at or under {s.idle_gpu_perc:g} % (DCGM_FI_DEV_GPU_UTIL)"
+        f"every watched GPU at or under {s.idle_gpu_perc:g} % ({names.DCGM_GPU_UTIL})"
         if s.gpu
         else "no GPU series: judged on engine metrics alone"
     )
@@ -175,7 +178,7 @@ def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
     }
     watchdog = {
         "alert": "StallkitDetectedStall",
-        "expr": "max by (engine, arm) (stallkit_stall_active) > 0",
+        "expr": f"max by (engine, arm) ({names.STALL_ACTIVE}) > 0",
         "labels": {"severity": "critical"},
         "annotations": {
             "summary": "stallkit's monitor sees a stall on {{ $labels.engine }}",

@@ -14,10 +14,11 @@ from typing import Literal, Protocol
 
 from rich.console import Console
 
+from contract.files import TIMELINE_FILE
 from monitor.config import MonitorConfig
 from monitor.dashboard import Dashboard, LogLines, live_dashboard
 from monitor.events import Down, MonitorEvent, Sample, StallEnded, StallStarted, StopRequested
-from monitor.gpu import GpuSource
+from monitor.gpu import GpuReader
 from monitor.timeline import TimelineWriter
 from monitor.watch import watch
 
@@ -68,7 +69,7 @@ class _DashboardSink:
 async def run_monitor(
     url: str,
     config: MonitorConfig,
-    gpu: GpuSource,
+    gpu: GpuReader,
     *,
     out_dir: Path | None,
     duration_s: float | None = None,
@@ -86,7 +87,7 @@ async def run_monitor(
     view = dashboard or Dashboard(url)
     with contextlib.ExitStack() as stack:
         if out_dir is not None:
-            writer = stack.enter_context(TimelineWriter(out_dir / "timeline.jsonl"))
+            writer = stack.enter_context(TimelineWriter(out_dir / TIMELINE_FILE))
             all_sinks.append(writer)
             outcome.timeline = writer.path
         if display == "lines":

@@ -1,18 +1,28 @@
 """Append the monitor's events to `timeline.jsonl`, one flushed JSON object per line.
 
-The line shapes are the run-directory contract that reports replay (see `event_record`).
-Every sample is kept (a line is a few hundred bytes; an hour at 1 s is under 2 MB), so
-lines stay in time order for readers. `Up` and `StallOngoing` events are not written: the
-samples and the start/end lines carry them, and a failed GPU read is left out (a gap).
+The line shapes are the run directory's contract (`contract.timeline`), which the reports
+replay: `event_line` builds them. Every sample is kept (a line is a few hundred bytes; an
+hour at 1 s is under 2 MB), so lines stay in time order for readers. `Up` and `StallOngoing`
+events are not written: the samples and the start/end lines carry them, and a failed GPU read
+is left out (a gap).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
+from contract.jsonl import JsonlWriter
+from contract.timeline import (
+    DownLine,
+    EngineView,
+    GpuLine,
+    SampleLine,
+    StallEndedLine,
+    StallStartedLine,
+    StopRequestedLine,
+    TimelineLine,
+)
 from monitor.events import (
     Down,
     GpuReading,
@@ -23,6 +33,8 @@ from monitor.events import (
     StopRequested,
 )
 from monitor.parse import EngineMetrics
+
+__all__ = ["TimelineWriter", "event_line", "event_record", "sample_line"]
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -46,67 +58,67 @@ def _engine_fields(m: EngineMetrics) -> dict[str, Any]:
     }
 
 
-def sample_record(sample: Sample) -> dict[str, Any]:
+def sample_line(sample: Sample) -> SampleLine:
     """The `sample` line: totals, the generation rate, and per-engine views when several."""
     snap = sample.snapshot
-    record: dict[str, Any] = {"type": "sample", "t": round(sample.t, 3)}
-    record.update(_engine_fields(snap))
-    record["gen_tok_s"] = round(sample.gen_tok_s, 3)
+    engines = None
     if len(snap.engines) > 1:
-        record["engines"] = {k: _engine_fields(e) for k, e in snap.engines.items()}
-    return record
+        engines = {k: EngineView(**_engine_fields(e)) for k, e in snap.engines.items()}
+    return SampleLine(
+        t=round(sample.t, 3),
+        gen_tok_s=round(sample.gen_tok_s, 3),
+        engines=engines,
+        **_engine_fields(snap),
+    )
 
 
-def event_record(event: MonitorEvent) -> dict[str, Any] | None:
+def event_line(event: MonitorEvent) -> TimelineLine | None:
     """The timeline line of an event, or None for events the timeline does not keep."""
     t = round(event.t, 3)
     match event:
         case Sample():
-            return sample_record(event)
+            return sample_line(event)
         case Down():
-            return {"type": "down", "t": t, "error": event.error}
+            return DownLine(t=t, error=event.error)
         case GpuReading(util=util, error=None):
-            return {"type": "gpu", "t": t, "util": {k: round(v, 2) for k, v in util.items()}}
+            return GpuLine(t=t, util={k: round(v, 2) for k, v in util.items()})
         case StallStarted():
-            return {
-                "type": "stall_started",
-                "t": t,
-                "onset": round(event.onset, 3),
-                "kind": event.kind,
-                "gpu_checked": event.gpu_checked,
-            }
+            onset = round(event.onset, 3)
+            return StallStartedLine(
+                t=t, onset=onset, kind=event.kind, gpu_checked=event.gpu_checked
+            )
         case StallEnded():
-            return {
-                "type": "stall_ended",
-                "t": t,
-                "onset": round(event.onset, 3),
-                "kind": event.kind,
-                "duration_s": round(event.duration_s, 3),
-            }
+            return StallEndedLine(
+                t=t,
+                onset=round(event.onset, 3),
+                kind=event.kind,
+                duration_s=round(event.duration_s, 3),
+            )
         case StopRequested():
-            return {
-                "type": "stop_requested",
-                "t": t,
-                "onset": round(event.onset, 3),
-                "stall_s": round(event.stall_s, 3),
-            }
+            return StopRequestedLine(
+                t=t, onset=round(event.onset, 3), stall_s=round(event.stall_s, 3)
+            )
     return None
+
+
+def event_record(event: MonitorEvent) -> dict[str, Any] | None:
+    """The timeline line of an event as the JSON object written, or None (see `event_line`)."""
+    line = event_line(event)
+    return None if line is None else line.model_dump(mode="json")
 
 
 class TimelineWriter:
     """Writes events to a JSONL file as they happen; use as a context manager."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._writer = JsonlWriter(path)
 
     def handle(self, event: MonitorEvent) -> None:
-        """Append the event's line (if it has one) and flush it."""
-        record = event_record(event)
-        if record is not None and not self._file.closed:
-            self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
-            self._file.flush()
+        """Append the event's line (if it has one) and flush it; dropped once closed."""
+        line = event_line(event)
+        if line is not None:
+            self._writer.write(line)
 
     def write(self, event: MonitorEvent) -> None:
         """Same as `handle` (the name a writer is expected to have)."""
@@ -114,15 +126,10 @@ class TimelineWriter:
 
     def close(self) -> None:
         """Close the file."""
-        self._file.close()
+        self._writer.close()
 
     def __enter__(self) -> TimelineWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

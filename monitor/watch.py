@@ -22,13 +22,13 @@ from monitor.config import MonitorConfig
 from monitor.detector import StallDetector
 from monitor.errors import MonitorError
 from monitor.events import Down, GpuReading, MonitorEvent, Sample, Up, Verdict
-from monitor.gpu import GpuSource
+from monitor.gpu import GpuReader
 from monitor.parse import MetricsSnapshot
 from monitor.rates import snapshot_deltas
 from monitor.scrape import MetricsScraper, ScrapeResult
 
 
-async def _read_gpu(gpu: GpuSource) -> tuple[dict[str, float] | None, str | None]:
+async def _read_gpu(gpu: GpuReader) -> tuple[dict[str, float] | None, str | None]:
     if not gpu.checked:
         return {}, None
     try:
@@ -80,7 +80,7 @@ class _Loop:
 async def watch(
     url: str,
     config: MonitorConfig,
-    gpu: GpuSource,
+    gpu: GpuReader,
     *,
     duration_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,

@@ -18,10 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from contract.ab import ABFile, ArmFigures, ArmReport, SeedRow, Verdict
+from contract.files import META_FILE
+from contract.time import REPORT_SCALE
 from reports.errors import ReportError
 from reports.forensics import markdown_lines
-from reports.rundir import ArmFigures, arm_dirs, arm_figures, load_json, seed_dirs
-from reports.seeds import SeedRow, Verdict, onset_spread, seed_row, verdict
+from reports.rundir import arm_dirs, arm_figures, read_kit, read_meta, seed_dirs
+from reports.seeds import onset_spread, seed_row, verdict
 
 FLAG = "\u2020"  # dagger
 #: rows whose values depend on how long the arm ran
@@ -106,7 +109,7 @@ def load_ab(ab_dir: Path) -> ABReport:
         raise ReportError(
             f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
         )
-    kit = load_json(ab_dir / "kit.json")
+    kit = read_kit(ab_dir)
     dirs = arm_dirs(ab_dir)
     if not dirs:
         dirs = [p for p in sorted(ab_dir.iterdir()) if p.is_dir() and seed_dirs(p)]
@@ -115,13 +118,13 @@ def load_ab(ab_dir: Path) -> ABReport:
     arms: dict[str, ArmFigures] = {}
     seeds: dict[str, list[SeedRow]] = {}
     for d in dirs:
-        per_seed = seed_dirs(d) if not (d / "meta.json").exists() else [d]
+        per_seed = seed_dirs(d) if not (d / META_FILE).exists() else [d]
         figures = [arm_figures(s) for s in per_seed]
-        name = str(load_json(per_seed[0] / "meta.json").get("arm", d.name))
+        name = read_meta(per_seed[0]).arm
         arms[name] = merge_seeds(figures)
         seeds[name] = [seed_row(f) for f in figures]
     result = verdict(seeds["base"], seeds["fix"]) if {"base", "fix"} <= set(seeds) else None
-    return ABReport(kit=str(kit.get("name", "kit")), arms=arms, seeds=seeds, verdict=result)
+    return ABReport(kit=kit.name, arms=arms, seeds=seeds, verdict=result)
 
 
 def _fmt_s(value: float) -> str:
@@ -282,11 +285,44 @@ def footnotes(report: ABReport) -> list[str]:
             )
     clocks = sorted({a.clock for a in report.arms.values()})
     if "wall" in clocks and any(a.time_scale != 1.0 for a in report.arms.values()):
-        notes.append(
-            "Times are engine seconds: wall-clock simulator arms convert with the time scale "
-            "they measured (engine seconds covered per wall second)."
-        )
+        notes.append(_scale_note(report))
     return notes
+
+
+def _scale_note(report: ABReport) -> str:
+    """Which time scale converted the wall-clock arms' times (the contract decides which)."""
+    note = (
+        "Times are engine seconds: wall-clock simulator arms convert with the time scale "
+        + ("they measured" if REPORT_SCALE == "measured" else "they were given")
+        + " (engine seconds covered per wall second)."
+    )
+    nominal = [
+        n for n, a in report.arms.items() if a.clock == "wall" and a.scale_basis == "nominal"
+    ]
+    if nominal and REPORT_SCALE == "measured":
+        note += (
+            f" {', '.join(nominal)}: its engine clock could not be read; the nominal scale is used."
+        )
+    return note
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def seed_cells(r: SeedRow) -> list[str]:
+    """A per-seed row's cells after the arm's name, as the markdown and HTML tables show them."""
+    # a counter scraped from Prometheus text is a float; it counts whole preemptions
+    preemptions = None if r.preemptions is None else round(r.preemptions)
+    values = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns, preemptions]
+    values += [r.restores_recomputed, r.decode_tok_s, r.clock, r.like_for_like]
+    return [_cell(v) for v in values]
 
 
 def _seed_table(report: ABReport) -> list[str]:
@@ -298,21 +334,9 @@ def _seed_table(report: ABReport) -> list[str]:
         "| --- |" + " --- |" * 11,
     ]
 
-    def cell(value: object) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(value, float):
-            return f"{value:.1f}"
-        return str(value)
-
     for name, rows in report.seeds.items():
         for r in rows:
-            values = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
-            values += [r.preemptions, r.restores_recomputed, r.decode_tok_s, r.clock]
-            values += [r.like_for_like]
-            lines.append(f"| {name} | " + " | ".join(cell(v) for v in values) + " |")
+            lines.append(f"| {name} | " + " | ".join(seed_cells(r)) + " |")
     return lines
 
 
@@ -348,13 +372,15 @@ def to_markdown(report: ABReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(report: ABReport) -> dict[str, Any]:
-    """ab.json: each arm's figures with its per-seed rows, and the verdict."""
-    return {
-        "kit": report.kit,
-        "arms": {
-            name: arm.model_dump() | {"seeds": [r.model_dump() for r in report.seeds.get(name, [])]}
-            for name, arm in report.arms.items()
-        },
-        "verdict": None if report.verdict is None else report.verdict.model_dump(),
+def to_ab_file(report: ABReport) -> ABFile:
+    """ab.json's model: each arm's figures with its per-seed rows, and the verdict."""
+    arms = {
+        name: ArmReport(**dict(arm), seeds=report.seeds.get(name, []))
+        for name, arm in report.arms.items()
     }
+    return ABFile(kit=report.kit, arms=arms, verdict=report.verdict)
+
+
+def to_json(report: ABReport) -> dict[str, Any]:
+    """ab.json as a JSON object (see `to_ab_file`)."""
+    return to_ab_file(report).model_dump(mode="json")

@@ -6,44 +6,35 @@ or missing manifest is skipped, never an error, so a report can always be made.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from contract.ab import BundleLink
+from contract.errors import RunFileError
+from contract.files import FORENSICS_DIR
+from contract.forensics import MANIFEST_FILE, BundleManifest
+from contract.jsonl import read_json
 
-
-class BundleLink(BaseModel):
-    """One stall's forensics bundle, for the report."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    onset_s: float = Field(description="the stall's onset, engine seconds from monitor start")
-    kind: str
-    path: str = Field(description="the bundle directory, relative to the arm directory")
-    top_frames: list[str] = Field(description="innermost frames of the hottest stack")
-    hot_leaves: list[str] = Field(
-        default_factory=list, description="busiest functions, each with its share of samples"
-    )
-    errors: int = Field(description="what could not be collected (see the manifest)")
+__all__ = ["BundleLink", "markdown_lines", "read_bundles"]
 
 
 def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
     """The arm's bundles in onset order (times scaled to engine seconds)."""
     links = []
-    for manifest in sorted((arm_dir / "forensics").glob("*/manifest.json")):
+    for path in sorted((arm_dir / FORENSICS_DIR).glob(f"*/{MANIFEST_FILE}")):
         try:
-            data = json.loads(manifest.read_text(encoding="utf-8"))
-            links.append(
-                BundleLink(
-                    onset_s=round(float(data["onset"]) * scale, 3),
-                    kind=str(data["kind"]),
-                    path=str(manifest.parent.relative_to(arm_dir)),
-                    top_frames=[str(f) for f in data.get("top_frames", [])],
-                    hot_leaves=[str(f) for f in data.get("hot_leaves", [])],
-                    errors=len(data.get("errors", [])),
-                )
+            manifest = read_json(path, BundleManifest)
+        except RunFileError:
+            continue  # a bundle cut short by the end of the run: the report goes on without it
+        links.append(
+            BundleLink(
+                onset_s=round(manifest.onset * scale, 3),
+                kind=manifest.kind,
+                path=str(path.parent.relative_to(arm_dir)),
+                top_frames=manifest.top_frames,
+                hot_leaves=manifest.hot_leaves,
+                errors=len(manifest.errors),
             )
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+        )
     return links
 
 

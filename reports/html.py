@@ -14,9 +14,10 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loadgen.records import TURNS_FILE, read_records
-from reports.ab import ABReport, footnotes, table_rows, title
-from reports.rundir import arm_dirs, load_json, seed_dirs
+from contract.files import META_FILE, TURNS_FILE
+from contract.records import read_records
+from reports.ab import ABReport, footnotes, seed_cells, table_rows, title
+from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,9 +47,9 @@ def _arm_turn_dirs(run_dir: Path) -> dict[str, list[Path]]:
     out: dict[str, list[Path]] = {}
     dirs = arm_dirs(run_dir) or [p for p in sorted(run_dir.iterdir()) if p.is_dir()]
     for d in dirs:
-        per_seed = [d] if (d / "meta.json").exists() else seed_dirs(d)
+        per_seed = [d] if (d / META_FILE).exists() else seed_dirs(d)
         if per_seed:
-            name = str(load_json(per_seed[0] / "meta.json").get("arm", d.name))
+            name = read_meta(per_seed[0]).arm
             out[name] = per_seed
     return out
 
@@ -61,8 +62,7 @@ def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
     for d in dirs:
         if not (d / TURNS_FILE).exists():
             continue
-        meta = load_json(d / "meta.json")
-        scale = float(meta.get("engine_s_per_wall_s") or meta.get("time_scale", 1.0))
+        scale = effective_scale(read_meta(d))
         for r in read_records(d / TURNS_FILE):
             if r.outcome != "ok":
                 continue
@@ -124,26 +124,17 @@ def _seed_table(report: ABReport) -> str:
     cols += ["restores recomputed", "decode tok/s", "clock", "like for like"]
     rows = ["<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"]
 
-    def cell(value: object) -> str:
-        if value is None:
-            return "-"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        return f"{value:.1f}" if isinstance(value, float) else str(value)
-
     for name, seeds in report.seeds.items():
         for r in seeds:
-            values = [name, r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
-            values += [r.preemptions, r.restores_recomputed, r.decode_tok_s, r.clock]
-            values += [r.like_for_like]
-            rows.append("<tr>" + "".join(f"<td>{escape(cell(v))}</td>" for v in values) + "</tr>")
+            cells = [name, *seed_cells(r)]
+            rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
     return "<table>" + "".join(rows) + "</table>"
 
 
 def _run_date(run_dir: Path) -> str:
-    for meta in sorted(run_dir.rglob("meta.json")):
-        started = load_json(meta).get("started_at")
-        if isinstance(started, str):
+    for meta in sorted(run_dir.rglob(META_FILE)):
+        started = read_meta(meta.parent).started_at
+        if started is not None:
             return started[:10]
     return "unknown date"
 

@@ -5,13 +5,15 @@ only; over several seeds each arm's first seed is drawn."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from contract.timeline import GpuLine, SampleLine, TimelineLine
 from reports.rundir import (
     effective_scale,
-    load_json,
-    read_jsonl,
+    read_meta,
+    read_timeline,
     shown_arm_dirs,
     stalls_from_timeline,
 )
@@ -24,26 +26,27 @@ _GPU_STYLES = ("-", "--", ":", "-.")
 
 
 def _series(
-    events: list[dict[str, Any]], key: str, scale: float
+    events: Sequence[TimelineLine], key: str, scale: float
 ) -> tuple[list[float], list[float]]:
     xs, ys = [], []
     for ev in events:
-        if ev.get("type") == "sample" and ev.get(key) is not None:
-            xs.append(float(ev["t"]) * scale)
-            ys.append(float(ev[key]))
+        value = getattr(ev, key) if isinstance(ev, SampleLine) else None
+        if value is not None:
+            xs.append(ev.t * scale)
+            ys.append(float(value))
     return xs, ys
 
 
 def _gpu_series(
-    events: list[dict[str, Any]], scale: float
+    events: Sequence[TimelineLine], scale: float
 ) -> dict[str, tuple[list[float], list[float]]]:
     gpu: dict[str, tuple[list[float], list[float]]] = {}
     for ev in events:
-        if ev.get("type") == "gpu":
-            for idx, util in (ev.get("util") or {}).items():
-                xs, ys = gpu.setdefault(str(idx), ([], []))
-                xs.append(float(ev["t"]) * scale)
-                ys.append(float(util))
+        if isinstance(ev, GpuLine):
+            for idx, util in ev.util.items():
+                xs, ys = gpu.setdefault(idx, ([], []))
+                xs.append(ev.t * scale)
+                ys.append(util)
     return gpu
 
 
@@ -83,12 +86,12 @@ def timeline_figure(run_dir: Path, title: str | None = None) -> Figure:
     )
     x_max = 0.0
     for col, arm_dir in enumerate(arms):
-        meta = load_json(arm_dir / "meta.json")
+        meta = read_meta(arm_dir)
         scale = effective_scale(meta)
-        events = list(read_jsonl(arm_dir / "timeline.jsonl"))
+        events = read_timeline(arm_dir)
         ax_tok, ax_req, ax_kv, ax_gpu = (axes[r][col] for r in range(4))
-        seed = f", seed {meta['seed']}" if meta.get("seed") is not None else ""
-        ax_tok.set_title(f"{meta.get('arm', arm_dir.name)}: {meta.get('spec', '')}{seed}")
+        seed = f", seed {meta.seed}" if meta.seed is not None else ""
+        ax_tok.set_title(f"{meta.arm}: {meta.spec}{seed}")
         x, y = _series(events, "gen_tok_s", scale)
         # rates were measured per file second; per engine second they are divided by the scale
         ax_tok.plot(x, [v / scale for v in y], color="tab:blue", lw=1)
@@ -123,14 +126,14 @@ def timeline_figure(run_dir: Path, title: str | None = None) -> Figure:
                     alpha=0.15,
                     label=label,
                 )
-        end = float(meta.get("engine_s") or 0.0) or float(meta.get("wall_s", 0.0)) * scale
-        mark = _END_MARKS.get(str(meta.get("end_reason")))
+        end = meta.engine_s or meta.wall_s * scale
+        mark = _END_MARKS.get(meta.end_reason)
         if mark:
             for ax in (ax_tok, ax_req, ax_kv, ax_gpu):
                 ax.axvline(end, color="black", ls="--", lw=1, label=mark if ax is ax_gpu else None)
         if ax_gpu.get_legend_handles_labels()[0]:
             ax_gpu.legend(loc="upper left", fontsize=7)
-        x_max = max(x_max, end, float(meta.get("planned_duration_s") or 0.0))
+        x_max = max(x_max, end, meta.planned_duration_s or 0.0)
     if x_max > 0:
         axes[0][0].set_xlim(0, x_max)
     if title:

@@ -10,103 +10,103 @@ nominal, or a lag warning in its log) is marked not like for like, with why.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from loadgen.records import read_records
-from loadgen.summary import summarize
+from contract.ab import ArmFigures, Stall
+from contract.errors import RunFileError
+from contract.files import ENGINE_LOG, KIT_FILE, META_FILE, TIMELINE_FILE, TURNS_FILE
+from contract.jsonl import read_json, read_jsonl
+from contract.kitfile import KitFile
+from contract.meta import ArmMeta
+from contract.records import read_records
+from contract.summary import summarize
+from contract.time import ScaleBasis, report_scale
+from contract.timeline import (
+    SampleLine,
+    StallEndedLine,
+    StallStartedLine,
+    StopRequestedLine,
+    TimelineLine,
+    timeline_adapter,
+)
 from reports.errors import ReportError
-from reports.forensics import BundleLink, read_bundles
+from reports.forensics import read_bundles
+
+T = TypeVar("T")
+
+__all__ = [
+    "LAG_TOLERANCE",
+    "STOP_MARKER",
+    "ArmFigures",
+    "Stall",
+    "arm_dirs",
+    "arm_figures",
+    "count_log_patterns",
+    "counter_increase",
+    "effective_scale",
+    "lag_reason",
+    "read_kit",
+    "read_meta",
+    "read_timeline",
+    "seed_dirs",
+    "shown_arm_dirs",
+    "stalls_from_timeline",
+]
 
 
-class Stall(BaseModel):
-    """One stall of an arm, in engine seconds from the start of monitoring."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    start_s: float = Field(description="onset of the zero-rate condition")
-    duration_s: float
-    kind: str
-    stopped_run: bool = Field(description="the monitor stopped the run during this stall")
+def read_meta(arm_dir: Path) -> ArmMeta:
+    """An arm's meta.json (ReportError when missing or bad)."""
+    return _report(lambda: read_json(arm_dir / META_FILE, ArmMeta))
 
 
-class ArmFigures(BaseModel):
-    """Every figure of the A/B table for one arm."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    spec: str
-    stalls: list[Stall]
-    stopped_by_monitor: bool
-    turns: int
-    errors: int
-    timeouts: int
-    aborted: int
-    max_kv_perc: float | None
-    preemptions: float | None
-    log_counts: dict[str, int]
-    decode_tok_s: float | None
-    cached_perc: float | None
-    duration_s: float
-    planned_duration_s: float | None
-    end_reason: str
-    time_scale: float
-    forensics: list[BundleLink] = Field(default_factory=list, description="stall bundles")
-    seed: int | None = Field(None, description="the load's seed")
-    clock: str = Field("wall", description="virtual (engine clock, in process) or wall (HTTP)")
-    like_for_like: bool = Field(True, description="False when the arm fell behind its clock")
-    lag: str | None = Field(None, description="why the arm is not like for like, if it lagged")
+def read_kit(run_dir: Path) -> KitFile:
+    """A run's (or an arm's) kit.json (ReportError when missing or bad)."""
+    return _report(lambda: read_json(run_dir / KIT_FILE, KitFile))
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Yield the JSON objects of a JSONL file, skipping a torn last line from a crash."""
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                yield obj
+def read_timeline(arm_dir: Path) -> list[TimelineLine]:
+    """An arm's timeline lines (none when it has no timeline; a torn last line is skipped)."""
+    return _report(lambda: read_jsonl(arm_dir / TIMELINE_FILE, timeline_adapter, missing_ok=True))
 
 
-def stalls_from_timeline(events: Iterable[Mapping[str, Any]], scale: float) -> list[Stall]:
+def _report(read: Callable[[], T]) -> T:
+    try:
+        return read()
+    except RunFileError as exc:
+        raise ReportError(exc.message, exc.hint) from None
+
+
+def stalls_from_timeline(events: Iterable[TimelineLine], scale: float) -> list[Stall]:
     """Stalls from detector events; a stall still open at the end lasts until the last event."""
     stalls: list[Stall] = []
-    open_stall: dict[str, Any] | None = None
+    open_stall: StallStartedLine | None = None
     stop_onsets: set[float] = set()
     last_t = 0.0
     for ev in events:
-        last_t = max(last_t, float(ev.get("t", 0.0)))
-        kind = ev.get("type")
-        if kind == "stall_started":
-            open_stall = {"onset": float(ev["onset"]), "kind": str(ev["kind"])}
-        elif kind == "stop_requested":
-            stop_onsets.add(float(ev["onset"]))
-        elif kind == "stall_ended" and open_stall is not None:
-            stalls.append(_stall(open_stall, float(ev["duration_s"]), scale, stop_onsets))
+        last_t = max(last_t, ev.t)
+        if isinstance(ev, StallStartedLine):
+            open_stall = ev
+        elif isinstance(ev, StopRequestedLine):
+            stop_onsets.add(ev.onset)
+        elif isinstance(ev, StallEndedLine) and open_stall is not None:
+            stalls.append(_stall(open_stall, ev.duration_s, scale, stop_onsets))
             open_stall = None
     if open_stall is not None:
-        stalls.append(_stall(open_stall, last_t - open_stall["onset"], scale, stop_onsets))
+        stalls.append(_stall(open_stall, last_t - open_stall.onset, scale, stop_onsets))
     return stalls
 
 
 def _stall(
-    info: Mapping[str, Any], duration_wall_s: float, scale: float, stops: set[float]
+    started: StallStartedLine, duration_wall_s: float, scale: float, stops: set[float]
 ) -> Stall:
     return Stall(
-        start_s=round(info["onset"] * scale, 3),
+        start_s=round(started.onset * scale, 3),
         duration_s=round(max(0.0, duration_wall_s) * scale, 3),
-        kind=info["kind"],
-        stopped_run=info["onset"] in stops,
+        kind=started.kind,
+        stopped_run=started.onset in stops,
     )
 
 
@@ -151,34 +151,16 @@ def count_log_patterns(log_path: Path, patterns: Mapping[str, str]) -> dict[str,
     return counts
 
 
-def load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReportError(
-            f"{path} is missing", "is this a run directory written by `kit run`?"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ReportError(
-            f"{path} is not valid JSON ({exc.msg})", "was the run interrupted while writing?"
-        ) from None
-    if not isinstance(data, dict):
-        raise ReportError(
-            f"{path} does not hold a JSON object", "is this a stallkit run directory?"
-        )
-    return data
-
-
 def arm_dirs(run_dir: Path) -> list[Path]:
     """The arm directories of a run: the run itself (`kit run`) or its children (`kit ab`)."""
-    if (run_dir / "meta.json").exists():
+    if (run_dir / META_FILE).exists():
         return [run_dir]
-    return sorted(p for p in run_dir.iterdir() if (p / "meta.json").exists())
+    return sorted(p for p in run_dir.iterdir() if (p / META_FILE).exists())
 
 
 def seed_dirs(arm_dir: Path) -> list[Path]:
     """The `seed-N` directories of an arm run over several seeds, by seed."""
-    found = [p for p in arm_dir.glob("seed-*") if (p / "meta.json").exists()]
+    found = [p for p in arm_dir.glob("seed-*") if (p / META_FILE).exists()]
     return sorted(found, key=lambda p: int(p.name.removeprefix("seed-")))
 
 
@@ -191,10 +173,14 @@ def shown_arm_dirs(run_dir: Path) -> list[Path]:
     return [seeds[0] for seeds in (seed_dirs(c) for c in children) if seeds]
 
 
-def effective_scale(meta: Mapping[str, Any]) -> float:
-    """Engine seconds per wall second of an arm: as achieved when measured, else nominal."""
-    achieved = meta.get("engine_s_per_wall_s")
-    return float(achieved) if achieved else float(meta.get("time_scale", 1.0))
+def effective_scale(meta: ArmMeta) -> float:
+    """Engine seconds per wall second of an arm: as measured when measured, else nominal."""
+    return report_scale(meta.time_scale, meta.engine_s_per_wall_s)[0]
+
+
+def scale_basis(meta: ArmMeta) -> ScaleBasis:
+    """Which scale `effective_scale` used for an arm."""
+    return report_scale(meta.time_scale, meta.engine_s_per_wall_s)[1]
 
 
 #: A wall-clock simulator arm whose measured scale is this far below nominal fell behind.
@@ -202,15 +188,15 @@ LAG_TOLERANCE = 0.03
 _LAG_LOG_RE = re.compile(r"behind its clock")
 
 
-def lag_reason(meta: Mapping[str, Any], log_path: Path) -> str | None:
+def lag_reason(meta: ArmMeta, log_path: Path) -> str | None:
     """Why a wall-clock simulator arm fell behind its clock, or None when it kept up."""
-    if meta.get("kind") != "sim" or meta.get("clock", "wall") != "wall":
+    if meta.kind != "sim" or meta.clock != "wall":
         return None
-    nominal = float(meta.get("time_scale", 1.0))
-    achieved = meta.get("engine_s_per_wall_s")
-    if achieved is not None and float(achieved) < nominal * (1.0 - LAG_TOLERANCE):
-        return f"ran at {float(achieved):.1f}x of its nominal {nominal:g}x"
-    if achieved is None and meta.get("end_reason") not in ("starting", "error"):
+    nominal = meta.time_scale
+    achieved = meta.engine_s_per_wall_s
+    if achieved is not None and achieved < nominal * (1.0 - LAG_TOLERANCE):
+        return f"ran at {achieved:.1f}x of its nominal {nominal:g}x"
+    if achieved is None and meta.end_reason not in ("starting", "error"):
         return f"its engine clock could not be read, so its times assume the nominal {nominal:g}x"
     if log_path.exists() and count_log_patterns(log_path, {"lag": _LAG_LOG_RE.pattern})["lag"]:
         return "its simulator fell behind its clock (lag warning in engine.log)"
@@ -219,40 +205,38 @@ def lag_reason(meta: Mapping[str, Any], log_path: Path) -> str | None:
 
 def arm_figures(arm_dir: Path) -> ArmFigures:
     """All table figures for one saved arm directory."""
-    meta = load_json(arm_dir / "meta.json")
-    kit = load_json(arm_dir / "kit.json")
+    meta = read_meta(arm_dir)
+    kit = read_kit(arm_dir)
     scale = effective_scale(meta)
-    events = list(read_jsonl(arm_dir / "timeline.jsonl"))
-    samples = [e for e in events if e.get("type") == "sample"]
+    events = read_timeline(arm_dir)
+    samples = [e for e in events if isinstance(e, SampleLine)]
     # the records, not summary.json, are the source: they survive a crash that a summary may not
-    turns = arm_dir / "turns.jsonl"
-    load = summarize(read_records(turns) if turns.exists() else [])
-    engine_s = meta.get("engine_s")
-    duration_s = float(engine_s) if engine_s else float(meta.get("wall_s", 0.0)) * scale
-    lag = lag_reason(meta, arm_dir / "engine.log")
-    kv = [float(s["kv_usage"]) for s in samples if s.get("kv_usage") is not None]
-    patterns = kit.get("report", {}).get("log_patterns", {})
-    stalls = stalls_from_timeline(events, scale)
+    turns = arm_dir / TURNS_FILE
+    load = summarize(_report(lambda: read_records(turns)) if turns.exists() else [])
+    duration_s = meta.engine_s if meta.engine_s else meta.wall_s * scale
+    lag = lag_reason(meta, arm_dir / ENGINE_LOG)
+    kv = [s.kv_usage for s in samples if s.kv_usage is not None]
     return ArmFigures(
-        spec=str(meta.get("spec", arm_dir.name)),
-        stalls=stalls,
-        stopped_by_monitor=bool(meta.get("stopped_by_monitor", False)),
+        spec=meta.spec,
+        stalls=stalls_from_timeline(events, scale),
+        stopped_by_monitor=meta.stopped_by_monitor,
         turns=load.turns_ok,
         errors=load.errors,
         timeouts=load.timeouts,
         aborted=load.aborted,
         max_kv_perc=round(100.0 * max(kv), 1) if kv else None,
-        preemptions=counter_increase(s.get("preemptions") for s in samples),
-        log_counts=count_log_patterns(arm_dir / "engine.log", patterns),
+        preemptions=counter_increase(s.preemptions for s in samples),
+        log_counts=count_log_patterns(arm_dir / ENGINE_LOG, kit.report.log_patterns),
         decode_tok_s=round(load.generated_tokens / duration_s, 1) if duration_s > 0 else None,
         cached_perc=None if load.cached_prompt_pct is None else round(load.cached_prompt_pct, 1),
         duration_s=round(duration_s, 1),
-        planned_duration_s=meta.get("planned_duration_s"),
-        end_reason=str(meta.get("end_reason", "unknown")),
+        planned_duration_s=meta.planned_duration_s,
+        end_reason=meta.end_reason,
         time_scale=scale,
+        scale_basis=scale_basis(meta),
         forensics=read_bundles(arm_dir, scale),
-        seed=meta.get("seed", kit.get("load", {}).get("seed")),
-        clock=str(meta.get("clock", "wall")),
+        seed=meta.seed if meta.seed is not None else kit.load.seed,
+        clock=meta.clock,
         like_for_like=lag is None,
         lag=lag,
     )

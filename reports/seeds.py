@@ -12,41 +12,9 @@ import statistics
 from collections.abc import Sequence
 from math import comb
 
-from pydantic import BaseModel, ConfigDict, Field
+from contract.ab import ArmFigures, SeedRow, Verdict
 
-from reports.rundir import ArmFigures
-
-
-class SeedRow(BaseModel):
-    """One seed of one arm, as the per-seed table and ab.json list it (engine seconds)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    seed: int | None = Field(description="The load's seed.")
-    stalled: bool = Field(description="At least one stall.")
-    kind: str | None = Field(description="Kind of the first stall (spinning, frozen).")
-    onset_s: float | None = Field(description="Onset of the first stall, engine s from start.")
-    stopped_run: bool = Field(description="The monitor stopped the run during a stall.")
-    turns: int = Field(description="Completed turns.")
-    preemptions: float | None = Field(description="Preemptions during the run.")
-    restores_recomputed: int | None = Field(
-        description="Restores recomputed after the max wait (from the engine log)."
-    )
-    decode_tok_s: float | None = Field(description="Generated tokens per engine second.")
-    duration_s: float = Field(description="Engine seconds the arm ran.")
-    clock: str = Field(description="virtual (engine clock) or wall (HTTP at a time scale).")
-    like_for_like: bool = Field(description="False when the arm fell behind its clock.")
-
-
-class Verdict(BaseModel):
-    """How often each arm stalled, and the odds the difference is chance."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    seeds: int = Field(description="Seeds per arm.")
-    base_stalled: int = Field(description="Seeds in which the base arm stalled.")
-    fix_stalled: int = Field(description="Seeds in which the fix arm stalled.")
-    p_value: float = Field(
-        description="One-sided Fisher exact test of 'fix stalls less often than base'."
-    )
+__all__ = ["SeedRow", "Verdict", "fisher_less", "onset_spread", "seed_row", "verdict"]
 
 
 def seed_row(arm: ArmFigures) -> SeedRow:

@@ -6,10 +6,10 @@ those figures: one module on top of both, so that neither imports the other back
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from reports.ab import ABReport, load_ab, to_json, to_markdown
+from contract.jsonl import write_json
+from reports.ab import ABReport, load_ab, to_ab_file, to_markdown
 from reports.html import to_html
 from reports.plot import save_timelines
 
@@ -21,9 +21,7 @@ def write_reports(ab_dir: Path) -> ABReport:
     report = load_ab(ab_dir)
     stem = report.stem
     (ab_dir / f"{stem}.md").write_text(to_markdown(report), encoding="utf-8")
-    (ab_dir / f"{stem}.json").write_text(
-        json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8"
-    )
+    write_json(ab_dir / f"{stem}.json", to_ab_file(report))
     timeline_svg = save_timelines(ab_dir, ab_dir / "timeline.png", report.title)
     (ab_dir / f"{stem}.html").write_text(to_html(report, ab_dir, timeline_svg), encoding="utf-8")
     return report

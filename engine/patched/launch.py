@@ -19,7 +19,6 @@ from pathlib import Path
 
 import httpx
 
-import engine
 from engine.errors import EngineError
 from engine.local import VllmLauncher
 from engine.patched.config import PatchedConfig
@@ -28,7 +27,7 @@ from engine.spec import EngineSpec
 SYNC_SCHEDULER = "engine.patched.scheduler.PatchedScheduler"
 ASYNC_SCHEDULER = "engine.patched.scheduler.AsyncPatchedScheduler"
 #: the directory whose `engine/` package holds the plugin (put on the engine's PYTHONPATH)
-PLUGIN_ROOT = Path(engine.__file__).resolve().parent.parent
+PLUGIN_ROOT = Path(__file__).resolve().parents[2]
 #: where `docker_engine_args` expects the plugin's `engine/` package inside an image
 CONTAINER_ROOT = "/opt/stallkit"
 CONTAINER_METRICS_DIR = "/tmp/stallkit-prometheus"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from contract import names
 from engine.sim.controller import Turn
 
 
@@ -27,7 +28,7 @@ class SchedulerMetrics:
         labels = ["model_name", "engine"]
         self._base = {"model_name": model_name, "engine": engine}
         share = Gauge(
-            "vllm:scheduler_prefill_compute_share",
+            names.SCHEDULER_PREFILL_COMPUTE_SHARE,
             "Prefill's share of scheduler compute time (the patched scheduler's setting).",
             labels,
             registry=self.registry,
@@ -35,13 +36,13 @@ class SchedulerMetrics:
         )
         share.labels(**self._base).set(prefill_share)
         self._compute = Counter(
-            "vllm:scheduler_compute_seconds",
+            names.SCHEDULER_COMPUTE_SECONDS,
             "Engine seconds of contended steps charged to each scheduler class.",
             [*labels, "class"],
             registry=self.registry,
         )
         self._steps = Counter(
-            "vllm:scheduler_steps",
+            names.SCHEDULER_STEPS,
             "Scheduler steps by turn, and whether the step scheduled nothing.",
             [*labels, "turn", "empty"],
             registry=self.registry,

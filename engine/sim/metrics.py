@@ -4,8 +4,9 @@
 iteration sizes, finished requests by reason, GPU busy intervals) from the driver's callbacks,
 and renders `/metrics` from those plus the core's `EngineStats`, through prometheus_client's
 exposition so the text parses with its parser. Every family carries the labels `model_name`
-and `engine` ("0"), counters end in `_total`. `CLAIMED_FAMILIES` lists the golden vLLM
-families the simulator fills (tests check it against the golden file and the served text).
+and `engine` ("0"), counters end in `_total`. `contract.names.SIM_VLLM_FAMILIES` lists the
+golden vLLM families the simulator fills (tests check it against the golden file and the
+served text).
 `/dcgm/metrics` renders `DCGM_FI_DEV_GPU_UTIL` per simulated GPU: the share of the recent
 engine time spent in steps that ran work (0 while idle, spinning or frozen).
 """
@@ -26,50 +27,9 @@ from prometheus_client.core import (
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from contract import names
 from engine.sim.config import SimConfig
 from engine.sim.core import EngineStats, RequestInfo, StepResult
-
-#: Golden vLLM families (as in vllm-0.32-metric-families.txt, counters with `_total`) served here.
-CLAIMED_FAMILIES: frozenset[str] = frozenset(
-    {
-        "vllm:cache_config_info",
-        "vllm:e2e_request_latency_seconds",
-        "vllm:engine_sleep_state",
-        "vllm:external_prefix_cache_hits_total",
-        "vllm:external_prefix_cache_queries_total",
-        "vllm:generation_tokens_total",
-        "vllm:inter_token_latency_seconds",
-        "vllm:iteration_tokens_total",
-        "vllm:kv_cache_usage_perc",
-        "vllm:num_preemptions_total",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-        "vllm:num_requests_waiting_by_reason",
-        "vllm:prefix_cache_hits_total",
-        "vllm:prefix_cache_queries_total",
-        "vllm:prompt_tokens_by_source_total",
-        "vllm:prompt_tokens_cached_total",
-        "vllm:prompt_tokens_total",
-        "vllm:request_decode_time_seconds",
-        "vllm:request_generation_tokens",
-        "vllm:request_inference_time_seconds",
-        "vllm:request_max_num_generation_tokens",
-        "vllm:request_num_preemptions",
-        "vllm:request_params_max_tokens",
-        "vllm:request_params_n",
-        "vllm:request_prefill_kv_computed_tokens",
-        "vllm:request_prefill_time_seconds",
-        "vllm:request_prompt_tokens",
-        "vllm:request_queue_time_seconds",
-        "vllm:request_success_total",
-        "vllm:request_time_per_output_token_seconds",
-        "vllm:time_to_first_token_seconds",
-    }
-)
-#: The fork's scheduler families (not in upstream vLLM).
-FORK_FAMILIES: frozenset[str] = frozenset(
-    {"vllm:scheduler_prefill_compute_share", "vllm:scheduler_compute_seconds_total"}
-)
 
 _TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                  2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip
@@ -136,34 +96,32 @@ class _HistSpec:
 def _hist_specs(max_model_len: int) -> list[_HistSpec]:
     tokens = token_buckets(max_model_len)
     return [
-        _HistSpec("vllm:time_to_first_token_seconds", "Time to first token.", _TTFT_BUCKETS),
+        _HistSpec(names.TIME_TO_FIRST_TOKEN, "Time to first token.", _TTFT_BUCKETS),
+        _HistSpec(names.E2E_REQUEST_LATENCY, "End-to-end request latency.", _LATENCY_BUCKETS),
+        _HistSpec(names.REQUEST_QUEUE_TIME, "Time spent waiting.", _LATENCY_BUCKETS),
+        _HistSpec(names.REQUEST_INFERENCE_TIME, "Time running.", _LATENCY_BUCKETS),
+        _HistSpec(names.REQUEST_PREFILL_TIME, "Time in prefill.", _LATENCY_BUCKETS),
+        _HistSpec(names.REQUEST_DECODE_TIME, "Time in decode.", _LATENCY_BUCKETS),
+        _HistSpec(names.INTER_TOKEN_LATENCY, "Inter-token latency.", _ITL_BUCKETS),
         _HistSpec(
-            "vllm:e2e_request_latency_seconds", "End-to-end request latency.", _LATENCY_BUCKETS
-        ),
-        _HistSpec("vllm:request_queue_time_seconds", "Time spent waiting.", _LATENCY_BUCKETS),
-        _HistSpec("vllm:request_inference_time_seconds", "Time running.", _LATENCY_BUCKETS),
-        _HistSpec("vllm:request_prefill_time_seconds", "Time in prefill.", _LATENCY_BUCKETS),
-        _HistSpec("vllm:request_decode_time_seconds", "Time in decode.", _LATENCY_BUCKETS),
-        _HistSpec("vllm:inter_token_latency_seconds", "Inter-token latency.", _ITL_BUCKETS),
-        _HistSpec(
-            "vllm:request_time_per_output_token_seconds",
+            names.REQUEST_TIME_PER_OUTPUT_TOKEN,
             "Mean time per output token.",
             _ITL_BUCKETS,
         ),
-        _HistSpec("vllm:request_prompt_tokens", "Prompt tokens per request.", tokens),
-        _HistSpec("vllm:request_generation_tokens", "Generated tokens per request.", tokens),
+        _HistSpec(names.REQUEST_PROMPT_TOKENS, "Prompt tokens per request.", tokens),
+        _HistSpec(names.REQUEST_GENERATION_TOKENS, "Generated tokens per request.", tokens),
         _HistSpec(
-            "vllm:request_max_num_generation_tokens", "Max generated tokens per request.", tokens
+            names.REQUEST_MAX_NUM_GENERATION_TOKENS, "Max generated tokens per request.", tokens
         ),
-        _HistSpec("vllm:request_params_max_tokens", "The max_tokens request parameter.", tokens),
-        _HistSpec("vllm:request_params_n", "The n request parameter.", (1.0, 2.0, 5.0, 10.0, 20.0)),
+        _HistSpec(names.REQUEST_PARAMS_MAX_TOKENS, "The max_tokens request parameter.", tokens),
+        _HistSpec(names.REQUEST_PARAMS_N, "The n request parameter.", (1.0, 2.0, 5.0, 10.0, 20.0)),
         _HistSpec(
-            "vllm:request_prefill_kv_computed_tokens",
+            names.REQUEST_PREFILL_KV_COMPUTED_TOKENS,
             "Prompt tokens computed (not cached).",
             tokens,
         ),
         _HistSpec(
-            "vllm:request_num_preemptions",
+            names.REQUEST_NUM_PREEMPTIONS,
             "Preemptions per request.",
             (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
         ),
@@ -221,9 +179,9 @@ class SimMetrics:
         if meta is None:
             return
         if meta.last_token_s is None:
-            self.hists["vllm:time_to_first_token_seconds"].observe(now_s - meta.arrival_s)
+            self.hists[names.TIME_TO_FIRST_TOKEN].observe(now_s - meta.arrival_s)
         else:
-            self.hists["vllm:inter_token_latency_seconds"].observe(now_s - meta.last_token_s)
+            self.hists[names.INTER_TOKEN_LATENCY].observe(now_s - meta.last_token_s)
         meta.last_token_s = now_s
 
     def on_finished(
@@ -234,27 +192,27 @@ class SimMetrics:
             return
         h = self.hists
         end_s = info.finished_s if info.finished_s is not None else now_s
-        h["vllm:e2e_request_latency_seconds"].observe(end_s - meta.arrival_s)
-        h["vllm:request_prompt_tokens"].observe(info.prompt_tokens)
-        h["vllm:request_generation_tokens"].observe(info.output_tokens)
-        h["vllm:request_max_num_generation_tokens"].observe(info.output_tokens)
-        h["vllm:request_params_max_tokens"].observe(meta.max_tokens)
-        h["vllm:request_params_n"].observe(1)
-        h["vllm:request_num_preemptions"].observe(info.num_preemptions)
+        h[names.E2E_REQUEST_LATENCY].observe(end_s - meta.arrival_s)
+        h[names.REQUEST_PROMPT_TOKENS].observe(info.prompt_tokens)
+        h[names.REQUEST_GENERATION_TOKENS].observe(info.output_tokens)
+        h[names.REQUEST_MAX_NUM_GENERATION_TOKENS].observe(info.output_tokens)
+        h[names.REQUEST_PARAMS_MAX_TOKENS].observe(meta.max_tokens)
+        h[names.REQUEST_PARAMS_N].observe(1)
+        h[names.REQUEST_NUM_PREEMPTIONS].observe(info.num_preemptions)
         scheduled = info.first_scheduled_s
         if scheduled is not None:
-            h["vllm:request_queue_time_seconds"].observe(scheduled - meta.arrival_s)
-            h["vllm:request_inference_time_seconds"].observe(end_s - scheduled)
-            h["vllm:request_prefill_kv_computed_tokens"].observe(
+            h[names.REQUEST_QUEUE_TIME].observe(scheduled - meta.arrival_s)
+            h[names.REQUEST_INFERENCE_TIME].observe(end_s - scheduled)
+            h[names.REQUEST_PREFILL_KV_COMPUTED_TOKENS].observe(
                 info.prompt_tokens - info.cached_prompt_tokens
             )
         first = info.first_token_s
         if first is not None and scheduled is not None:
-            h["vllm:request_prefill_time_seconds"].observe(first - scheduled)
-            h["vllm:request_decode_time_seconds"].observe(end_s - first)
+            h[names.REQUEST_PREFILL_TIME].observe(first - scheduled)
+            h[names.REQUEST_DECODE_TIME].observe(end_s - first)
             if info.output_tokens > 1:
                 tpot = (end_s - first) / (info.output_tokens - 1)
-                h["vllm:request_time_per_output_token_seconds"].observe(tpot)
+                h[names.REQUEST_TIME_PER_OUTPUT_TOKEN].observe(tpot)
 
     # -- rendering --------------------------------------------------------------------------
     def _families(self, stats: EngineStats, now_s: float) -> list[Metric]:
@@ -264,45 +222,45 @@ class SimMetrics:
         cache |= {"enable_prefix_caching": "True", "cache_dtype": "auto"}
         awake = {"awake": 1, "weights_offloaded": 0, "discard_all": 0}
         gauges = [
-            ("vllm:num_requests_running", "Requests in the running batch.", stats.num_running),
-            ("vllm:num_requests_waiting", "Requests waiting to be processed.", stats.num_waiting),
-            ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent.", stats.kv_usage),
-            ("vllm:scheduler_prefill_compute_share", "Prefill's share of contended compute "
+            (names.NUM_REQUESTS_RUNNING, "Requests in the running batch.", stats.num_running),
+            (names.NUM_REQUESTS_WAITING, "Requests waiting to be processed.", stats.num_waiting),
+            (names.KV_CACHE_USAGE, "KV-cache usage. 1 means 100 percent.", stats.kv_usage),
+            (names.SCHEDULER_PREFILL_COMPUTE_SHARE, "Prefill's share of contended compute "
              "(0 = off).", stats.prefill_compute_share),
-            (ENGINE_TIME_FAMILY, "Simulator only: engine seconds since start.", now_s),
+            (names.SIM_ENGINE_TIME, "Simulator only: engine seconds since start.", now_s),
         ]  # fmt: skip
         counters = [
-            ("vllm:num_preemptions", "Cumulative preemptions.", stats.num_preemptions),
-            ("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.",
+            (names.NUM_PREEMPTIONS, "Cumulative preemptions.", stats.num_preemptions),
+            (names.PREFIX_CACHE_QUERIES, "Prefix cache queries, in tokens.",
              stats.prefix_cache_queries),
-            ("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", stats.prefix_cache_hits),
-            ("vllm:external_prefix_cache_queries", "External (host tier) prefix cache queries, "
+            (names.PREFIX_CACHE_HITS, "Prefix cache hits, in tokens.", stats.prefix_cache_hits),
+            (names.EXTERNAL_PREFIX_CACHE_QUERIES, "External (host tier) prefix cache queries, "
              "in tokens.", stats.external_prefix_cache_queries),
-            ("vllm:external_prefix_cache_hits", "External (host tier) prefix cache hits, "
+            (names.EXTERNAL_PREFIX_CACHE_HITS, "External (host tier) prefix cache hits, "
              "in tokens.", stats.external_prefix_cache_hits),
-            ("vllm:prompt_tokens", "Prefill tokens processed.", stats.prompt_tokens),
-            ("vllm:generation_tokens", "Generation tokens processed.", stats.generation_tokens),
-            ("vllm:prompt_tokens_cached", "Cached prompt tokens.", stats.prompt_tokens_cached),
+            (names.PROMPT_TOKENS, "Prefill tokens processed.", stats.prompt_tokens),
+            (names.GENERATION_TOKENS, "Generation tokens processed.", stats.generation_tokens),
+            (names.PROMPT_TOKENS_CACHED, "Cached prompt tokens.", stats.prompt_tokens_cached),
         ]  # fmt: skip
         sources = {"local_compute": 0, "local_cache_hit": 0, "external_kv_transfer": 0}
         iteration = stats.iteration_tokens
         out = [
-            f.info("vllm:cache_config_info", "Information of the LLMEngine CacheConfig.", cache),
-            f.labelled(GaugeMetricFamily, "vllm:engine_sleep_state", "Engine sleep state.",
+            f.info(names.CACHE_CONFIG_INFO, "Information of the LLMEngine CacheConfig.", cache),
+            f.labelled(GaugeMetricFamily, names.ENGINE_SLEEP_STATE, "Engine sleep state.",
                        "sleep_state", awake),
-            f.labelled(GaugeMetricFamily, "vllm:num_requests_waiting_by_reason",
+            f.labelled(GaugeMetricFamily, names.NUM_REQUESTS_WAITING_BY_REASON,
                        "Waiting requests by reason.", "reason",
                        {"capacity": 0, "deferred": 0} | stats.waiting_by_reason),
-            f.labelled(CounterMetricFamily, "vllm:prompt_tokens_by_source",
+            f.labelled(CounterMetricFamily, names.PROMPT_TOKENS_BY_SOURCE,
                        "Prompt tokens by source.", "source",
                        sources | stats.prompt_tokens_by_source),
-            f.labelled(CounterMetricFamily, "vllm:request_success",
+            f.labelled(CounterMetricFamily, names.REQUEST_SUCCESS,
                        "Successfully processed requests.", "finished_reason",
                        dict.fromkeys(FINISH_REASONS, 0) | stats.request_success),
-            f.labelled(CounterMetricFamily, "vllm:scheduler_compute_seconds",
+            f.labelled(CounterMetricFamily, names.SCHEDULER_COMPUTE_SECONDS,
                        "Engine seconds of compute by class.", "class",
                        {"prefill": 0.0, "decode": 0.0} | stats.compute_s),
-            f.histogram("vllm:iteration_tokens_total", "Tokens per engine step.",
+            f.histogram(names.ITERATION_TOKENS, "Tokens per engine step.",
                         iteration.buckets(), iteration.sum),
         ]  # fmt: skip
         out += [f.scalar(GaugeMetricFamily, *gauge) for gauge in gauges]
@@ -322,19 +280,15 @@ class SimMetrics:
         """DCGM exporter text: `DCGM_FI_DEV_GPU_UTIL` (0..100) for each simulated GPU."""
         util = round(100.0 * self.busy.share(now_s))
         lines = [
-            "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).",
-            "# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+            f"# HELP {names.DCGM_GPU_UTIL} GPU utilization (in %).",
+            f"# TYPE {names.DCGM_GPU_UTIL} gauge",
         ]
         for gpu in range(self.config.num_gpus):
             lines.append(
-                f'DCGM_FI_DEV_GPU_UTIL{{gpu="{gpu}",UUID="GPU-sim-{gpu:04d}",device="nvidia{gpu}",'
+                f'{names.DCGM_GPU_UTIL}{{gpu="{gpu}",UUID="GPU-sim-{gpu:04d}",device="nvidia{gpu}",'
                 f'modelName="{self.config.model_name}",Hostname="{hostname}"}} {util}'
             )
         return ("\n".join(lines) + "\n").encode()
-
-
-#: Engine time gauge (simulator only, not a vLLM name): benchmarks read it.
-ENGINE_TIME_FAMILY = "stallkit_sim_engine_time_seconds"
 
 
 class _Families:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from contract.names import FORK_FAMILIES
 from kits.cli import app
 from monitor.exporter import StallExporter
-from monitor.parse import FORK_ONLY_FAMILIES
 from monitor.rules import RECORDED
 from tests.alerting.alerting_support import tool
 
@@ -27,7 +27,7 @@ PROMQL_WORDS = {
 
 def _known_series() -> set[str]:
     known = set(RECORDED) | {"DCGM_FI_DEV_GPU_UTIL", "ALERTS", "up", "vllm:scheduler_steps_total"}
-    known |= set(FORK_ONLY_FAMILIES)
+    known |= set(FORK_FAMILIES)
     for line in GOLDEN.read_text().splitlines():
         name, kind = line.split()
         known.add(name)

@@ -58,8 +58,8 @@ def test_image_runs_the_env_profile_and_is_removed(
         metrics = httpx.get(f"{launcher.url}/metrics", timeout=10).text
         assert re.search(r"vllm:scheduler_prefill_compute_share\{[^}]*\} 0\.4", metrics)
         dcgm = launcher.gpu_source
-        assert dcgm == f"dcgm:{launcher.url}/dcgm/metrics"
-        gpus = httpx.get(dcgm.removeprefix("dcgm:"), timeout=10).text
+        assert str(dcgm) == f"dcgm:{launcher.url}/dcgm/metrics"
+        gpus = httpx.get(dcgm.url, timeout=10).text
         # TP=2 in the profile: two simulated GPUs
         assert 'gpu="0"' in gpus and 'gpu="1"' in gpus
     finally:

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from engine.sim.metrics import CLAIMED_FAMILIES, FORK_FAMILIES
+from contract.names import SIM_FORK_FAMILIES, SIM_VLLM_FAMILIES
 
 GOLDEN = Path(__file__).parents[1] / "data" / "vllm-0.32-metric-families.txt"
 MODEL = "stallkit-sim"
@@ -179,14 +179,14 @@ async def test_client_disconnect_aborts_the_request(sim_server: Any) -> None:
 
 async def test_metrics_serve_every_claimed_golden_family(sim_server: Any) -> None:
     golden = {line.split()[0] for line in GOLDEN.read_text().splitlines() if line.strip()}
-    assert golden >= CLAIMED_FAMILIES
+    assert golden >= SIM_VLLM_FAMILIES
     async with sim_server(time_scale=50.0) as url, httpx.AsyncClient(base_url=url) as client:
         await stream_chat(client, chat_body([user("hi " * 30)], max_tokens=8))
         resp = await client.get("/metrics")
         assert resp.headers["content-type"].startswith("text/plain")
         families = list(text_string_to_metric_families(resp.text))
         served = {f.name + "_total" if f.type == "counter" else f.name for f in families}
-        assert served >= CLAIMED_FAMILIES | FORK_FAMILIES
+        assert served >= SIM_VLLM_FAMILIES | SIM_FORK_FAMILIES
         for family in families:
             if family.name.startswith("vllm:"):
                 for s in family.samples:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.gpu import GpuSource
 from engine.launcher import free_port
 from monitor.gpu import probe_engine_dcgm
 
@@ -187,12 +188,12 @@ def test_monitor_picks_the_engines_dcgm_page_by_default(sim_url: str, tmp_path: 
     assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in done.stderr
     kinds = {json.loads(x)["type"] for x in (tmp_path / "timeline.jsonl").read_text().splitlines()}
     assert "gpu" in kinds
-    assert probe_engine_dcgm(sim_url) == (dcgm, "the engine serves DCGM")
+    assert probe_engine_dcgm(sim_url) == (GpuSource.parse(dcgm), "the engine serves DCGM")
     assert probe_engine_dcgm(sim_url + "/nothing") == (
-        "none",
+        GpuSource("none"),
         f"no DCGM page at {sim_url}/nothing/dcgm/metrics",
     )
-    assert probe_engine_dcgm(f"http://127.0.0.1:{free_port()}") == ("none", "")
+    assert probe_engine_dcgm(f"http://127.0.0.1:{free_port()}") == (GpuSource("none"), "")
 
 
 def test_load_bounds_that_cannot_fit_a_turn_say_the_limits_in_flags() -> None:

@@ -83,7 +83,7 @@ def test_docker_launcher_runs_follows_logs_and_removes(fake_docker: Path, tmp_pa
     assert run[run.index("--gpus") + 1] == '"device=0,1"'
     assert ["rm", "--force", launcher.name] in calls
     assert not _descendants_alive([pid])
-    assert launcher.gpu_source in ("nvml:0,1", "smi:0,1")
+    assert str(launcher.gpu_source) in ("nvml:0,1", "smi:0,1")
     assert "listening on" in (tmp_path / "engine.log").read_text()
 
 
@@ -123,7 +123,7 @@ def test_sim_launcher_stop_leaves_no_process(tmp_path: Path) -> None:
         launcher.wait_healthy(30)
         root = psutil.Process(launcher.pids()[0])
         family = [root.pid] + [c.pid for c in root.children(recursive=True)]
-        assert launcher.gpu_source.endswith("/dcgm/metrics")
+        assert str(launcher.gpu_source).endswith("/dcgm/metrics")
         assert httpx.get(f"{launcher.url}/v1/models").json()["data"]
     finally:
         launcher.stop()
@@ -188,8 +188,8 @@ def test_kit_docker_hosts_per_arm_reach_the_launcher(tmp_path: Path) -> None:
     assert base.opts.docker_host == "unix:///tmp/a.sock"
     assert fix.opts.docker_host == "ssh://me@gpu-box"
     assert fix.url == "http://127.0.0.1:18080"
-    assert fix.gpu_source == "dcgm:http://127.0.0.1:19400/metrics"
-    assert base.gpu_source in ("nvml:0,1", "smi:0,1")  # the kit's GPUs, no DCGM URL
+    assert str(fix.gpu_source) == "dcgm:http://127.0.0.1:19400/metrics"
+    assert str(base.gpu_source) in ("nvml:0,1", "smi:0,1")  # the kit's GPUs, no DCGM URL
     # a simulator image runs at the kit's scale
     assert fix.opts.overlays == (Overlay(tmp_path, "/opt/x"),)
     assert fix.opts.env["STALLKIT_TIME_SCALE"] == "60.0"

@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from contract.time import TimeBase, duration_unit
 from kits.config import load_kit
-from kits.launch import TimeBase, duration_unit, monitor_config
+from kits.launch import monitor_config
 from kits.view import in_engine_time
 from loadgen.config import LoadConfig
 from monitor.config import MonitorConfig

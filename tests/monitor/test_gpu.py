@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.gpu import GpuSource, GpuSourceError
 from monitor.errors import MonitorError
 from monitor.gpu import DcgmGpu, NoGpu, NvmlGpu, SmiGpu, gpu_source, parse_dcgm, parse_smi_csv
 
@@ -34,8 +35,9 @@ def test_flag_strings() -> None:
     assert isinstance(gpu_source("smi:0"), SmiGpu)
     src = gpu_source("dcgm:http://127.0.0.1:9400/metrics")
     assert isinstance(src, DcgmGpu) and src.checked
-    for bad in ("", "cuda:0", "nvml:a,b", "dcgm:", "dcgm:9400", "none:1"):
-        with pytest.raises(MonitorError):
+    assert isinstance(gpu_source(GpuSource("smi", (0, 1))), SmiGpu)
+    for bad in ("", "cuda:0", "nvml:a,b", "dcgm:", "dcgm:9400", "none:1", "auto"):
+        with pytest.raises(GpuSourceError):
             gpu_source(bad)
 
 
@@ -69,7 +71,7 @@ async def test_smi_source_reads_the_wanted_gpus(
     )
     source = gpu_source("smi:0,1")
     assert await source.start() == {"0": 91.0, "1": 2.0}
-    assert await gpu_source("smi:").start() == {"0": 91.0, "1": 2.0, "2": 50.0}
+    assert await gpu_source("smi").start() == {"0": 91.0, "1": 2.0, "2": 50.0}
     with pytest.raises(MonitorError, match="no GPU 7"):
         await gpu_source("smi:0,7").start()
 

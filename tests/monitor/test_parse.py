@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from contract.names import FORK_FAMILIES, MONITOR_FAMILIES
 from monitor.errors import MonitorError
-from monitor.parse import FORK_ONLY_FAMILIES, READ_FAMILIES, parse_metrics
+from monitor.parse import parse_metrics
 from monitor.rates import counter_delta, snapshot_deltas
 
 DATA = Path(__file__).parent / "data"
@@ -25,8 +26,8 @@ def golden_families() -> set[str]:
 
 def test_every_read_family_that_is_not_fork_only_is_in_the_golden_list() -> None:
     golden = golden_families()
-    assert golden >= READ_FAMILIES - FORK_ONLY_FAMILIES
-    assert not FORK_ONLY_FAMILIES & golden
+    assert golden >= MONITOR_FAMILIES - FORK_FAMILIES
+    assert not FORK_FAMILIES & golden
 
 
 def test_recorded_page_declares_every_golden_family() -> None:

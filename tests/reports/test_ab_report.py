@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from contract.timeline import SampleLine, StallStartedLine
 from reports.ab import FLAG, load_ab, to_json, to_markdown
 from reports.errors import ReportError
 from reports.rundir import counter_increase, stalls_from_timeline
@@ -212,8 +213,17 @@ def test_counter_increase_survives_a_reset() -> None:
 
 def test_open_stall_lasts_until_the_last_event() -> None:
     events = [
-        {"type": "stall_started", "t": 5, "onset": 2, "kind": "frozen"},
-        {"type": "sample", "t": 9},
+        StallStartedLine(t=5, onset=2, kind="frozen"),
+        SampleLine(t=9),
     ]
     (stall,) = stalls_from_timeline(events, scale=2.0)
     assert (stall.start_s, stall.duration_s, stall.stopped_run) == (4.0, 14.0, False)
+
+
+def test_the_scale_note_names_arms_converted_with_the_nominal_scale(ab_dir: Path) -> None:
+    # these arms' meta.json have no measured scale: their times use the nominal 10x
+    report = load_ab(ab_dir)
+    assert {arm.scale_basis for arm in report.arms.values()} == {"nominal"}
+    note = next(n for n in to_markdown(report).splitlines() if n.startswith("Times are engine"))
+    assert "they measured" in note and "base, fix: its engine clock could not be read" in note
+    assert to_json(report)["arms"]["base"]["scale_basis"] == "nominal"

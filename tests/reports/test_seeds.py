@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from reports.ab import load_ab, to_json, to_markdown
+from contract.meta import ArmMeta
+from reports.ab import load_ab, seed_cells, to_json, to_markdown
 from reports.rundir import lag_reason
 from reports.seeds import SeedRow, fisher_less, onset_spread, verdict
 
@@ -96,12 +97,21 @@ def test_per_seed_table_and_verdict_from_saved_seed_directories(
 def test_lag_reason_from_measured_scale_or_log(tmp_path: Path) -> None:
     log = tmp_path / "engine.log"
     log.write_text("INFO serving\n")
-    wall = {"kind": "sim", "clock": "wall", "time_scale": 30.0, "end_reason": "duration"}
-    assert lag_reason(wall | {"engine_s_per_wall_s": 29.5}, log) is None
-    assert "27.1x of its nominal 30x" in str(lag_reason(wall | {"engine_s_per_wall_s": 27.1}, log))
+    wall = ArmMeta(
+        arm="fix", spec="sim:fix", kind="sim", clock="wall", time_scale=30.0, end_reason="duration"
+    )
+    assert lag_reason(wall.update(engine_s_per_wall_s=29.5), log) is None
+    assert "27.1x of its nominal 30x" in str(lag_reason(wall.update(engine_s_per_wall_s=27.1), log))
     assert "could not be read" in str(lag_reason(wall, log))
     log.write_text("WARNING simulator is 5.2 wall seconds behind its clock; lower --time-scale\n")
-    assert "lag warning" in str(lag_reason(wall | {"engine_s_per_wall_s": 30.0}, log))
-    virtual = {"kind": "sim", "clock": "virtual", "time_scale": 1.0}
-    assert lag_reason(virtual, log) is None
-    assert lag_reason({"kind": "docker", "time_scale": 1.0}, log) is None
+    assert "lag warning" in str(lag_reason(wall.update(engine_s_per_wall_s=30.0), log))
+    assert lag_reason(wall.update(clock="virtual", time_scale=1.0), log) is None
+    assert lag_reason(wall.update(kind="docker", time_scale=1.0), log) is None
+
+
+def test_seed_cells_show_a_scraped_counter_as_whole_preemptions() -> None:
+    row = _row(7, 412.25).model_copy(update={"preemptions": 27.0})
+    cells = seed_cells(row)
+    assert cells[:7] == ["7", "yes", "spinning", "412.2", "yes", "10", "27"]
+    assert cells[7:] == ["2", "50.0", "virtual", "yes"]
+    assert seed_cells(row.model_copy(update={"preemptions": None}))[6] == "-"

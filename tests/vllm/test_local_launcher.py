@@ -56,7 +56,7 @@ def test_argv_binds_loopback_and_appends_engine_args(tiny_model_dir: Path, tmp_p
     assert argv[argv.index("--port") + 1] == str(launcher.port)
     assert argv[-1] == "--enforce-eager"
     assert launcher.url == f"http://127.0.0.1:{launcher.port}"
-    assert launcher.gpu_source == "none"
+    assert str(launcher.gpu_source) == "none"
     assert launcher.log_path == tmp_path.resolve() / "vllm.log"
 
 

@@ -1,0 +1,91 @@
+"""An arm's `meta.json`: what ran, on which clock and scale, how it ended and how long it took.
+
+Written twice by the orchestration (when the arm starts, with `end_reason` "starting", and
+when it ends, whatever ends it), read by the reports. One builder (`ArmMeta.starting`) and one
+way to change it (`ArmMeta.update`, which validates again), so both clocks write one shape.
+Fields added after the first releases have defaults, so older run directories still read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contract.files import META_FILE
+
+__all__ = ["META_FILE", "ArmMeta", "Clock", "EndReason", "EngineKind"]
+
+#: the engine spec's kind (`sim:`, a docker image, `url:`, `vllm:`, `patched:`)
+EngineKind = Literal["sim", "docker", "url", "vllm", "patched"]
+#: virtual: agents, engine and detector on the engine's clock in one process; wall: over HTTP
+Clock = Literal["virtual", "wall"]
+#: why the arm ended ("starting" while it runs or when it never got going)
+EndReason = Literal["starting", "duration", "stall_stop", "interrupted", "error", "engine_died"]
+
+
+class ArmMeta(BaseModel):
+    """One arm's meta.json."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    arm: str = Field(description="The arm's name (base, fix, or the run's name).")
+    spec: str = Field(description="The engine spec as given (sim:base, an image, url:...).")
+    kind: EngineKind | None = Field(None, description="The engine spec's kind.")
+    clock: Clock = Field("wall", description="The clock the arm ran on.")
+    seed: int | None = Field(None, description="The load's seed.")
+    time_scale: float = Field(
+        1.0, description="Nominal engine seconds per wall second (1 for real engines)."
+    )
+    planned_duration_s: float | None = Field(
+        None, description="The load's planned length, engine seconds (None: until stopped)."
+    )
+    started_at: str | None = Field(None, description="When the arm started, ISO 8601 UTC.")
+    finished_at: str | None = Field(None, description="When the arm ended, ISO 8601 UTC.")
+    end_reason: EndReason = Field(description="Why the arm ended.")
+    stopped_by_monitor: bool = Field(False, description="The monitor stopped it during a stall.")
+    wall_s: float = Field(
+        0.0,
+        description="Seconds the load ran on the arm's clock (wall s; a virtual arm: engine s).",
+    )
+    engine_s: float | None = Field(
+        None, description="Engine seconds the load ran (None: the engine's clock was not read)."
+    )
+    engine_s_per_wall_s: float | None = Field(
+        None, description="The time scale the arm measured (wall-clock simulator arms only)."
+    )
+    compute_wall_s: float | None = Field(
+        None, description="Wall seconds a virtual-clock arm took to compute."
+    )
+    error: str | None = Field(None, description="The first line of what ended it, if an error.")
+
+    @classmethod
+    def starting(
+        cls,
+        *,
+        arm: str,
+        spec: str,
+        kind: EngineKind,
+        clock: Clock,
+        seed: int | None,
+        time_scale: float,
+        planned_duration_s: float | None,
+        started_at: str,
+    ) -> ArmMeta:
+        """The meta of an arm that is starting (both clocks build it here)."""
+        return cls(
+            arm=arm,
+            spec=spec,
+            kind=kind,
+            clock=clock,
+            seed=seed,
+            time_scale=time_scale,
+            planned_duration_s=planned_duration_s,
+            started_at=started_at,
+            end_reason="starting",
+            engine_s=0.0 if clock == "virtual" else None,
+        )
+
+    def update(self, **changes: Any) -> ArmMeta:
+        """A copy with `changes` applied, validated again."""
+        return type(self).model_validate(self.model_dump() | changes)

@@ -1,0 +1,55 @@
+"""The JSON Schemas of a run directory's files, so that other tools can read a run.
+
+`run_dir_schemas()` maps each file's name to the JSON Schema of one line (JSONL files) or of
+the whole file (JSON files). `kit schema` prints them or writes one `NAME.schema.json` per file;
+the copies under `docs/schema/` are generated from here and a test keeps them current.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel
+
+from contract.ab import ABFile
+from contract.files import AB_FILE, KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
+from contract.forensics import MANIFEST_FILE, BundleManifest
+from contract.kitfile import KitFile
+from contract.meta import ArmMeta
+from contract.records import TurnRecord
+from contract.summary import LoadSummary
+from contract.timeline import timeline_adapter
+
+__all__ = ["SCHEMA_SUFFIX", "run_dir_schemas", "schema_file_name", "schema_text"]
+
+SCHEMA_SUFFIX = ".schema.json"
+_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _schema(model: type[BaseModel], title: str) -> dict[str, Any]:
+    return {"$schema": _DIALECT, **model.model_json_schema(), "title": title}
+
+
+def run_dir_schemas() -> dict[str, dict[str, Any]]:
+    """{file name: JSON Schema}; for a JSONL file the schema is that of one line."""
+    timeline = {"$schema": _DIALECT, **timeline_adapter.json_schema(), "title": "TimelineLine"}
+    return {
+        TURNS_FILE: _schema(TurnRecord, "TurnRecord"),
+        TIMELINE_FILE: timeline,
+        META_FILE: _schema(ArmMeta, "ArmMeta"),
+        SUMMARY_FILE: _schema(LoadSummary, "LoadSummary"),
+        KIT_FILE: _schema(KitFile, "KitFile"),
+        AB_FILE: _schema(ABFile, "ABFile"),
+        MANIFEST_FILE: _schema(BundleManifest, "BundleManifest"),
+    }
+
+
+def schema_file_name(file_name: str) -> str:
+    """`turns.jsonl` -> `turns.schema.json`."""
+    return file_name.split(".")[0] + SCHEMA_SUFFIX
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """A schema as its file's text (stable: sorted keys, indented, one trailing newline)."""
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"

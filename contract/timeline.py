@@ -1,0 +1,133 @@
+"""The lines of `timeline.jsonl`: one JSON object per monitor event, told apart by `type`.
+
+Written by the monitor as events happen (HTTP arms and virtual-clock arms alike) and replayed
+by the reports. `t` is seconds since the monitor started, on the arm's clock (wall seconds
+for an HTTP arm, engine seconds for a virtual-clock arm); reports convert with the arm's time
+scale. Kinds: `sample` (one scrape), `gpu` (one GPU telemetry reading), `down` (the engine's
+/metrics did not answer), `stall_started`, `stall_ended` and `stop_requested` (the detector).
+Fields an engine does not export are null; lines from older runs may lack the newer fields.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from contract.files import TIMELINE_FILE
+
+__all__ = [
+    "TIMELINE_FILE",
+    "DownLine",
+    "EngineView",
+    "GpuLine",
+    "SampleLine",
+    "StallEndedLine",
+    "StallKind",
+    "StallStartedLine",
+    "StopRequestedLine",
+    "TimelineLine",
+    "timeline_adapter",
+]
+
+StallKind = Literal["spinning", "frozen"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class EngineView(BaseModel):
+    """What one scrape saw of one engine (or summed over engines); null: not exported."""
+
+    model_config = _FROZEN
+
+    running: int | None = Field(None, description="Requests running.")
+    waiting: int | None = Field(None, description="Requests waiting.")
+    waiting_capacity: int | None = Field(None, description="Waiting for capacity.")
+    waiting_deferred: int | None = Field(None, description="Waiting as deferred restores.")
+    kv_usage: float | None = Field(None, description="KV cache usage, a fraction 0..1.")
+    gen_tokens: float | None = Field(None, description="Generated tokens, counter total.")
+    prompt_tokens: float | None = Field(None, description="Prompt tokens, counter total.")
+    preemptions: float | None = Field(None, description="Preemptions, counter total.")
+    prefix_queries: float | None = Field(None, description="Prefix cache queries (tokens).")
+    prefix_hits: float | None = Field(None, description="Prefix cache hits (tokens).")
+    iterations: float | None = Field(None, description="Engine steps (iteration histogram count).")
+    compute_s: dict[str, float] | None = Field(
+        None, description="Scheduler compute seconds by class (the fork's counter)."
+    )
+
+
+class _SampleHead(BaseModel):
+    # a base of its own so that `type` and `t` come first in the line, as in every other kind
+    model_config = _FROZEN
+    type: Literal["sample"] = "sample"
+    t: float = Field(description="Seconds since the monitor started, on the arm's clock.")
+
+
+class SampleLine(EngineView, _SampleHead):
+    """One scrape of /metrics: totals over engines, the generation rate, per-engine views."""
+
+    gen_tok_s: float | None = Field(None, description="Generated tokens per second since the last.")
+    engines: dict[str, EngineView] | None = Field(
+        None,
+        description="Each engine's own view, keyed by engine label; only when there are several.",
+        exclude_if=lambda value: value is None,  # absent, not null, with one engine
+    )
+
+
+class GpuLine(BaseModel):
+    """One GPU telemetry reading (a failed read is not written: a gap)."""
+
+    model_config = _FROZEN
+    type: Literal["gpu"] = "gpu"
+    t: float = Field(description="Seconds since the monitor started, on the arm's clock.")
+    util: dict[str, float] = Field(description="Utilisation in % by GPU index.")
+
+
+class DownLine(BaseModel):
+    """The engine's /metrics did not answer (not a stall)."""
+
+    model_config = _FROZEN
+    type: Literal["down"] = "down"
+    t: float = Field(description="Seconds since the monitor started, on the arm's clock.")
+    error: str = Field(description="Why the scrape failed.")
+
+
+class StallStartedLine(BaseModel):
+    """The detector judged a stall."""
+
+    model_config = _FROZEN
+    type: Literal["stall_started"] = "stall_started"
+    t: float = Field(description="When it was judged, seconds since the monitor started.")
+    onset: float = Field(description="When the stall condition began, same clock as `t`.")
+    kind: StallKind = Field(description="spinning (counters move) or frozen (nothing moves).")
+    gpu_checked: bool = Field(False, description="GPU idleness was part of the rule.")
+
+
+class StallEndedLine(BaseModel):
+    """A stall ended (work moved again)."""
+
+    model_config = _FROZEN
+    type: Literal["stall_ended"] = "stall_ended"
+    t: float = Field(description="Seconds since the monitor started, on the arm's clock.")
+    onset: float = Field(description="The stall's onset, same clock as `t`.")
+    kind: StallKind = Field(description="spinning or frozen.")
+    duration_s: float = Field(description="From onset to end, seconds on the arm's clock.")
+
+
+class StopRequestedLine(BaseModel):
+    """The detector asked to stop the run after `stop_after` seconds of stall."""
+
+    model_config = _FROZEN
+    type: Literal["stop_requested"] = "stop_requested"
+    t: float = Field(description="Seconds since the monitor started, on the arm's clock.")
+    onset: float = Field(description="The stall's onset, same clock as `t`.")
+    stall_s: float = Field(description="How long the stall had lasted, seconds on the arm's clock.")
+
+
+TimelineLine = Annotated[
+    SampleLine | GpuLine | DownLine | StallStartedLine | StallEndedLine | StopRequestedLine,
+    Field(discriminator="type"),
+]
+
+#: validates one timeline line (any kind) from JSON or a dict
+timeline_adapter: TypeAdapter[TimelineLine] = TypeAdapter(TimelineLine)

@@ -1,0 +1,71 @@
+"""The role packages' public faces: every name in `__all__` resolves, lazily.
+
+Each face maps its names to their modules (PEP 562); importing a package must import none of
+its modules, nor httpx, pydantic, rich or prometheus_client (vLLM's engine core imports
+`engine` on its way to the patched scheduler, and `kit --help` must stay instant).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FACES = ("contract", "engine", "loadgen", "monitor", "reports")
+HEAVY = ("httpx", "pydantic", "rich", "prometheus_client", "vllm", "typer")
+
+
+@pytest.mark.parametrize("package", FACES)
+def test_every_public_name_resolves_to_its_modules_object(package: str) -> None:
+    face = importlib.import_module(package)
+    table: dict[str, str] = face._LAZY
+    assert len(set(face.__all__)) == len(face.__all__) and set(face.__all__) == set(table)
+    for name, module in table.items():
+        value = getattr(face, name)
+        assert value is getattr(importlib.import_module(module), name), name
+    assert set(face.__all__) <= set(dir(face))
+    with pytest.raises(AttributeError, match="no attribute 'nosuch'"):
+        _ = face.nosuch
+
+
+@pytest.mark.parametrize("package", FACES)
+def test_no_public_name_is_also_a_module_of_its_package(package: str) -> None:
+    # importing the module `package.name` would set the package's attribute to the module,
+    # so `from package import name` would give the module or the object by import order
+    face = importlib.import_module(package)
+    modules = {m.name for m in pkgutil.iter_modules([str(REPO / package)])}
+    assert not set(face.__all__) & modules
+
+
+def test_importing_the_packages_imports_none_of_their_modules() -> None:
+    code = (
+        "import sys\n"
+        f"for p in {FACES!r}: __import__(p)\n"
+        "ours = sorted(m for m in sys.modules if m.split('.')[0] in "
+        f"{FACES!r} and m not in {FACES!r} and m != 'contract.faces')\n"
+        f"heavy = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
+        "print(ours, heavy)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "[]"]
+
+
+def test_a_name_imported_from_a_face_is_the_modules_object() -> None:
+    code = (
+        "from engine import DockerLauncher\nimport engine.docker as d\n"
+        "from monitor import GpuReader, gpu_source\nimport monitor.gpu as g\n"
+        "print(DockerLauncher is d.DockerLauncher, gpu_source is g.gpu_source)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
