@@ -90,6 +90,8 @@ class StepWork:
     """What the passes of one step scheduled so far."""
 
     budget: int
+    #: the step's number (a request scheduled in it is not scheduled again in the same step)
+    step: int = 0
     scheduled: int = 0
     prefill_tokens: int = 0
     decode_seqs: int = 0

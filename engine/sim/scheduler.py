@@ -5,7 +5,9 @@ chunks, runs the waiting pass (FCFS; restores are polled here), then the leftove
 which under policy `base` may not preempt and under `fix` may preempt while the step has
 scheduled nothing. A decode turn, or an uncontended step, runs the running pass with preemption
 (victim: the most recently admitted request) and then the waiting pass if nothing was
-preempted. An allocation failure without permission to preempt ends the pass.
+preempted. An allocation failure without permission to preempt ends the pass. The passes
+themselves live in `engine.sim.running` and `engine.sim.admission`; this module holds the
+engine's state, the requests' way in and out, and the step around the passes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from engine.sim.admission import Admission
 from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
 from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, Turn, runnable_classes
-from engine.sim.controller import may_preempt as rule_may_preempt
 from engine.sim.records import (
     VOCABULARY,
     AdvanceResult,
@@ -28,6 +29,7 @@ from engine.sim.records import (
     StepResult,
 )
 from engine.sim.request import Request, StepWork, is_deferred, request_info
+from engine.sim.running import RunningPass
 from engine.sim.stats import Counters
 
 #: Finished requests remembered for `request_info`.
@@ -53,8 +55,11 @@ class Scheduler:
         self._pending_finished: dict[str, str] = {}
         # the hash chains of the finished requests in `done`, for prompts that continue them
         self._chains: OrderedDict[str, list[int]] = OrderedDict()
+        self._running = RunningPass(
+            config, self.pool, self.c, logger, self.running, self.waiting, self._requeued
+        )
         self._admission = Admission(
-            config, self.pool, self.c, logger, self.running, self.waiting, self._schedule
+            config, self.pool, self.c, logger, self.running, self.waiting, self._running.schedule
         )
 
     # -- requests ---------------------------------------------------------------------------
@@ -236,15 +241,15 @@ class Scheduler:
         self.step_no += 1
         remaining = (r.num_tokens - r.num_computed for r in self.running)
         turn, contended = self.ctl.select(*runnable_classes(remaining, len(self.waiting)))
-        work = StepWork(budget=self.cfg.max_num_batched_tokens)
+        work = StepWork(budget=self.cfg.max_num_batched_tokens, step=self.step_no)
         sampled: list[Request] = []
         if contended and turn == "prefill":
-            self._running_pass(work, sampled, "prefill", may_preempt=False)
+            self._running.run(work, sampled, "prefill", may_preempt=False)
             self._admission.run(work, sampled, now_s)
             # the leftover decode pass: the prefill-turn rule decides (base never, fix while empty)
-            self._running_pass(work, sampled, "decode", may_preempt=True)
+            self._running.run(work, sampled, "decode", may_preempt=True)
         else:
-            self._running_pass(work, sampled, "all", may_preempt=True)
+            self._running.run(work, sampled, "all", may_preempt=True)
             if not work.preemptions:
                 self._admission.run(work, sampled, now_s)
         if not work.scheduled:
@@ -258,103 +263,9 @@ class Scheduler:
         self.gpu_busy = True
         return turn, work, duration, self._sample(sampled, now_s + duration, outputs)
 
-    # -- passes -----------------------------------------------------------------------------
-
-    def _running_pass(
-        self, work: StepWork, sampled: list[Request], phase: str, may_preempt: bool
-    ) -> None:
-        """Schedule running requests in admission order (phase: prefill, decode or all).
-
-        `may_preempt=False` forbids preemption (the prefill chunks of a prefill turn). In the
-        leftover decode pass (phase "decode") the prefill-turn rule `controller.may_preempt`
-        decides: never under `base`, under `fix` while the step has scheduled nothing.
-        """
-        running, pool, bs, step_no = self.running, self.pool, self.cfg.block_size, self.step_no
-        i = 0
-        while i < len(running) and work.budget > 0:
-            r = running[i]
-            remaining = r.num_tokens - r.num_computed
-            if r.last_step == step_no or (
-                (remaining == 1) if phase == "prefill" else (remaining != 1 and phase == "decode")
-            ):
-                i += 1
-                continue
-            n = min(remaining, work.budget)
-            need = -(-(r.num_computed + n) // bs) - len(r.blocks)
-            while need > 0 and need > pool.num_free:
-                if not may_preempt:
-                    return
-                if phase == "decode" and not rule_may_preempt(
-                    self.cfg.policy, "prefill", True, work.scheduled > 0
-                ):
-                    return
-                victim = running[-1]
-                self._preempt(victim)
-                work.preemptions += 1
-                if victim is r:
-                    return
-            if need > 0:
-                pool.allocate(need)
-                r.blocks.extend([None] * need)
-            if remaining == 1:  # a decode: `_schedule`'s decode branch, inlined (the hot path)
-                work.decode_seqs += 1
-                work.decode_context += r.num_computed
-                r.num_computed += 1
-                r.last_step = step_no
-                work.scheduled += 1
-                work.budget -= 1
-                full = r.num_computed // bs
-                if full > r.num_registered:
-                    self._register(r, full)
-                sampled.append(r)
-            else:
-                self._schedule(r, n, work, sampled)
-            i += 1
-
-    def _schedule(self, r: Request, n: int, work: StepWork, sampled: list[Request]) -> None:
-        """Book `n` tokens of `r` into this step."""
-        if r.num_tokens - r.num_computed == 1:
-            work.decode_seqs += 1
-            work.decode_context += r.num_computed
-        else:
-            work.prefill_tokens += n
-            work.prefill_s += self.cfg.cost.prefill_s(n, r.num_computed)
-        r.num_computed += n
-        r.last_step = self.step_no
-        work.scheduled += n
-        work.budget -= n
-        full = r.num_computed // self.cfg.block_size
-        if full > r.num_registered:
-            self._register(r, full)
-        if r.num_computed == r.num_tokens:
-            sampled.append(r)
-
-    def _register(self, r: Request, full: int) -> None:
-        """Cache the request's blocks that just became full (extending its hash chain)."""
-        bs, chain = self.cfg.block_size, r.chain
-        while len(chain) < full:
-            parent = chain[-1] if chain else ROOT_HASH
-            chain.append(hash((parent, r.block_tokens(len(chain), bs))))
-        blocks, pool = r.blocks, self.pool
-        for k in range(r.num_registered, full):
-            if blocks[k] is None and pool.register(chain[k]):
-                blocks[k] = chain[k]
-        r.num_registered = full
-
-    def _preempt(self, victim: Request) -> None:
-        """Free the victim's blocks (they stay cached) and requeue it at the head."""
-        self.running.remove(victim)
-        self.pool.release(victim.blocks)
-        victim.blocks = []
-        victim.num_computed = 0
-        victim.num_registered = 0
-        victim.preemptions += 1
-        victim.deferred_since = None
-        victim.recompute = False
-        self.waiting.appendleft(victim)
+    def _requeued(self) -> None:
+        """A preempted request went back to the head of the waiting queue."""
         self._admission.changed()
-        self.c.num_preemptions += 1
-        self.log.debug("Request %s preempted (KV cache full); it will recompute", victim.id)
 
     # -- after the passes ---------------------------------------------------------------------
 
