@@ -9,6 +9,8 @@ A/B directory holds one such directory per arm plus its own `kit.json` and the r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
     "AB_FILE",
     "ENGINE_LOG",
@@ -22,6 +24,7 @@ __all__ = [
     "SUMMARY_FILE",
     "TIMELINE_FILE",
     "TURNS_FILE",
+    "discard_if_unrecorded",
 ]
 
 TURNS_FILE = "turns.jsonl"
@@ -39,3 +42,25 @@ FORENSICS_DIR = "forensics"
 FORENSICS_INPUTS_FILE = "inputs.jsonl"
 #: under `on-stall/`: one line per command run
 ONSTALL_RUNS_FILE = "runs.jsonl"
+
+#: files a run writes about itself; anything else in a run directory was recorded
+BOOKKEEPING_FILES = frozenset({KIT_FILE, META_FILE, SUMMARY_FILE, LOAD_FILE, "sim-config.toml"})
+
+
+def discard_if_unrecorded(run_dir: Path) -> bool:
+    """Remove a failed run's directory when it recorded nothing (no turn, sample or log line).
+
+    Only the files the run itself wrote (bookkeeping, or empty ones) are removed, and only when
+    nothing else is there; whatever was recorded is kept. Returns whether the directory is gone.
+    """
+    if not run_dir.is_dir():
+        return False
+    files = [p for p in run_dir.rglob("*") if not p.is_dir()]
+    if any(p.name not in BOOKKEEPING_FILES and p.stat().st_size > 0 for p in files):
+        return False
+    for path in files:
+        path.unlink()
+    for directory in sorted(run_dir.rglob("*"), reverse=True):
+        directory.rmdir()
+    run_dir.rmdir()
+    return True

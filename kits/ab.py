@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from contract.files import KIT_FILE
+from contract.files import KIT_FILE, discard_if_unrecorded
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
 from kits.config import Kit
@@ -146,27 +146,6 @@ def _run_wall(plan: Plan, console: Console, dashboard: bool) -> None:
         )
 
 
-#: files the run writes about itself; anything else in a run directory was recorded
-_BOOKKEEPING = {"kit.json", "meta.json", "summary.json", "sim-config.toml"}
-
-
-def _discard_if_unrecorded(plan: Plan) -> bool:
-    """Remove a failed run's directory when it recorded nothing (no turn, sample or log line).
-
-    Only the files the run itself wrote are removed, and only when nothing else is there;
-    whatever was recorded is kept. Returns whether the directory is gone.
-    """
-    files = [p for p in plan.out_dir.rglob("*") if p.is_file()]
-    if any(p.name not in _BOOKKEEPING and p.stat().st_size > 0 for p in files):
-        return False
-    for path in files:
-        path.unlink()
-    for directory in sorted(plan.out_dir.rglob("*"), reverse=True):
-        directory.rmdir()
-    plan.out_dir.rmdir()
-    return True
-
-
 def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) -> Result:
     """Run every arm over every seed, then write and print the reports. Engines always stop."""
     from reports import ab_table, write_reports
@@ -185,9 +164,9 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
             for launcher in plan.launchers:
                 launcher.stop()
     except Exception:
-        _discard_if_unrecorded(plan)
+        discard_if_unrecorded(plan.out_dir)
         raise
-    if interrupted and _discard_if_unrecorded(plan):
+    if interrupted and discard_if_unrecorded(plan.out_dir):
         return Result(None, interrupted)
     report = None
     if any(plan.out_dir.rglob("meta.json")):

@@ -229,7 +229,7 @@ class ForensicsCollector:
             self._threads.append(thread)
             thread.start()
 
-    def collect(self, event: StallStarted, inputs: list[TimelineLine]) -> Path:
+    def collect(self, event: StallStarted, inputs: Sequence[TimelineLine]) -> Path:
         """Write the bundle of `event` (blocking); returns its directory."""
         out = self.root / onset_name(event.onset)
         out.mkdir(parents=True, exist_ok=True)

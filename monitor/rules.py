@@ -48,9 +48,17 @@ class RulesSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    stall_after_s: float = Field(60.0, gt=0, description="`for:` of the stall alert.")
-    down_after_s: float = Field(60.0, gt=0, description="`for:` of the engine-down alert.")
-    idle_gpu_perc: float = Field(5.0, ge=0, le=100, description="A GPU at or under this is idle.")
+    stall_after_s: float = Field(
+        60.0, gt=0, description="Seconds of stall before the stall alert fires (its `for:`)."
+    )
+    down_after_s: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds /metrics may fail before the engine-down alert fires (its `for:`).",
+    )
+    idle_gpu_perc: float = Field(
+        5.0, ge=0, le=100, description="A GPU at or under this utilisation (%) counts as idle."
+    )
     scrape_interval_s: float = Field(
         15.0, gt=0, description="Prometheus's scrape interval for the engine (sets the windows)."
     )

@@ -1,8 +1,10 @@
 """`python -m engine.sim`: serve the simulated engine and print the URL it listens on.
 
+This is the one command line for serving the simulator: `kit sim serve` runs the same parser
+and `main` under its own name. Each option's help and default is its `ServeOptions` field's.
 The launcher of the kit reads the line `stallkit-sim listening on http://HOST:PORT` from
-stdout (flushed at once); engine log lines go to stderr. A bad config is one line on stderr
-and exit code 2.
+stdout (flushed at once); engine log lines go to stderr. A bad option or config is one line
+on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -10,51 +12,73 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, NoReturn, get_args
 
 from engine.errors import EngineError
 
+PROG = "python -m engine.sim"
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m engine.sim", description="Serve the simulated vLLM-style engine."
-    )
-    parser.add_argument(
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line with a hint, exit 2 (not a usage block)."""
+
+    #: ServeOptions fields -> the flags that set them, to blame a bad value on its flag
+    flags: dict[str, str]
+
+    def error(self, message: str) -> NoReturn:
+        _fail(message, f"see `{self.prog} --help`")
+
+
+def _fail(message: str, hint: str) -> NoReturn:
+    print(f"error: {message} (hint: {hint})", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def parser(prog: str = PROG) -> _Parser:
+    """The options of a served simulator, described by the `ServeOptions` fields they set."""
+    from engine.sim.config import SimConfig
+    from engine.sim.serve import ServeOptions
+
+    fields = ServeOptions.model_fields
+    p = _Parser(prog=prog, description="Serve the simulated vLLM-style engine.")
+    p.flags = {}
+
+    def option(flag: str, name: str, note: str = "", **kwargs: Any) -> None:
+        p.flags[name] = flag
+        text = f"{fields[name].description} {note}".strip()
+        default = fields[name].default
+        shown = f" (default: {default})" if default is not None else ""
+        p.add_argument(flag, default=default, help=text + shown, **kwargs)
+
+    policy = SimConfig.model_fields["policy"]
+    p.add_argument(
         "--policy",
-        choices=["base", "fix"],
+        choices=get_args(policy.annotation),
         default=None,
-        help="scheduler policy (default: the config's, else base)",
+        help=f"{policy.description} Default: the config's, else {policy.default}.",
     )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind")
-    parser.add_argument("--port", type=int, default=0, help="port to bind (0 = any free port)")
-    parser.add_argument(
-        "--time-scale", type=float, default=1.0, help="engine seconds per wall second"
+    option("--host", "host")
+    option("--port", "port", type=int)
+    option("--time-scale", "time_scale", type=float, metavar="X")
+    p.add_argument(
+        "--config", type=Path, default=None, metavar="FILE", help="TOML file of SimConfig fields."
     )
-    parser.add_argument("--config", type=Path, default=None, help="TOML file of SimConfig fields")
-    parser.add_argument(
-        "--freeze-at",
-        type=float,
-        default=None,
-        metavar="S",
-        help="freeze the engine at engine time S (fault injection)",
-    )
-    parser.add_argument(
-        "--fail-metrics-at",
-        type=float,
-        default=None,
-        metavar="S",
-        help="/metrics answers 503 from engine time S (fault injection)",
-    )
-    parser.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning", "error"],
-        default="info",
-        help="engine log level",
-    )
-    return parser  # fmt: skip
+    option("--freeze-at", "freeze_at_s", "(fault injection)", type=float, metavar="S")
+    option("--fail-metrics-at", "fail_metrics_at_s", "(fault injection)", type=float, metavar="S")
+    option("--log-level", "log_level", choices=get_args(fields["log_level"].annotation))
+    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """Parse `argv`, serve until interrupted; the exit code (2 for any user error)."""
+    try:
+        p = parser(prog)
+        return _serve(p.parse_args(argv), p)
+    except SystemExit as exc:  # --help (0) and the one-line usage errors (2)
+        return exc.code if isinstance(exc.code, int) else 2
+
+
+def _serve(args: argparse.Namespace, p: _Parser) -> int:
     from pydantic import ValidationError
 
     from contract.errors import validation_message
@@ -71,11 +95,10 @@ def main(argv: list[str] | None = None) -> int:
             log_level=args.log_level,
         )
     except EngineError as exc:
-        print(f"error: {exc} (hint: {exc.hint})", file=sys.stderr)
-        return 2
+        _fail(str(exc), exc.hint)
     except ValidationError as exc:
-        print(f"error: invalid option {validation_message(exc)}", file=sys.stderr)
-        return 2
+        message = validation_message(exc, names=p.flags)
+        _fail(f"invalid option {message}", f"see `{p.prog} --help`")
     configure_logging(opts.log_level)
 
     def ready(url: str) -> None:
@@ -84,8 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         serve(opts, ready)
     except EngineError as exc:
-        print(f"error: {exc} (hint: {exc.hint})", file=sys.stderr)
-        return 2
+        _fail(str(exc), exc.hint)
     except KeyboardInterrupt:
         return 130
     return 0

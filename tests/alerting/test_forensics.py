@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from contract.timeline import SampleLine
 from engine.simproc import SimLauncher
 from engine.spec import parse_spec
 from monitor.config import MonitorConfig
@@ -54,7 +55,7 @@ def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path
         assert proc.stdout is not None and proc.stdout.readline() == b"spinning\n"
         target = EngineTarget("local", pids=lambda: [proc.pid])
         collector = ForensicsCollector(tmp_path, "http://127.0.0.1:9", target, window_s=1.0)
-        out = collector.collect(_started(), [{"type": "sample", "t": 4.5}])
+        out = collector.collect(_started(), [SampleLine(t=4.5)])
     finally:
         proc.kill()
         proc.wait()
@@ -146,7 +147,7 @@ def test_a_remote_engine_bundle_keeps_the_page_and_inputs_and_records_failures(
     collector = ForensicsCollector(
         tmp_path, "http://127.0.0.1:9", EngineTarget("remote"), window_s=1.0
     )
-    out = collector.collect(_started("frozen"), [{"type": "sample", "t": 4.5}])
+    out = collector.collect(_started("frozen"), [SampleLine(t=4.5)])
     manifest = json.loads((out / "manifest.json").read_text())
     assert out.name == "0000004000ms"
     assert manifest["files"] == ["inputs.jsonl", "verdict.json"]

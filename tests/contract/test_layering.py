@@ -128,7 +128,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = import_graph()
     assert "engine.sim.scheduler" in graph["engine.sim.core"]
-    assert "kits.ab" in graph["kits.cli_run"]  # imported inside a function
+    assert "kits.ab" in graph["kits.cli.run"]  # imported inside a function
     assert "engine.sim.api" in graph["engine.sim.app"]  # `from engine.sim import api`
 
 
@@ -168,8 +168,7 @@ def test_reports_imports_only_the_contract_and_itself() -> None:
 
 
 def _is_cli(module: str) -> bool:
-    parts = module.split(".")
-    return len(parts) > 1 and (parts[1] == "cli" or parts[1].startswith("cli_"))
+    return module == "kits.cli" or module.startswith("kits.cli.")
 
 
 def test_the_orchestration_imports_role_fronts_only() -> None:
@@ -193,3 +192,36 @@ def test_the_orchestration_imports_role_fronts_only() -> None:
         if target not in graph.get(module, set())
     ]
     assert stale == [], stale
+
+
+def test_only_the_cli_and_the_entry_point_import_the_cli() -> None:
+    graph = import_graph()
+    assert "kits.cli.common" in graph["kits.cli.load"]  # the rule below sees CLI imports
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if _is_cli(target) and not _is_cli(module) and module != "kits.__main__"
+    ]
+    assert wrong == [], wrong
+    assert "kits.cli" in graph["kits.__main__"]
+
+
+#: the commands that wrap one role: the CLI's own modules, the contract and that role only
+SINGLE_ROLE_COMMANDS = {
+    "kits.cli.load": "loadgen",
+    "kits.cli.sim": "engine",
+    "kits.cli.engine": "engine",
+}
+
+
+def test_single_role_commands_touch_no_orchestration() -> None:
+    graph = import_graph()
+    wrong = [
+        f"{module} -> {target}"
+        for module, role in SINGLE_ROLE_COMMANDS.items()
+        for target in graph[module]
+        if not _is_cli(target) and _top(target) not in (role, "contract")
+    ]
+    assert wrong == [], wrong
+    assert "loadgen.config" in graph["kits.cli.load"]

@@ -64,6 +64,21 @@ def test_unreachable_url_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
+def test_a_monitor_that_cannot_start_leaves_no_run_directory(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    fresh = tmp_path / "new-run"
+    result = CliRunner().invoke(app, ["monitor", url, "--out", str(fresh), "--no-dashboard"])
+    assert result.exit_code == 2, result.output
+    assert not fresh.exists()
+    # a directory that was already there is the user's: kept, with what it holds
+    kept = tmp_path / "old-run"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    result = CliRunner().invoke(app, ["monitor", url, "--out", str(kept), "--no-dashboard"])
+    assert result.exit_code == 2, result.output
+    assert (kept / "notes.txt").read_text() == "mine\n"
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from contract.timeline import SampleLine, StallStartedLine
+from contract.timeline import SampleLine, StallStartedLine, TimelineLine
 from reports.ab import FLAG, load_ab, to_json, to_markdown
 from reports.errors import ReportError
 from reports.rundir import counter_increase, stalls_from_timeline
@@ -212,7 +212,7 @@ def test_counter_increase_survives_a_reset() -> None:
 
 
 def test_open_stall_lasts_until_the_last_event() -> None:
-    events = [
+    events: list[TimelineLine] = [
         StallStartedLine(t=5, onset=2, kind="frozen"),
         SampleLine(t=9),
     ]

@@ -1,4 +1,5 @@
-"""`kit sim`: the embedded simulated engine (`trace` explains the livelock step by step)."""
+"""`kit sim`: the embedded simulated engine (`serve` is `python -m engine.sim` under the kit;
+`trace` explains the livelock step by step)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import help_when_bare, user_errors
+from kits.cli.common import help_when_bare, user_errors
 
 
 class PolicyChoice(StrEnum):
@@ -88,9 +89,22 @@ def trace(
     Console().print(table)
 
 
+@sim_app.command(
+    "serve",
+    # every argument goes to the simulator's own parser, `--help` included
+    add_help_option=False,
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def serve(ctx: typer.Context) -> None:
+    """Serve the simulated engine like vLLM: chat/completions, /tokenize, /metrics, DCGM.
+
+    The same command line as `python -m engine.sim`; `kit sim serve --help` lists its options.
+    """
+    from engine.sim.__main__ import main
+
+    raise typer.Exit(main(ctx.args, prog="kit sim serve"))
+
+
 def register(app: typer.Typer) -> None:
     """Add `kit sim` (trace, serve) to the top-level app."""
-    from kits.cli_simserve import serve
-
-    sim_app.command()(serve)
     app.add_typer(sim_app, name="sim")

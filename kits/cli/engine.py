@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import err_console, help_when_bare, user_errors
+from kits.cli.common import err_console, help_when_bare, user_errors
 
 #: where `kit engine image` caches the Debian root file system (STALLKIT_IMAGE_CACHE overrides)
 DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"

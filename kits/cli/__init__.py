@@ -1,7 +1,7 @@
-"""The `kit` command line: a thin hub that registers each role's commands.
+"""The `kit` command line: a thin hub over one module per command family.
 
-Command modules import their heavy dependencies inside the command functions so that
-`kit --help` stays instant.
+Each command is built from its module only when it runs or shows its help (`kits.cli.commands`
+lists them), so that `kit --help` stays instant.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Annotated
 
 import typer
 
-from kits import cli_engine, cli_load, cli_monitor, cli_rules, cli_run, cli_sim
-from kits.cli_common import help_when_bare
+from kits.cli.commands import LazyGroup
+from kits.cli.common import help_when_bare
 
 app = typer.Typer(
     name="kit",
+    cls=LazyGroup,
     help=(
         "stallkit: load-test vLLM-style engines with many streaming agents, detect stalls "
         "live, and prove scheduler fixes with A/B runs. Start with `kit ab` (simulator)."
@@ -48,15 +49,6 @@ def _root(
         typer.echo(f"stallkit {_version()}")
         raise typer.Exit(0)
     help_when_bare(ctx)
-
-
-cli_sim.register(app)
-cli_engine.register(app)
-cli_load.register(app)
-cli_monitor.register(app)
-cli_run.register(app)
-cli_rules.register(app)
-__import__("kits.cli_schema").cli_schema.register(app)
 
 
 def main() -> None:

@@ -13,7 +13,9 @@ from typing import Annotated
 import typer
 
 from contract.errors import validation_message
-from kits.cli_common import fail, user_errors
+from kits.cli.common import fail, user_errors
+from kits.cli.fields import field_help, field_option
+from monitor.rules import RulesSettings
 
 RULES_FILE = "stallkit-rules.yml"
 DASHBOARD_FILE = "stallkit-dashboard.json"
@@ -34,34 +36,19 @@ def rules(
         typer.Option("--out", "-o", help=f"Directory for {RULES_FILE} and {DASHBOARD_FILE}."),
     ] = None,
     stall_after: Annotated[
-        float | None, typer.Option(help="Seconds of stall before the alert fires (default: kit).")
+        float | None,
+        typer.Option(help=field_help(RulesSettings, "stall_after_s", "Default: the kit's.")),
     ] = None,
     idle_gpu: Annotated[
-        float | None, typer.Option(help="A GPU at or under this utilisation (%) is idle (kit).")
+        float | None,
+        typer.Option(help=field_help(RulesSettings, "idle_gpu_perc", "Default: the kit's.")),
     ] = None,
-    down_after: Annotated[
-        float | None, typer.Option(help="Seconds /metrics may fail before the down alert (60).")
-    ] = None,
-    scrape_interval: Annotated[
-        float, typer.Option(help="Prometheus's scrape interval for the engines (seconds).")
-    ] = 15.0,
-    eval_interval: Annotated[
-        float, typer.Option(help="Evaluation interval of the rule groups (seconds).")
-    ] = 15.0,
-    engine_selector: Annotated[
-        str, typer.Option(help='Label matchers picking the engines\' series, e.g. job="vllm".')
-    ] = "",
-    gpu_selector: Annotated[
-        str,
-        typer.Option(help='Label matchers picking the engines\' GPUs, e.g. Hostname="node-1".'),
-    ] = "",
-    gpu_match: Annotated[
-        str,
-        typer.Option(
-            help="Labels an engine shares with its GPUs' series (e.g. instance); "
-            "default: every selected GPU must be idle.",
-        ),
-    ] = "",
+    down_after: float = field_option(RulesSettings, "down_after_s", "--down-after"),
+    scrape_interval: float = field_option(RulesSettings, "scrape_interval_s", "--scrape-interval"),
+    eval_interval: float = field_option(RulesSettings, "evaluation_interval_s", "--eval-interval"),
+    engine_selector: str = field_option(RulesSettings, "engine_selector"),
+    gpu_selector: str = field_option(RulesSettings, "gpu_selector"),
+    gpu_match: str = field_option(RulesSettings, "gpu_match_labels", "--gpu-match"),
     no_gpu: Annotated[
         bool,
         typer.Option("--no-gpu", help="No DCGM series: judge on engine metrics alone (said so)."),
@@ -71,13 +58,13 @@ def rules(
     from pydantic import ValidationError
 
     from kits.config import load_kit
-    from monitor.rules import RulesSettings, rules_yaml
+    from monitor.rules import rules_yaml
 
     monitor = load_kit(kit, {}).monitor
     try:
         settings = RulesSettings(
             stall_after_s=stall_after if stall_after is not None else monitor.stall_after_s,
-            down_after_s=down_after if down_after is not None else 60.0,
+            down_after_s=down_after,
             idle_gpu_perc=idle_gpu if idle_gpu is not None else monitor.idle_gpu_perc,
             scrape_interval_s=scrape_interval,
             evaluation_interval_s=eval_interval,

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kits.cli_alerting import (
+from contract.errors import StallkitError
+from contract.files import discard_if_unrecorded
+from kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
     OnStallEndOpt,
@@ -20,10 +22,15 @@ from kits.cli_alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli_common import fail, user_errors
+from kits.cli.common import fail, user_errors
+from kits.cli.fields import field_option
+from monitor.config import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
     from contract.gpu import GpuSource
+    from kits.alerting import ArmAlerting
+    from monitor.gpu import GpuReader
+    from monitor.session import MonitorOutcome
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
 EXIT_STALL = 3
@@ -39,7 +46,7 @@ MONITOR_HELP = (
 @user_errors
 def monitor(
     url: Annotated[str, typer.Argument(help="Engine base URL, e.g. http://127.0.0.1:8000.")],
-    interval: Annotated[float, typer.Option(help="Seconds between scrapes.")] = 1.0,
+    interval: float = field_option(MonitorConfig, "interval_s", "--interval"),
     gpu_source: Annotated[
         str,
         typer.Option(
@@ -48,24 +55,12 @@ def monitor(
             "none: the stall rule runs on metrics alone).",
         ),
     ] = "auto",
-    stall_after: Annotated[
-        float, typer.Option(help="Seconds the stall rule must hold before a stall starts.")
-    ] = 60.0,
-    stop_after: Annotated[
-        float,
-        typer.Option(help="Seconds of one stall before a stop is requested (0: never)."),
-    ] = 240.0,
-    idle_gpu: Annotated[
-        float, typer.Option(help="A GPU at or under this utilisation (%) is idle.")
-    ] = 5.0,
-    gpu_window: Annotated[
-        float,
-        typer.Option(
-            help="Seconds a GPU utilisation reading averages over (DCGM exporters often "
-            "sample far less often than NVML); readings this soon after a stall's onset "
-            "may still show earlier work.",
-        ),
-    ] = 1.0,
+    stall_after: float = field_option(MonitorConfig, "stall_after_s", "--stall-after"),
+    stop_after: float = field_option(
+        MonitorConfig, "stop_after_s", "--stop-after", note="On the command line 0 means never."
+    ),
+    idle_gpu: float = field_option(MonitorConfig, "idle_gpu_perc", "--idle-gpu"),
+    gpu_window: float = field_option(MonitorConfig, "gpu_window_s", "--gpu-window"),
     duration: Annotated[
         float | None, typer.Option(help="Stop after this many seconds (default: until Ctrl-C).")
     ] = None,
@@ -87,16 +82,10 @@ def monitor(
     on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
-    import asyncio
-    import sys
     import time
 
-    from rich.console import Console
-
     from contract.gpu import GpuSource
-    from monitor.config import monitor_config
     from monitor.gpu import gpu_source as make_gpu_source
-    from monitor.session import run_monitor
 
     source = GpuSource.parse(gpu_source)
 
@@ -112,12 +101,45 @@ def monitor(
         source = _auto_gpu_source(url)
     gpu = make_gpu_source(source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
+    fresh = not out_dir.exists()
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
-    console = Console()
+    try:
+        try:
+            outcome = _watch(
+                url, config, gpu, out_dir, duration, no_dashboard, exit_on_stall, hooks
+            )
+        finally:
+            hooks.close()
+            alerting.close()
+    except StallkitError:
+        if fresh:  # a monitor that could not start leaves no empty run directory behind
+            discard_if_unrecorded(out_dir)
+        raise
+    _report(outcome)
+
+
+def _watch(
+    url: str,
+    config: MonitorConfig,
+    gpu: GpuReader,
+    out_dir: Path,
+    duration: float | None,
+    no_dashboard: bool,
+    exit_on_stall: bool,
+    hooks: ArmAlerting,
+) -> MonitorOutcome:
+    """Run the monitor in the foreground until its end; Ctrl-C is exit 130, not a traceback."""
+    import asyncio
+    import sys
+
+    from rich.console import Console
+
+    from monitor.session import run_monitor
+
     live = not no_dashboard and sys.stdout.isatty()
     try:
-        outcome = asyncio.run(
+        return asyncio.run(
             run_monitor(
                 url,
                 config,
@@ -125,20 +147,20 @@ def monitor(
                 out_dir=out_dir,
                 duration_s=duration,
                 display="live" if live else "lines",
-                console=console,
+                console=Console(),
                 exit_on_stall=exit_on_stall,
                 sinks=[hooks],
             )
         )
     except KeyboardInterrupt:
         raise fail("interrupted", code=130) from None
-    finally:
-        hooks.close()
-        alerting.close()
-    stalls = len(outcome.stalls)
+
+
+def _report(outcome: MonitorOutcome) -> None:
+    """The one summary line (and the stall under --exit-on-stall, with its exit code)."""
     print(
-        f"monitor: {outcome.samples} samples, {outcome.downs} down, {stalls} stall(s); "
-        f"timeline {outcome.timeline}",
+        f"monitor: {outcome.samples} samples, {outcome.downs} down, "
+        f"{len(outcome.stalls)} stall(s); timeline {outcome.timeline}",
         flush=True,
     )
     if outcome.exited_on_stall:
@@ -149,7 +171,7 @@ def monitor(
 
 def _auto_gpu_source(url: str) -> GpuSource:
     """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
-    from kits.cli_common import err_console
+    from kits.cli.common import err_console
     from monitor.gpu import probe_engine_dcgm
 
     chosen, why = probe_engine_dcgm(url)

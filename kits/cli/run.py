@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kits.cli_alerting import (
+from kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
     OnStallEndOpt,
@@ -21,7 +21,10 @@ from kits.cli_alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli_common import fail, user_errors
+from kits.cli.common import fail, user_errors
+from kits.cli.fields import override_help
+from kits.config import SimSection
+from loadgen.config import LoadConfig
 
 if TYPE_CHECKING:
     from kits.ab import Plan, Result
@@ -41,20 +44,34 @@ OutOpt = Annotated[
     Path | None,
     typer.Option("--out", "-o", help="Run directory (default ./kit-runs/<time>-<kit>/)"),
 ]
+# not derived: the field's text speaks of the agents' seconds; a kit's durations are engine s
 DurationOpt = Annotated[
     float | None, typer.Option("--duration", help="Override load.duration_s (engine seconds)")
 ]
 ScaleOpt = Annotated[
     float | None,
-    typer.Option("--time-scale", help="Override sim.time_scale (engine s per wall s; sim arms)"),
+    typer.Option(
+        "--time-scale",
+        help=override_help(SimSection, "time_scale", "sim.time_scale") + " (sim arms)",
+    ),
 ]
-SeedOpt = Annotated[int | None, typer.Option("--seed", help="Override load.seed")]
-AgentsOpt = Annotated[int | None, typer.Option("--agents", help="Override load.agents")]
+SeedOpt = Annotated[
+    int | None, typer.Option("--seed", help=override_help(LoadConfig, "seed", "load.seed"))
+]
+AgentsOpt = Annotated[
+    int | None, typer.Option("--agents", help=override_help(LoadConfig, "agents", "load.agents"))
+]
 MinContextOpt = Annotated[
-    int | None, typer.Option("--min-context", help="Override load.min_context (tokens)")
+    int | None,
+    typer.Option(
+        "--min-context", help=override_help(LoadConfig, "min_context", "load.min_context")
+    ),
 ]
 MaxContextOpt = Annotated[
-    int | None, typer.Option("--max-context", help="Override load.max_context (tokens)")
+    int | None,
+    typer.Option(
+        "--max-context", help=override_help(LoadConfig, "max_context", "load.max_context")
+    ),
 ]
 OverlayOpt = Annotated[
     list[str] | None,

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli_common import fail, user_errors
+from kits.cli.common import fail, user_errors
 
 SCHEMA_HELP = (
     "Print the JSON Schemas of a run directory's files (turns.jsonl, timeline.jsonl, meta.json, "

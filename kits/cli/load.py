@@ -12,7 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kits.cli_common import user_errors
+from kits.cli.common import user_errors
+from kits.cli.fields import field_option
+from loadgen.config import LoadConfig, sizes_for_context
 
 #: LoadConfig fields -> the flags that set them, to blame a bad value on its flag
 _FLAGS = {
@@ -37,29 +39,19 @@ def register(app: typer.Typer) -> None:
 @user_errors
 def load(
     url: Annotated[str, typer.Argument(help="Server root, e.g. http://127.0.0.1:8000.")],
-    model: Annotated[
-        str | None, typer.Option(help="Model to request (default: the server's only model).")
-    ] = None,
-    agents: Annotated[int, typer.Option(help="Concurrent agents.")] = 12,
-    min_context: Annotated[int, typer.Option(help="Lower context bound, tokens.")] = 40_000,
-    max_context: Annotated[int, typer.Option(help="Upper context bound, tokens.")] = 100_000,
-    read_timeout: Annotated[
-        float, typer.Option(help="Abort a request after this many seconds without a byte.")
-    ] = 600.0,
-    duration: Annotated[
-        float | None, typer.Option(help="Stop after this many seconds (default: until Ctrl-C).")
-    ] = None,
-    max_turns: Annotated[int | None, typer.Option(help="Turns per agent, then stop.")] = None,
-    seed: Annotated[int, typer.Option(help="Workload seed (same seed, same requests).")] = 0,
+    model: str | None = field_option(LoadConfig, "model"),
+    agents: int = field_option(LoadConfig, "agents"),
+    min_context: int = field_option(LoadConfig, "min_context"),
+    max_context: int = field_option(LoadConfig, "max_context"),
+    read_timeout: float = field_option(LoadConfig, "read_timeout_s", "--read-timeout"),
+    duration: float | None = field_option(LoadConfig, "duration_s", "--duration"),
+    max_turns: int | None = field_option(LoadConfig, "max_turns"),
+    seed: int = field_option(LoadConfig, "seed"),
     out: Annotated[
         Path | None, typer.Option(help="Run directory (default ./kit-runs/<time>-load).")
     ] = None,
-    api_key_env: Annotated[
-        str | None, typer.Option(help="Environment variable holding an API key (bearer token).")
-    ] = None,
-    tokenizer: Annotated[
-        str | None, typer.Option(help="Local Hugging Face tokenizer if the server lacks /tokenize.")
-    ] = None,
+    api_key_env: str | None = field_option(LoadConfig, "api_key_env"),
+    tokenizer: str | None = field_option(LoadConfig, "tokenizer"),
 ) -> None:
     """Run multi-agent streaming load with long, growing contexts; print and save a summary."""
     import time
@@ -67,9 +59,8 @@ def load(
     from pydantic import ValidationError
 
     from contract.errors import validation_message
-    from kits.errors import KitError
     from loadgen import loop
-    from loadgen.config import LoadConfig, sizes_for_context
+    from loadgen.errors import LoadError
 
     options: dict[str, Any] = {
         "agents": agents, "min_context": min_context, "max_context": max_context,
@@ -81,7 +72,7 @@ def load(
     try:
         cfg = LoadConfig.model_validate(options)
     except ValidationError as exc:
-        raise KitError(
+        raise LoadError(
             f"invalid load options: {validation_message(exc, names=_FLAGS, default='')}",
             "see `kit load --help`",
         ) from None
@@ -101,7 +92,7 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
     import json
 
     from contract.files import LOAD_FILE
-    from kits.cli_common import err_console
+    from kits.cli.common import err_console
     from loadgen.preflight import preflight
     from loadgen.progress import LoadProgress, live_progress
     from loadgen.run import run_agents

@@ -1,0 +1,48 @@
+"""The list of `kit` commands and the group that builds each one only when it is needed.
+
+A command's module (and with it the config models its flags are derived from) is imported
+only when that command runs or prints its own help, so `kit --help` stays instant: the list
+below carries each command's summary line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+import typer
+from typer.core import TyperGroup
+
+if TYPE_CHECKING:  # typer's own copy of click, whose classes the group's methods take
+    from typer._click import Command, Context, HelpFormatter
+
+#: command -> (the `kits.cli` module whose `register` adds it, the line `kit --help` shows)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "load": ("load", "Drive many streaming agents against a running server."),
+    "monitor": ("monitor", "Attach to a running engine: live metrics, stall detection."),
+    "run": ("run", "Run one arm of a kit: engine, agents, monitor, report."),
+    "ab": ("run", "A/B: the same kit and seeds on a base and a fix engine."),
+    "report": ("run", "Re-make the reports of a saved run directory."),
+    "rules": ("rules", "Write the stall rule as Prometheus rules, with a dashboard."),
+    "schema": ("schema", "The JSON Schemas of a run directory's files."),
+    "sim": ("sim", "The embedded simulated engine: serve it, or trace its steps."),
+    "engine": ("engine", "Prepare engines: the tiny CPU model, the engine image."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: builds a command from its module the first time it is needed."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in COMMANDS if n not in self.commands)]
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            family = typer.Typer(rich_markup_mode=None, add_completion=False)
+            importlib.import_module(f"kits.cli.{COMMANDS[cmd_name][0]}").register(family)
+            self.commands.update(typer.main.get_group(family).commands)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, summary) in COMMANDS.items()])

@@ -1,0 +1,209 @@
+"""The command line as its own package: `kit --help` imports no role, each command loads lazily.
+
+The help is checked in a fresh `kit` process (the modules it holds at exit are the proof),
+and the top-level list of commands is checked against what the command modules register.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kits.cli import app
+from kits.cli.commands import COMMANDS
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: nothing `kit --help` needs: the roles, their config models, the HTTP client, live views, plots
+HEAVY = ("httpx", "rich.live", "numpy", "matplotlib", "plotly", "vllm", "torch", "uvicorn")
+ROLES = ("engine", "loadgen", "monitor", "reports")
+
+
+#: `python -m kits ARGS`, then the names of every module the process holds, on stderr
+_PROBE = """
+import json, runpy, sys
+sys.argv[0] = "kit"
+try:
+    runpy.run_module("kits", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def _imported_by(*args: str) -> set[str]:
+    """The modules `kit ARGS` has imported by the time it exits."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert "Usage: kit" in done.stdout, done.stderr
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def _under(modules: set[str], roots: tuple[str, ...]) -> set[str]:
+    return {m for m in modules if any(m == r or m.startswith(f"{r}.") for r in roots)}
+
+
+def test_kit_help_imports_no_role_and_no_heavy_module() -> None:
+    modules = _imported_by("--help")
+    assert _under(modules, HEAVY + ROLES) == set()
+    assert {m for m in modules if m.startswith("kits.")} <= {
+        "kits.cli",
+        "kits.cli.common",
+        "kits.cli.commands",
+    }
+    assert "pydantic.main" not in modules  # no config model was built
+    # the probe does see what a command's own help loads: its flags come from the models
+    assert {"loadgen.config", "kits.cli.load"} <= _imported_by("load", "--help")
+
+
+def test_the_command_list_is_what_the_modules_register() -> None:
+    registered: dict[str, str] = {}
+    for module in sorted({module for module, _ in COMMANDS.values()}):
+        family = typer.Typer()
+        __import__(f"kits.cli.{module}", fromlist=["register"]).register(family)
+        registered |= dict.fromkeys(typer.main.get_group(family).commands, module)
+    assert registered == {name: module for name, (module, _) in COMMANDS.items()}
+    group = typer.main.get_command(app)
+    with typer.Context(group) as ctx:
+        assert group.list_commands(ctx) == list(COMMANDS)  # type: ignore[attr-defined]
+
+
+#: command -> (flag, model, field, whether the flag's default is the field's or None: the kit's)
+DERIVED = {
+    "load": [
+        ("--model", "loadgen.config:LoadConfig", "model", True),
+        ("--agents", "loadgen.config:LoadConfig", "agents", True),
+        ("--min-context", "loadgen.config:LoadConfig", "min_context", True),
+        ("--max-context", "loadgen.config:LoadConfig", "max_context", True),
+        ("--read-timeout", "loadgen.config:LoadConfig", "read_timeout_s", True),
+        ("--duration", "loadgen.config:LoadConfig", "duration_s", True),
+        ("--max-turns", "loadgen.config:LoadConfig", "max_turns", True),
+        ("--seed", "loadgen.config:LoadConfig", "seed", True),
+        ("--api-key-env", "loadgen.config:LoadConfig", "api_key_env", True),
+        ("--tokenizer", "loadgen.config:LoadConfig", "tokenizer", True),
+    ],
+    "monitor": [
+        ("--interval", "monitor.config:MonitorConfig", "interval_s", True),
+        ("--stall-after", "monitor.config:MonitorConfig", "stall_after_s", True),
+        ("--stop-after", "monitor.config:MonitorConfig", "stop_after_s", True),
+        ("--idle-gpu", "monitor.config:MonitorConfig", "idle_gpu_perc", True),
+        ("--gpu-window", "monitor.config:MonitorConfig", "gpu_window_s", True),
+    ],
+    "rules": [
+        ("--stall-after", "monitor.rules:RulesSettings", "stall_after_s", False),
+        ("--idle-gpu", "monitor.rules:RulesSettings", "idle_gpu_perc", False),
+        ("--down-after", "monitor.rules:RulesSettings", "down_after_s", True),
+        ("--scrape-interval", "monitor.rules:RulesSettings", "scrape_interval_s", True),
+        ("--eval-interval", "monitor.rules:RulesSettings", "evaluation_interval_s", True),
+        ("--engine-selector", "monitor.rules:RulesSettings", "engine_selector", True),
+        ("--gpu-selector", "monitor.rules:RulesSettings", "gpu_selector", True),
+        ("--gpu-match", "monitor.rules:RulesSettings", "gpu_match_labels", True),
+    ],
+    **{
+        command: [
+            ("--seed", "loadgen.config:LoadConfig", "seed", False),
+            ("--agents", "loadgen.config:LoadConfig", "agents", False),
+            ("--min-context", "loadgen.config:LoadConfig", "min_context", False),
+            ("--max-context", "loadgen.config:LoadConfig", "max_context", False),
+            ("--time-scale", "kits.config:SimSection", "time_scale", False),
+        ]
+        for command in ("run", "ab")
+    },
+}
+
+
+def _words(text: str) -> str:
+    """The text without its white space (help is wrapped at spaces and after hyphens)."""
+    return "".join(text.split())
+
+
+@pytest.mark.parametrize("command", sorted(DERIVED))
+def test_flags_take_help_and_default_from_their_config_field(command: str) -> None:
+    import importlib
+
+    group = typer.main.get_command(app)
+    with typer.Context(group) as ctx:
+        cli_command = group.get_command(ctx, command)  # type: ignore[attr-defined]
+    shown = _words(CliRunner().invoke(app, [command, "--help"], terminal_width=100).output)
+    by_flag = {opt: p for p in cli_command.params for opt in p.opts}
+    for flag, where, name, own_default in DERIVED[command]:
+        module, model = where.split(":")
+        field = getattr(importlib.import_module(module), model).model_fields[name]
+        assert field.description and _words(field.description) in _words(by_flag[flag].help)
+        assert _words(field.description) in shown, (flag, shown)
+        assert by_flag[flag].default == (field.default if own_default else None), flag
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "table"),
+    [
+        ("load", "load", "_FLAGS"),
+        ("run", "run", "_OVERRIDE_FLAGS"),
+        ("ab", "run", "_OVERRIDE_FLAGS"),
+    ],
+)
+def test_the_flags_bad_values_are_blamed_on_exist(command: str, module: str, table: str) -> None:
+    import importlib
+
+    group = typer.main.get_command(app)
+    with typer.Context(group) as ctx:
+        cli_command = group.get_command(ctx, command)  # type: ignore[attr-defined]
+    flags = {opt for p in cli_command.params for opt in p.opts}
+    blamed = getattr(importlib.import_module(f"kits.cli.{module}"), table)
+    assert set(blamed.values()) <= flags
+
+
+#: the two names of the one command line that serves the simulator
+SERVE = {
+    "kit sim serve": ["-m", "kits", "sim", "serve"],
+    "python -m engine.sim": ["-m", "engine.sim"],
+}
+
+
+def _serve_both(*args: str) -> dict[str, subprocess.CompletedProcess[str]]:
+    env = {**os.environ, "COLUMNS": "100"}
+    return {
+        prog: subprocess.run(
+            [sys.executable, *argv, *args],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=60,
+        )
+        for prog, argv in SERVE.items()
+    }
+
+
+def test_kit_sim_serve_and_python_m_engine_sim_are_one_command_line() -> None:
+    from engine.sim.serve import ServeOptions
+
+    helps = {
+        prog: _words(done.stdout.replace(prog, "PROG"))
+        for prog, done in _serve_both("--help").items()
+    }
+    assert len(set(helps.values())) == 1, helps
+    shown = helps["kit sim serve"]
+    for flag, name in [
+        ("--port", "port"),
+        ("--time-scale", "time_scale"),
+        ("--freeze-at", "freeze_at_s"),
+    ]:
+        assert flag in shown and _words(ServeOptions.model_fields[name].description or "?") in shown
+    for bad in (["--port", "x"], ["--time-scale", "-1"], ["--nosuch"]):
+        lines = set()
+        for prog, done in _serve_both(*bad).items():
+            assert done.returncode == 2 and done.stdout == "", (prog, done)
+            assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), (
+                done.stderr
+            )
+            lines.add(done.stderr.replace(prog, "PROG"))
+        assert len(lines) == 1, lines
