@@ -159,8 +159,9 @@ def _digest(arm_dir: Path) -> dict[str, Any]:
     """What an arm did, to the last bit: every turn record and every metrics sample."""
     records = read_records(arm_dir)
     samples = [e for e in _events(arm_dir) if e["type"] == "sample"]
-    fields = ("t", "running", "waiting", "waiting_deferred", "kv_usage", "gen_tokens")
-    fields += ("prompt_tokens", "preemptions", "prefix_queries", "prefix_hits", "iterations")
+    fields: tuple[str, ...] = ("t", "running", "waiting", "waiting_deferred", "kv_usage")
+    fields += ("gen_tokens", "prompt_tokens", "preemptions", "prefix_queries", "prefix_hits")
+    fields += ("iterations",)
     rows = [repr(tuple(s[f] for f in fields)) for s in samples]
     rows += [repr(r.model_dump(mode="json")) for r in records]
     last = samples[-1]
