@@ -116,7 +116,7 @@ class _Flight:
     agent: int
     send: Send
     request_id: str
-    prompt: tuple[str, ...]
+    prompt_tokens: int
     t_start: float
     last_byte_s: float
     seen_tokens: int = 0
@@ -148,7 +148,13 @@ class _Harness:
         self.engine = SimEngine(self.sim, log)
         self.detector = StallDetector(mon, gpu_checked=True)
         self.machines = [AgentMachine(self.load, i) for i in range(self.load.agents)]
-        self.history: list[tuple[str, ...]] = [() for _ in self.machines]
+        # each agent's conversation: the tokens of its last prompt (kept as a list, so a turn
+        # extends it instead of copying it) and how many of them the last finished turn (its
+        # prompt and reply) accounts for
+        self.conversation: list[list[str]] = [[] for _ in self.machines]
+        self.history_len = [0 for _ in self.machines]
+        # the request whose prompt and reply those are (the engine reuses its block hashes)
+        self.history_id: list[str | None] = [None for _ in self.machines]
         self.timers: list[tuple[float, int, int]] = []  # (due, sequence, agent)
         self.flights: dict[str, _Flight] = {}
         self.seq = 0
@@ -166,24 +172,32 @@ class _Harness:
         elif isinstance(action, Send):
             self._send(agent, action)
 
-    def _prompt(self, agent: int, plan_send: Send) -> tuple[str, ...]:
+    def _prompt(self, agent: int, plan_send: Send) -> list[str]:
+        """The turn's prompt: the conversation so far (or a new system prompt), new content.
+
+        The agent's own list, not a copy: the engine keeps no reference to a prompt's tokens.
+        """
         plan = plan_send.plan
+        tokens = self.conversation[agent]
         if plan.turn == 0:
-            header = ("<|system|>", f"a{agent}", f"s{plan.system_seed}")
-            base = header + _words(plan.system_seed, self.load.system_prompt_tokens - 3)
+            tokens[:] = ("<|system|>", f"a{agent}", f"s{plan.system_seed}")
+            tokens += _words(plan.system_seed, self.load.system_prompt_tokens - 3)
         else:
-            base = self.history[agent]
-        return base + _words(plan.text_seed, plan.target_prompt_tokens - len(base))
+            del tokens[self.history_len[agent] :]
+        tokens += _words(plan.text_seed, plan.target_prompt_tokens - len(tokens))
+        return tokens
 
     def _send(self, agent: int, send: Send) -> None:
         if send.attempt == 0 and send.plan.turn == 0:
-            self.history[agent] = ()
+            self.history_len[agent] = 0
+            self.history_id[agent] = None
         prompt = self._prompt(agent, send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
-        flight = _Flight(agent, send, rid, prompt, self.now, self.now)
+        flight = _Flight(agent, send, rid, len(prompt), self.now, self.now)
         try:
-            self.engine.add_request(rid, prompt, plan.max_tokens, self.now)
+            continues = self.history_id[agent] if plan.turn else None
+            self.engine.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
         except SimRequestError as exc:
             self._record(flight, "http_error", str(exc), status=400)
             self._act(agent, self.machines[agent].answered(False))
@@ -205,7 +219,7 @@ class _Harness:
             t_end=self.now,
             ttft_s=None if first is None else first - flight.t_start,
             chunks=flight.chunks,
-            expected_prompt_tokens=len(flight.prompt),
+            expected_prompt_tokens=flight.prompt_tokens,
             prompt_tokens=info.prompt_tokens if info is not None else None,
             completion_tokens=flight.seen_tokens if info is not None else None,
             cached_tokens=info.cached_prompt_tokens if info is not None else None,
@@ -220,8 +234,11 @@ class _Harness:
     # -- the engine -------------------------------------------------------------------------
     def _collect(self) -> None:
         """New tokens of every request in flight arrive as one chunk at the current time."""
+        engine = self.engine
         for flight in self.flights.values():
-            info = self.engine.request_info(flight.request_id)
+            if (engine.output_tokens(flight.request_id) or 0) <= flight.seen_tokens:
+                continue
+            info = engine.request_info(flight.request_id)
             if info is not None and info.output_tokens > flight.seen_tokens:
                 at = info.finished_s if info.finished_s is not None else self.now
                 flight.chunks.append((at - flight.t_start, info.output_tokens - flight.seen_tokens))
@@ -233,8 +250,10 @@ class _Harness:
         if flight is None:
             return
         self._record(flight, "ok", None)
-        reply = tuple(output_words(request_id, 0, flight.seen_tokens))
-        self.history[flight.agent] = flight.prompt + reply
+        # the agent's conversation holds this request's prompt (one request in flight per agent)
+        self.conversation[flight.agent] += output_words(request_id, 0, flight.seen_tokens)
+        self.history_len[flight.agent] = len(self.conversation[flight.agent])
+        self.history_id[flight.agent] = request_id
         self._act(flight.agent, self.machines[flight.agent].answered(True))
 
     def _timeouts(self) -> None:

@@ -19,9 +19,10 @@ ROOT_HASH = 0x5EED
 def chain_hashes(tokens: Sequence[str], block_size: int, start: int, parent: int) -> list[int]:
     """Hashes of the full blocks of `tokens` from block index `start`, chained from `parent`."""
     out: list[int] = []
-    tup = tokens if isinstance(tokens, tuple) else tuple(tokens)
-    for k in range(start, len(tup) // block_size):
-        parent = hash((parent, tup[k * block_size : (k + 1) * block_size]))
+    as_tuple = not isinstance(tokens, tuple)
+    for k in range(start, len(tokens) // block_size):
+        block = tokens[k * block_size : (k + 1) * block_size]
+        parent = hash((parent, tuple(block) if as_tuple else block))
         out.append(parent)
     return out
 
@@ -41,6 +42,8 @@ class BlockPool:
         self._in_use: dict[int, int] = {}
         self._host: OrderedDict[int, None] = OrderedDict()
         self.version = 0
+        #: changes on every change of the pool's state (a superset of `version`)
+        self.epoch = 0
 
     @property
     def num_free(self) -> int:
@@ -80,6 +83,14 @@ class BlockPool:
                 total += 1
         return gpu, total
 
+    def split(self, chain: Sequence[int], gpu: int, total: int) -> tuple[list[int], list[int]]:
+        """Of a prefix of `total` blocks matched `gpu` deep on the GPU: its blocks cached on
+        the GPU, and those past `gpu` that only the host tier holds."""
+        in_use, evictable = self._in_use, self._evictable
+        on_gpu = [h for h in chain[:total] if h in in_use or h in evictable]
+        from_host = [h for h in chain[gpu:total] if h not in in_use and h not in evictable]
+        return on_gpu, from_host
+
     def free_after_acquire(self, hashes: Sequence[int]) -> int:
         """Blocks free for allocation once the cached `hashes` are acquired."""
         evictable = self._evictable
@@ -88,6 +99,7 @@ class BlockPool:
 
     def acquire(self, hashes: Sequence[int]) -> None:
         """Take a reference on cached GPU blocks (a prefix cache hit)."""
+        self.epoch += 1
         in_use, evictable = self._in_use, self._evictable
         for h in hashes:
             count = in_use.get(h)
@@ -102,6 +114,7 @@ class BlockPool:
         """Take `count` plain blocks, evicting LRU cached ones to the host tier if needed."""
         if count > self.num_free:
             return False
+        self.epoch += 1
         plain = min(count, self._free_plain)
         self._free_plain -= plain
         for _ in range(count - plain):
@@ -116,6 +129,7 @@ class BlockPool:
             return False
         self._in_use[block_hash] = 1
         self.version += 1
+        self.epoch += 1
         return True
 
     def restore(self, hashes: Sequence[int]) -> bool:
@@ -131,6 +145,7 @@ class BlockPool:
 
     def release(self, hashes: Sequence[int | None]) -> None:
         """Free a request's blocks; cached ones stay cached and evictable, tail blocks first."""
+        self.epoch += 1
         in_use, evictable = self._in_use, self._evictable
         for h in reversed(hashes):
             if h is None:

@@ -51,15 +51,24 @@ class SimEngine:
         self._sched = Scheduler(config, logger or logging.getLogger("engine.sim"))
 
     def add_request(
-        self, request_id: str, prompt: Sequence[str], max_tokens: int, now_s: float
+        self,
+        request_id: str,
+        prompt: Sequence[str],
+        max_tokens: int,
+        now_s: float,
+        *,
+        continues: str | None = None,
     ) -> None:
         """Queue a request (prompt = its tokens) at the tail of the waiting queue.
 
         Raises `SimRequestError` for an empty prompt, a prompt longer than `max_model_len` or
         the whole KV pool, `max_tokens < 1`, or an id already in use. The output stops at
         `max_tokens` words or at the engine's longest request, finish reason `length`.
+        `continues` names a recently finished request whose prompt and output this prompt
+        begins with (the next turn of a conversation): its block hashes are reused instead of
+        hashing the whole prompt again. Only the last shared block is checked.
         """
-        self._sched.add(request_id, prompt, max_tokens, now_s)
+        self._sched.add(request_id, prompt, max_tokens, now_s, continues)
 
     def abort(self, request_id: str, now_s: float) -> None:
         """Drop a waiting or running request (finish reason `abort`); unknown ids are ignored."""
@@ -81,6 +90,10 @@ class SimEngine:
     def has_work(self) -> bool:
         """Whether anything is running or waiting."""
         return self._sched.has_work()
+
+    def output_tokens(self, request_id: str) -> int | None:
+        """Output tokens of a live or recently finished request so far (cheaper than its info)."""
+        return self._sched.output_tokens(request_id)
 
     def request_info(self, request_id: str) -> RequestInfo | None:
         """A live or recently finished request; None when unknown (or long forgotten)."""

@@ -29,19 +29,30 @@ class Request:
         "num_tokens",
         "outputs",
         "preemptions",
-        "prompt",
+        "prompt_len",
+        "prompt_tail",
         "recompute",
         "split_key",
         "split_value",
         "word_base",
     )
 
-    def __init__(self, request_id: str, prompt: tuple[str, ...], max_outputs: int, now_s: float):
+    def __init__(
+        self,
+        request_id: str,
+        prompt_len: int,
+        prompt_tail: tuple[str, ...],
+        max_outputs: int,
+        now_s: float,
+    ):
         self.id = request_id
-        self.prompt = prompt
+        #: the prompt's length and the tokens of its last, partial block: the full blocks are
+        #: known by their hashes (`chain`), so the prompt itself is not kept
+        self.prompt_len = prompt_len
+        self.prompt_tail = prompt_tail
         self.outputs: list[str] = []
         #: prompt plus outputs so far (kept in step with `outputs`: read on every pass)
-        self.num_tokens = len(prompt)
+        self.num_tokens = prompt_len
         #: where the request's output words start in the vocabulary (see `output_words`)
         self.word_base = zlib.crc32(request_id.encode())
         self.max_outputs = max_outputs
@@ -65,20 +76,22 @@ class Request:
         self.split_value: tuple[list[int], list[int]] = ([], [])
 
     def block_tokens(self, k: int, size: int) -> tuple[str, ...]:
-        """The tokens of full block `k` over prompt + outputs."""
-        start, end, plen = k * size, (k + 1) * size, len(self.prompt)
-        if end <= plen:
-            return self.prompt[start:end]
+        """The tokens of full block `k` over prompt + outputs (a block past the prompt's full ones)."""
+        start, end, plen = k * size, (k + 1) * size, self.prompt_len
         if start >= plen:
             return tuple(self.outputs[start - plen : end - plen])
-        return self.prompt[start:] + tuple(self.outputs[: end - plen])
+        tail = self.prompt_tail
+        assert start >= plen - len(tail), "the prompt's full blocks are known by their hashes"
+        return tail[start - (plen - len(tail)) :] + tuple(self.outputs[: end - plen])
 
 
-@dataclass
+@dataclass(slots=True)
 class StepWork:
     """What the passes of one step scheduled so far."""
 
     budget: int
+    #: the step's number (a request scheduled in it is not scheduled again in the same step)
+    step: int = 0
     scheduled: int = 0
     prefill_tokens: int = 0
     decode_seqs: int = 0
@@ -98,7 +111,7 @@ def request_info(
     r: Request, state: str, reason: str | None, finished_s: float | None
 ) -> RequestInfo:
     return RequestInfo(
-        prompt_tokens=len(r.prompt),
+        prompt_tokens=r.prompt_len,
         cached_prompt_tokens=r.cached_prompt_tokens,
         output_tokens=len(r.outputs),
         arrival_s=r.arrival_s,

@@ -5,7 +5,9 @@ chunks, runs the waiting pass (FCFS; restores are polled here), then the leftove
 which under policy `base` may not preempt and under `fix` may preempt while the step has
 scheduled nothing. A decode turn, or an uncontended step, runs the running pass with preemption
 (victim: the most recently admitted request) and then the waiting pass if nothing was
-preempted. An allocation failure without permission to preempt ends the pass.
+preempted. An allocation failure without permission to preempt ends the pass. The passes
+themselves live in `engine.sim.running` and `engine.sim.admission`; this module holds the
+engine's state, the requests' way in and out, and the step around the passes.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
+from engine.sim.admission import Admission
 from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
 from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, Turn, runnable_classes
-from engine.sim.controller import may_preempt as rule_may_preempt
 from engine.sim.records import (
     VOCABULARY,
     AdvanceResult,
@@ -27,6 +29,7 @@ from engine.sim.records import (
     StepResult,
 )
 from engine.sim.request import Request, StepWork, is_deferred, request_info
+from engine.sim.running import RunningPass
 from engine.sim.stats import Counters
 
 #: Finished requests remembered for `request_info`.
@@ -50,10 +53,25 @@ class Scheduler:
         self.now_s = 0.0
         self.gpu_busy = False
         self._pending_finished: dict[str, str] = {}
+        # the hash chains of the finished requests in `done`, for prompts that continue them
+        self._chains: OrderedDict[str, list[int]] = OrderedDict()
+        self._running = RunningPass(
+            config, self.pool, self.c, logger, self.running, self.waiting, self._requeued
+        )
+        self._admission = Admission(
+            config, self.pool, self.c, logger, self.running, self.waiting, self._running.schedule
+        )
 
     # -- requests ---------------------------------------------------------------------------
 
-    def add(self, request_id: str, prompt: Sequence[str], max_tokens: int, now_s: float) -> None:
+    def add(
+        self,
+        request_id: str,
+        prompt: Sequence[str],
+        max_tokens: int,
+        now_s: float,
+        continues: str | None = None,
+    ) -> None:
         cap = self.cfg.max_request_tokens
         if request_id in self.live:
             raise SimRequestError(f"request id {request_id!r} is already in use")
@@ -66,11 +84,27 @@ class Scheduler:
             )
         if max_tokens < 1:
             raise SimRequestError(f"max_tokens must be at least 1, got {max_tokens}")
-        tokens = prompt if isinstance(prompt, tuple) else tuple(prompt)
-        req = Request(request_id, tokens, min(max_tokens, cap - len(tokens)), now_s)
-        req.chain = chain_hashes(tokens, self.cfg.block_size, 0, ROOT_HASH)
+        plen, bs = len(prompt), self.cfg.block_size
+        tail = tuple(prompt[plen // bs * bs :])
+        req = Request(request_id, plen, tail, min(max_tokens, cap - plen), now_s)
+        req.chain = self._chain(prompt, continues)
         self.live[request_id] = req
         self.waiting.append(req)
+        self._admission.changed()
+
+    def _chain(self, tokens: Sequence[str], continues: str | None) -> list[int]:
+        """The hash chain of a prompt's full blocks, from a finished request's where it extends it.
+
+        Checked on the last shared block only: the caller vouches for the blocks before it.
+        """
+        bs = self.cfg.block_size
+        known = self._chains.get(continues, []) if continues is not None else []
+        k = min(len(known), len(tokens) // bs)
+        if k:
+            parent = known[k - 2] if k > 1 else ROOT_HASH
+            if hash((parent, tuple(tokens[(k - 1) * bs : k * bs]))) == known[k - 1]:
+                return known[:k] + chain_hashes(tokens, bs, k, known[k - 1])
+        return chain_hashes(tokens, bs, 0, ROOT_HASH)
 
     def abort(self, request_id: str, now_s: float) -> None:
         req = self.live.get(request_id)
@@ -82,11 +116,19 @@ class Scheduler:
             req.blocks = []
         else:
             self.waiting.remove(req)
+            self._admission.changed()
         self._finish(req, "abort", now_s)
         self._pending_finished[request_id] = "abort"
 
     def has_work(self) -> bool:
         return bool(self.running or self.waiting)
+
+    def output_tokens(self, request_id: str) -> int | None:
+        req = self.live.get(request_id)
+        if req is not None:
+            return len(req.outputs)
+        info = self.done.get(request_id)
+        return None if info is None else info.output_tokens
 
     def info(self, request_id: str) -> RequestInfo | None:
         req = self.live.get(request_id)
@@ -199,17 +241,17 @@ class Scheduler:
         self.step_no += 1
         remaining = (r.num_tokens - r.num_computed for r in self.running)
         turn, contended = self.ctl.select(*runnable_classes(remaining, len(self.waiting)))
-        work = StepWork(budget=self.cfg.max_num_batched_tokens)
+        work = StepWork(budget=self.cfg.max_num_batched_tokens, step=self.step_no)
         sampled: list[Request] = []
         if contended and turn == "prefill":
-            self._running_pass(work, sampled, "prefill", may_preempt=False)
-            self._waiting_pass(work, sampled, now_s)
+            self._running.run(work, sampled, "prefill", may_preempt=False)
+            self._admission.run(work, sampled, now_s)
             # the leftover decode pass: the prefill-turn rule decides (base never, fix while empty)
-            self._running_pass(work, sampled, "decode", may_preempt=True)
+            self._running.run(work, sampled, "decode", may_preempt=True)
         else:
-            self._running_pass(work, sampled, "all", may_preempt=True)
+            self._running.run(work, sampled, "all", may_preempt=True)
             if not work.preemptions:
-                self._waiting_pass(work, sampled, now_s)
+                self._admission.run(work, sampled, now_s)
         if not work.scheduled:
             self.gpu_busy = False
             self.c.empty_steps += 1
@@ -221,200 +263,9 @@ class Scheduler:
         self.gpu_busy = True
         return turn, work, duration, self._sample(sampled, now_s + duration, outputs)
 
-    # -- passes -----------------------------------------------------------------------------
-
-    def _running_pass(
-        self, work: StepWork, sampled: list[Request], phase: str, may_preempt: bool
-    ) -> None:
-        """Schedule running requests in admission order (phase: prefill, decode or all).
-
-        `may_preempt=False` forbids preemption (the prefill chunks of a prefill turn). In the
-        leftover decode pass (phase "decode") the prefill-turn rule `controller.may_preempt`
-        decides: never under `base`, under `fix` while the step has scheduled nothing.
-        """
-        running, pool, bs, step_no = self.running, self.pool, self.cfg.block_size, self.step_no
-        i = 0
-        while i < len(running) and work.budget > 0:
-            r = running[i]
-            remaining = r.num_tokens - r.num_computed
-            if r.last_step == step_no or (
-                (remaining == 1) if phase == "prefill" else (remaining != 1 and phase == "decode")
-            ):
-                i += 1
-                continue
-            n = min(remaining, work.budget)
-            need = -(-(r.num_computed + n) // bs) - len(r.blocks)
-            while need > pool.num_free:
-                if not may_preempt:
-                    return
-                if phase == "decode" and not rule_may_preempt(
-                    self.cfg.policy, "prefill", True, work.scheduled > 0
-                ):
-                    return
-                victim = running[-1]
-                self._preempt(victim)
-                work.preemptions += 1
-                if victim is r:
-                    return
-            if need > 0:
-                pool.allocate(need)
-                r.blocks.extend([None] * need)
-            self._schedule(r, n, work, sampled)
-            i += 1
-
-    def _waiting_pass(self, work: StepWork, sampled: list[Request], now_s: float) -> None:
-        """FCFS admission; restores are polled here and defer (skip) while capacity lacks."""
-        waiting, running = self.waiting, self.running
-        max_seqs, max_wait = self.cfg.max_num_seqs, self.cfg.restore_max_wait_s
-        idx = 0
-        while idx < len(waiting) and work.budget > 0:
-            r = waiting[idx]
-            gpu, total = self._lookup(r)
-            if total > gpu and not r.recompute:
-                work.restores_polled += 1
-                if len(running) < max_seqs and self._restore(r, gpu, total, work, sampled, now_s):
-                    del waiting[idx]
-                    continue
-                if r.deferred_since is None:
-                    r.deferred_since = now_s
-                if now_s - r.deferred_since < max_wait:
-                    idx += 1
-                    continue
-                # waited long enough: from now on it is admitted like any request, recomputing
-                r.recompute = True
-            if len(running) >= max_seqs or not self._admit(r, gpu, work, sampled, now_s):
-                return
-            del waiting[idx]
-
-    def _lookup(self, r: Request) -> tuple[int, int]:
-        """Prefix lookup (counted, as vLLM counts it): GPU-cached and GPU-or-host blocks."""
-        bs = self.cfg.block_size
-        num_tokens = r.num_tokens
-        key = (self.pool.version, (num_tokens - 1) // bs)
-        if r.match_key != key:
-            r.match_value = self.pool.match(r.chain, key[1])
-            r.match_key = key
-        gpu, total = r.match_value
-        c = self.c
-        c.prefix_cache_queries += num_tokens
-        c.prefix_cache_hits += gpu * bs
-        if self.cfg.host_tier_blocks and not r.recompute:
-            c.external_queries += num_tokens - gpu * bs
-            c.external_hits += (total - gpu) * bs
-        return gpu, total
-
-    def _restore(
-        self, r: Request, gpu: int, total: int, work: StepWork, sampled: list[Request], now: float
-    ) -> bool:
-        """Admit a restore if its pages plus its first chunk fit; False leaves it waiting."""
-        pool, bs = self.pool, self.cfg.block_size
-        hit_tokens = total * bs
-        n = min(r.num_tokens - hit_tokens, work.budget)
-        step_blocks = -(-(hit_tokens + n) // bs) - total
-        if r.split_key != r.match_key:  # the cache changed since the last poll
-            r.split_value = (
-                [h for h in r.chain[:total] if pool.gpu_cached(h)],
-                [h for h in r.chain[gpu:total] if not pool.gpu_cached(h)],
-            )
-            r.split_key = r.match_key
-        on_gpu, from_host = r.split_value
-        need = len(from_host) + step_blocks
-        if need > pool.num_free or need > pool.free_after_acquire(on_gpu):
-            return False
-        pool.acquire(on_gpu)
-        pool.restore(from_host)
-        pool.allocate(step_blocks)
-        r.blocks = [*r.chain[:total], *([None] * step_blocks)]
-        work.restored_blocks += len(from_host)
-        self.c.restores_done += 1
-        self._start(r, total, len(from_host) * bs, now)
-        self._schedule(r, n, work, sampled)
-        return True
-
-    def _admit(
-        self, r: Request, gpu: int, work: StepWork, sampled: list[Request], now: float
-    ) -> bool:
-        """Admit a request on its GPU prefix hits; False if its first chunk does not fit."""
-        pool, bs = self.pool, self.cfg.block_size
-        hit_tokens = gpu * bs
-        n = min(r.num_tokens - hit_tokens, work.budget)
-        need = -(-(hit_tokens + n) // bs) - gpu
-        hits = r.chain[:gpu]
-        if need > pool.num_free or need > pool.free_after_acquire(hits):
-            return False
-        pool.acquire(hits)
-        pool.allocate(need)
-        r.blocks = [*hits, *([None] * need)]
-        if r.recompute:
-            self.c.restores_recomputed += 1
-            waited = now - (r.deferred_since if r.deferred_since is not None else now)
-            self.log.warning(
-                "Request %s restore waited %.1f s (max wait %.1f s); recomputing its prompt",
-                r.id,
-                waited,
-                self.cfg.restore_max_wait_s,
-            )
-        self._start(r, gpu, 0, now)
-        self._schedule(r, n, work, sampled)
-        return True
-
-    def _start(self, r: Request, computed_blocks: int, external_tokens: int, now: float) -> None:
-        """Move an admitted request to the running list (first scheduling counts its prompt)."""
-        bs = self.cfg.block_size
-        r.num_computed = computed_blocks * bs
-        r.num_registered = computed_blocks
-        r.deferred_since = None
-        r.recompute = False
-        self.running.append(r)
-        if r.first_scheduled_s is None:
-            r.first_scheduled_s = now
-            cached = computed_blocks * bs
-            r.cached_prompt_tokens = cached
-            self.c.count_prompt(len(r.prompt), cached - external_tokens, external_tokens)
-
-    def _schedule(self, r: Request, n: int, work: StepWork, sampled: list[Request]) -> None:
-        """Book `n` tokens of `r` into this step."""
-        if r.num_tokens - r.num_computed == 1:
-            work.decode_seqs += 1
-            work.decode_context += r.num_computed
-        else:
-            work.prefill_tokens += n
-            work.prefill_s += self.cfg.cost.prefill_s(n, r.num_computed)
-        r.num_computed += n
-        r.last_step = self.step_no
-        work.scheduled += n
-        work.budget -= n
-        full = r.num_computed // self.cfg.block_size
-        if full > r.num_registered:
-            self._register(r, full)
-        if r.num_computed == r.num_tokens:
-            sampled.append(r)
-
-    def _register(self, r: Request, full: int) -> None:
-        """Cache the request's blocks that just became full (extending its hash chain)."""
-        bs, chain = self.cfg.block_size, r.chain
-        while len(chain) < full:
-            parent = chain[-1] if chain else ROOT_HASH
-            chain.append(hash((parent, r.block_tokens(len(chain), bs))))
-        blocks, pool = r.blocks, self.pool
-        for k in range(r.num_registered, full):
-            if blocks[k] is None and pool.register(chain[k]):
-                blocks[k] = chain[k]
-        r.num_registered = full
-
-    def _preempt(self, victim: Request) -> None:
-        """Free the victim's blocks (they stay cached) and requeue it at the head."""
-        self.running.remove(victim)
-        self.pool.release(victim.blocks)
-        victim.blocks = []
-        victim.num_computed = 0
-        victim.num_registered = 0
-        victim.preemptions += 1
-        victim.deferred_since = None
-        victim.recompute = False
-        self.waiting.appendleft(victim)
-        self.c.num_preemptions += 1
-        self.log.debug("Request %s preempted (KV cache full); it will recompute", victim.id)
+    def _requeued(self) -> None:
+        """A preempted request went back to the head of the waiting queue."""
+        self._admission.changed()
 
     # -- after the passes ---------------------------------------------------------------------
 
@@ -460,6 +311,8 @@ class Scheduler:
     def _finish(self, r: Request, reason: str, now_s: float) -> None:
         del self.live[r.id]
         self.done[r.id] = request_info(r, "finished", reason, now_s)
+        self._chains[r.id] = r.chain
         if len(self.done) > FINISHED_KEPT:
             self.done.popitem(last=False)
+            self._chains.popitem(last=False)
         self.c.request_success[reason] = self.c.request_success.get(reason, 0) + 1

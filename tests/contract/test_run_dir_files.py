@@ -9,7 +9,6 @@ reports re-made from the directories agree with the ab.json / run.json the run w
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,18 +34,12 @@ from monitor.parse import MetricsSnapshot
 from reports.rundir import read_timeline
 from reports.write import write_reports
 from tests.contract.run_dirs import validate_run_dir
+from tests.support import kit
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _kit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kits", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
+_kit = kit
 
 
 @pytest.fixture(scope="module")

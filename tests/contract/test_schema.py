@@ -5,21 +5,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 
 from contract.schema import run_dir_schemas, schema_file_name, schema_text
+from tests.support import kit
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "schema"
 
 
 def _kit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kits", *args], capture_output=True, text=True, timeout=60, cwd=REPO
-    )
+    return kit(*args, timeout=60)
 
 
 def test_the_published_schemas_are_up_to_date() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from engine.sim.config import SimConfig
 from engine.sim.core import SimEngine, SimRequestError
+from engine.sim.trace import prepare
 
 
 def words(tag: str, count: int) -> list[str]:
@@ -227,3 +228,64 @@ def test_advance_schedules_exactly_like_step() -> None:
     assert finished == {f"r{i}": "length" for i in range(4)}
     assert advanced.stats.generation_tokens == stepped.stats.generation_tokens
     assert advanced.stats.num_preemptions == stepped.stats.num_preemptions
+
+
+def _second_turn(hint: str | None, second_words: str = "turn2-") -> tuple[int, int]:
+    """Cached tokens and prefix-cache hits of a conversation's second turn, with a hint."""
+    d = Driver(num_blocks=32)
+    first = words("turn1-", 10)
+    d.engine.add_request("t1", first, 5, d.now)
+    d.drain()
+    assert d.engine.output_tokens("t1") == 5
+    second = [*first, *d.outputs["t1"], *words(second_words, 9)]
+    if hint == "other":
+        d.engine.add_request("o", words("other-", 12), 1, d.now)
+        d.drain()
+    d.engine.add_request("t2", second, 2, d.now, continues=hint and {"other": "o"}.get(hint, hint))
+    assert d.engine.output_tokens("t2") == 0
+    d.drain()
+    info = d.engine.request_info("t2")
+    assert info is not None
+    # the blocks hashed for the second turn are registered: a third turn hits them all
+    third = [*second, *d.outputs["t2"], "x"]
+    d.engine.add_request("t3", third, 1, d.now)
+    d.drain()
+    again = d.engine.request_info("t3")
+    assert again is not None
+    return info.cached_prompt_tokens, again.cached_prompt_tokens
+
+
+def test_a_prompt_that_continues_a_finished_request_reuses_its_hashes_with_the_same_hits() -> None:
+    plain = _second_turn(None)
+    assert plain == (12, 24)
+    assert _second_turn("t1") == plain
+    # a hint that names a request the prompt does not continue, or an unknown one, is ignored
+    assert _second_turn("other") == plain
+    assert _second_turn("nobody") == plain
+    assert Driver().engine.output_tokens("nobody") is None
+
+
+def test_a_livelocked_engine_polls_its_restores_every_step_until_the_max_wait_expires() -> None:
+    # the livelock repeats one waiting pass thousands of times (the engine replays it): the
+    # counters must move every step as if it were run, and the max wait must still expire
+    engine, now = prepare("base", "full-slots")
+    first_poll: float | None = None
+    switched = False
+    queries = engine.stats.prefix_cache_queries
+    for _ in range(3200):
+        start = now
+        result = engine.step(now)
+        now += result.duration_s
+        stats = engine.stats
+        polled, queried = result.restores_polled, stats.prefix_cache_queries - queries
+        queries = stats.prefix_cache_queries
+        if first_poll is None:
+            first_poll = start
+        if not switched and start - first_poll >= 60.0:  # restore_max_wait_s
+            switched = True
+            assert (polled, stats.waiting_by_reason["deferred"]) == (1, 1)
+        elif switched:  # the first one now recomputes, cannot be admitted, and holds the queue
+            assert (result.scheduled_tokens, polled, queried) == (0, 0, 53)
+        elif result.scheduled_tokens == 0:
+            assert (polled, queried, stats.waiting_by_reason["deferred"]) == (2, 106, 2)
+    assert switched and stats.num_running == 2 and stats.restores_recomputed == 0

@@ -19,19 +19,14 @@ import pytest
 from typer.testing import CliRunner
 
 from kits.cli import app
+from tests.support import kit
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _kit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kits", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-    )
+    return kit(*args, timeout=timeout)
 
 
 def test_ab_on_the_virtual_clock_reproduces_the_stall_and_the_fix(tmp_path: Path) -> None:

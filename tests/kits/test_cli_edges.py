@@ -18,6 +18,7 @@ import pytest
 from contract.gpu import GpuSource
 from engine.launcher import free_port
 from monitor.gpu import probe_engine_dcgm
+from tests.support import kit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,16 +26,6 @@ COMMANDS = [
     [], ["load"], ["monitor"], ["run"], ["ab"], ["report"], ["sim"], ["sim", "trace"],
     ["sim", "serve"], ["engine"], ["engine", "tiny-model"],
 ]  # fmt: skip
-
-
-def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kits", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-    )
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:

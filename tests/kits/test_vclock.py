@@ -6,6 +6,7 @@ two of CPU. Determinism is checked with the CPU deliberately busy on the second 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from kits.ab import execute
 from kits.config import load_kit
 from kits.plan import Plan
 from kits.vclock import run_virtual_arm, snapshot_of
+from loadgen.records import read_records
 from monitor.parse import parse_metrics
 
 SEED = 8  # the kit's seed: base livelocks at about 900 engine s
@@ -151,3 +153,86 @@ def test_a_light_load_never_stalls(tmp_path: Path, policy: str) -> None:
     assert sum(t["outcome"] == "ok" for t in turns) > 5
     samples = [e for e in _events(tmp_path) if e["type"] == "sample"]
     assert samples[-1]["preemptions"] == 0
+
+
+def _digest(arm_dir: Path) -> dict[str, Any]:
+    """What an arm did, to the last bit: every turn record and every metrics sample."""
+    records = read_records(arm_dir)
+    samples = [e for e in _events(arm_dir) if e["type"] == "sample"]
+    fields: tuple[str, ...] = ("t", "running", "waiting", "waiting_deferred", "kv_usage")
+    fields += ("gen_tokens", "prompt_tokens", "preemptions", "prefix_queries", "prefix_hits")
+    fields += ("iterations",)
+    rows = [repr(tuple(s[f] for f in fields)) for s in samples]
+    rows += [repr(r.model_dump(mode="json")) for r in records]
+    last = samples[-1]
+    return {
+        "turns": len(records),
+        "timeouts": sum(r.outcome == "timeout" for r in records),
+        "preemptions": last["preemptions"],
+        "prefix_queries": last["prefix_queries"],
+        "restores_recomputed": (arm_dir / "engine.log").read_text().count("recomputing"),
+        "sha256": hashlib.sha256("\n".join(rows).encode()).hexdigest()[:16],
+    }
+
+
+#: What the restore-stall kit does over 1500 engine s, pinned when the simulator was sped up:
+#: an optimisation must leave every request and every sample exactly as it was.
+GOLDEN: dict[tuple[str, int], tuple[str, float, dict[str, Any]]] = {
+    ("base", 8): (
+        "stall_stop",
+        1142.019,
+        {
+            "turns": 217,
+            "timeouts": 0,
+            "preemptions": 5.0,
+            "prefix_queries": 20343467963.0,
+            "restores_recomputed": 0,
+            "sha256": "4c3215a9f9118660",
+        },
+    ),
+    ("base", 15): (
+        "stall_stop",
+        742.001,
+        {
+            "turns": 126,
+            "timeouts": 0,
+            "preemptions": 1.0,
+            "prefix_queries": 8337460187.0,
+            "restores_recomputed": 0,
+            "sha256": "65277edbba36d8de",
+        },
+    ),
+    ("fix", 8): (
+        "duration",
+        1500.76,
+        {
+            "turns": 227,
+            "timeouts": 1,
+            "preemptions": 25.0,
+            "prefix_queries": 18954363281.0,
+            "restores_recomputed": 25,
+            "sha256": "8a544f8ec9449890",
+        },
+    ),
+    ("fix", 15): (
+        "duration",
+        1500.466,
+        {
+            "turns": 239,
+            "timeouts": 0,
+            "preemptions": 30.0,
+            "prefix_queries": 21329067087.0,
+            "restores_recomputed": 28,
+            "sha256": "a9a7abe62c91390c",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize(("policy", "seed"), sorted(GOLDEN))
+def test_runs_match_their_pinned_digest(tmp_path: Path, policy: str, seed: int) -> None:
+    kit = load_kit("restore-stall", {"load.seed": seed, "load.duration_s": 1500})
+    result = run_virtual_arm(kit, policy, f"sim:{policy}", policy, tmp_path)
+    end_reason, engine_s, digest = GOLDEN[policy, seed]
+    assert (result.end_reason, round(result.engine_s, 3)) == (end_reason, engine_s)
+    assert _digest(tmp_path) == digest
