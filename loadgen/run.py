@@ -105,6 +105,10 @@ class _Run:
     def now(self) -> float:
         return time.perf_counter() - self.t0
 
+    def over(self) -> bool:
+        """Whether the run's duration has passed (its agents are about to be stopped)."""
+        return self.cfg.duration_s is not None and self.now() >= self.cfg.duration_s
+
     def state(self, agent: int, state: State) -> None:
         self.queue.put_nowait(AgentState(agent, state, self.now()))
 
@@ -149,6 +153,8 @@ async def run_agents(
                     raise item.error
                 continue
             yield item
+        if run.over():  # the agents stopped themselves because the duration passed
+            reason = "duration"
         await _stop(tasks)
         while not run.queue.empty():
             item = run.queue.get_nowait()
@@ -193,6 +199,10 @@ async def _agent(run: _Run, agent: int) -> None:
             await asyncio.sleep(action.seconds)
             action = machine.waited()
             continue
+        if run.over():
+            # the run is ending: a request begun now would only be cut off (or meet an engine
+            # already stopping) and be counted as a failure of the engine
+            break
         plan = action.plan
         if action.attempt == 0:
             if plan.turn == 0:
