@@ -72,8 +72,8 @@ class LoadConfig(BaseModel):
     read_timeout_s: float = Field(
         600.0,
         gt=0.0,
-        description="Abort a request when no byte arrives for this long (wall s), counted from "
-        "the last byte received.",
+        description="Abort a request when no byte arrives for this long (engine s), counted "
+        "from the last byte received.",
         json_schema_extra={"unit": "engine"},
     )
     connect_timeout_s: float = Field(
@@ -85,7 +85,7 @@ class LoadConfig(BaseModel):
     duration_s: float | None = Field(
         None,
         gt=0.0,
-        description="Stop after this many wall seconds; None runs until stopped.",
+        description="Stop after this many engine seconds; None runs until stopped.",
         json_schema_extra={"unit": "engine"},
     )
     max_turns: int | None = Field(

@@ -46,7 +46,8 @@ OutOpt = Annotated[
 ]
 # not derived: the field's text speaks of the agents' seconds; a kit's durations are engine s
 DurationOpt = Annotated[
-    float | None, typer.Option("--duration", help="Override load.duration_s (engine seconds)")
+    float | None,
+    typer.Option("--duration", help=override_help(LoadConfig, "duration_s", "load.duration_s")),
 ]
 ScaleOpt = Annotated[
     float | None,

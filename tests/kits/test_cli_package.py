@@ -113,6 +113,7 @@ DERIVED = {
             ("--agents", "loadgen.config:LoadConfig", "agents", False),
             ("--min-context", "loadgen.config:LoadConfig", "min_context", False),
             ("--max-context", "loadgen.config:LoadConfig", "max_context", False),
+            ("--duration", "loadgen.config:LoadConfig", "duration_s", False),
             ("--time-scale", "kits.config:SimSection", "time_scale", False),
         ]
         for command in ("run", "ab")
