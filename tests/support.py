@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -19,3 +21,24 @@ def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.Comple
         cwd=cwd,
         check=False,
     )
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie has ended: only its exit status is left)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def still_alive(pids: list[int]) -> list[int]:
+    """Those of `pids` that still run."""
+    return [pid for pid in pids if alive(pid)]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` now (none if it is gone)."""
+    try:
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []

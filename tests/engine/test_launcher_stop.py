@@ -15,7 +15,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from engine.launcher import STOP_MARKER, ProcessLauncher
@@ -23,6 +22,7 @@ from engine.local import default_args
 from engine.spec import EngineSpec
 from reports.rundir import STOP_MARKER as REPORTS_STOP_MARKER
 from reports.rundir import count_log_patterns
+from tests.support import alive
 
 ENGINE = textwrap.dedent(
     """
@@ -46,13 +46,6 @@ ENGINE = textwrap.dedent(
     time.sleep(600)
     """
 )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _launcher(tmp_path: Path) -> tuple[ProcessLauncher, Path]:
@@ -80,7 +73,7 @@ def test_stop_leaves_no_process_of_the_engine_whatever_its_state(tmp_path: Path)
         _wait_for(pids_file)
         helpers = [int(p) for p in pids_file.read_text().split()]
         root = launcher.pids()[0]
-        assert all(_alive(pid) for pid in [root, *helpers])
+        assert all(alive(pid) for pid in [root, *helpers])
         # the helper in its own session is out of reach of a process-group kill; stop it and
         # the engine itself, which then act on no signal until continued
         for pid in (helpers[1], helpers[2], root):
@@ -88,7 +81,7 @@ def test_stop_leaves_no_process_of_the_engine_whatever_its_state(tmp_path: Path)
         assert os.getpgid(helpers[1]) != os.getpgid(root)
     finally:
         launcher.stop()
-    assert [pid for pid in [root, *helpers] if _alive(pid)] == []
+    assert [pid for pid in [root, *helpers] if alive(pid)] == []
     assert launcher.pids() == []
     launcher.stop()  # idempotent
 

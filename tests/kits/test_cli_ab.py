@@ -14,12 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 from typer.testing import CliRunner
 
 from kits.cli import app
-from tests.support import kit
+from tests.support import descendants, kit, still_alive
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -122,24 +121,6 @@ def test_a_wall_clock_arm_reports_its_true_engine_time_and_lag(tmp_path: Path) -
     assert ("fell behind its clock" in (out / "run.md").read_text()) is behind
 
 
-def _descendants(pid: int) -> list[int]:
-    try:
-        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def _alive(pids: list[int]) -> list[int]:
-    alive = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
 def test_ctrl_c_during_run_keeps_records_and_stops_everything(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(
@@ -170,7 +151,7 @@ def test_ctrl_c_during_run_keeps_records_and_stops_everything(tmp_path: Path) ->
             break
         assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
         time.sleep(0.2)
-    children = _descendants(proc.pid)
+    children = descendants(proc.pid)
     assert children, "the simulator should run as a child"
     before = turns.read_text().splitlines()[:3]
     os.kill(proc.pid, signal.SIGINT)
@@ -180,7 +161,7 @@ def test_ctrl_c_during_run_keeps_records_and_stops_everything(tmp_path: Path) ->
     assert proc.returncode == 130, output[-2000:]
     assert "interrupted" in output
     time.sleep(0.5)
-    assert _alive(children) == []
+    assert still_alive(children) == []
     lines = turns.read_text().splitlines()
     assert lines[:3] == before
     records = [json.loads(line) for line in lines]
@@ -209,7 +190,7 @@ def test_ctrl_c_during_a_virtual_ab_stops_every_arm_and_keeps_their_records(
     while time.monotonic() < deadline and not list(out.glob("*/seed-*/turns.jsonl")):
         assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
         time.sleep(0.1)
-    children = _descendants(proc.pid)
+    children = descendants(proc.pid)
     assert children, "virtual arms run in worker processes"
     os.kill(proc.pid, signal.SIGINT)
     started = time.monotonic()
@@ -218,7 +199,7 @@ def test_ctrl_c_during_a_virtual_ab_stops_every_arm_and_keeps_their_records(
     assert proc.returncode == 130, output[-2000:]
     assert "Traceback" not in output
     time.sleep(0.5)
-    assert _alive(children) == []
+    assert still_alive(children) == []
     metas = [json.loads(p.read_text()) for p in out.glob("*/seed-*/meta.json")]
     assert any(m["end_reason"] == "interrupted" for m in metas), metas
     assert (out / "ab.md").exists()  # the report of what was recorded
@@ -295,7 +276,7 @@ def test_an_engine_that_dies_mid_run_ends_it_as_such_with_its_last_log_lines(
     while not (turns.exists() and turns.read_text().strip()):
         assert time.monotonic() < deadline and proc.poll() is None, "no turn was recorded"
         time.sleep(0.2)
-    engine = _descendants(proc.pid)
+    engine = descendants(proc.pid)
     assert engine, "the simulator should run as a child"
     for pid in engine:
         os.kill(pid, signal.SIGKILL)

@@ -22,18 +22,11 @@ from engine.spec import parse_spec
 from kits.config import load_kit
 from kits.errors import KitError
 from kits.launch import make_launcher, time_scale
+from tests.support import still_alive
 
 
 def _calls(state: Path) -> list[list[str]]:
     return [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
-
-
-def _descendants_alive(pids: list[int]) -> list[int]:
-    return [
-        p
-        for p in pids
-        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-    ]
 
 
 def test_docker_run_argv_uses_real_cli_forms(tmp_path: Path) -> None:
@@ -82,7 +75,7 @@ def test_docker_launcher_runs_follows_logs_and_removes(fake_docker: Path, tmp_pa
     run = next(c for c in calls if c[0] == "run")
     assert run[run.index("--gpus") + 1] == '"device=0,1"'
     assert ["rm", "--force", launcher.name] in calls
-    assert not _descendants_alive([pid])
+    assert not still_alive([pid])
     assert str(launcher.gpu_source) in ("nvml:0,1", "smi:0,1")
     assert "listening on" in (tmp_path / "engine.log").read_text()
 
@@ -127,7 +120,7 @@ def test_sim_launcher_stop_leaves_no_process(tmp_path: Path) -> None:
         assert httpx.get(f"{launcher.url}/v1/models").json()["data"]
     finally:
         launcher.stop()
-    assert not _descendants_alive(family)
+    assert not still_alive(family)
     launcher.stop()  # idempotent
 
 
