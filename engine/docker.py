@@ -25,7 +25,7 @@ import httpx
 
 from contract.gpu import GpuSource
 from engine.errors import EngineError
-from engine.launcher import Launcher, kill_process_group, tail_lines, wait_for_health
+from engine.launcher import Launcher, kill_process_group, wait_for_health
 from engine.spec import EngineSpec
 
 DOCKER_TIMEOUT_S = 120.0
@@ -329,9 +329,6 @@ class DockerLauncher(Launcher):
                 kill_process_group(self._logs, grace_s=2.0)
                 self._logs = None
             self._started = False
-
-    def last_log_lines(self) -> str:
-        return tail_lines(self.log_path)
 
 
 def _has_pynvml() -> bool:

@@ -60,14 +60,6 @@ class BlockPool:
         """Blocks in the host tier."""
         return len(self._host)
 
-    def gpu_cached(self, block_hash: int) -> bool:
-        """Whether a full block with this hash is on the GPU (held or evictable)."""
-        return block_hash in self._in_use or block_hash in self._evictable
-
-    def in_host(self, block_hash: int) -> bool:
-        """Whether the host tier holds this block."""
-        return block_hash in self._host
-
     def match(self, chain: Sequence[int], max_blocks: int) -> tuple[int, int]:
         """Leading blocks of `chain` cached on the GPU, and on the GPU or in the host tier."""
         in_use, evictable, host = self._in_use, self._evictable, self._host
