@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Literal
 
+from contract.urls import url_problem
 from engine.errors import EngineError
 
 EngineKind = Literal["sim", "docker", "url", "vllm", "patched"]
@@ -75,8 +76,9 @@ def parse_spec(raw: str) -> EngineSpec:
         return EngineSpec("sim", policy, text)
     if text.startswith("url:"):
         url = text[4:].rstrip("/")
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise EngineError(f"bad engine URL in {raw!r}", "write url:http://HOST:PORT")
+        problem = url_problem(url)
+        if problem is not None:
+            raise EngineError(f"bad engine URL in {raw!r}: {problem}", "write url:http://HOST:PORT")
         return EngineSpec("url", url, text)
     if text.startswith("vllm:"):
         model = text[5:]

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 import httptools
 import httpx
 
+from contract.urls import url_problem
 from loadgen.wire import default_tls
 
 __all__ = ["LeanTransport", "check_url"]
@@ -27,14 +28,9 @@ __all__ = ["LeanTransport", "check_url"]
 
 def check_url(url: httpx.URL) -> None:
     """Raise ``httpx.UnsupportedProtocol`` for a URL this transport cannot request."""
-    if url.scheme not in ("http", "https"):
-        raise httpx.UnsupportedProtocol(
-            f"unsupported URL scheme {url.scheme!r} (use http:// or https://)"
-            if url.scheme
-            else "the URL has no scheme (use http:// or https://)"
-        )
-    if not url.host:
-        raise httpx.UnsupportedProtocol("the URL has no host")
+    problem = url_problem(str(url))
+    if problem is not None:
+        raise httpx.UnsupportedProtocol(problem)
 
 
 class _Reply(asyncio.Protocol):

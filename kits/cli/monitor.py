@@ -85,8 +85,12 @@ def monitor(
     import time
 
     from contract.gpu import GpuSource
+    from contract.urls import URL_HINT, url_problem
     from monitor.gpu import gpu_source as make_gpu_source
 
+    problem = url_problem(url)
+    if problem is not None:
+        raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
     source = GpuSource.parse(gpu_source)
 
     config = monitor_config(
