@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
+if TYPE_CHECKING:  # only for the hints: `kit --help` loads no pydantic
+    from pydantic import ValidationError
 
 __all__ = [
     "RunFileError",

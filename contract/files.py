@@ -55,8 +55,8 @@ def discard_if_unrecorded(run_dir: Path) -> bool:
     """
     if not run_dir.is_dir():
         return False
-    files = [p for p in run_dir.rglob("*") if not p.is_dir()]
-    if any(p.name not in BOOKKEEPING_FILES and p.stat().st_size > 0 for p in files):
+    files = [p for p in run_dir.rglob("*") if p.is_symlink() or not p.is_dir()]
+    if any(p.name not in BOOKKEEPING_FILES and p.lstat().st_size > 0 for p in files):
         return False
     for path in files:
         path.unlink()

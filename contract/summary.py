@@ -66,7 +66,7 @@ class LoadSummary(BaseModel):
     e2e_s: Percentiles | None = Field(description="End-to-end latency of completed turns.")
     time_scale: float | None = Field(
         None,
-        description="Engine seconds per wall second of the arm (nominal); absent for `kit load`.",
+        description="Engine seconds per wall second of the arm (nominal); null for `kit load`.",
     )
 
 

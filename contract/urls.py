@@ -18,7 +18,10 @@ URL_HINT = "e.g. http://127.0.0.1:8000"
 
 def url_problem(url: str) -> str | None:
     """Why `url` cannot be requested over HTTP, in a few words; None when it can."""
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:  # e.g. an unclosed `[` of an IPv6 host
+        return "the URL does not parse"
     if parts.scheme not in ("http", "https"):
         if parts.scheme and parts.netloc:
             return f"unsupported URL scheme {parts.scheme!r} (use http:// or https://)"

@@ -278,6 +278,7 @@ class DockerLauncher(Launcher):
         return parse_cpu_stat(result.stdout)
 
     def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         last_check = [0.0]
 
         def alive() -> str | None:
@@ -292,7 +293,8 @@ class DockerLauncher(Launcher):
 
         wait_for_health(self.url, timeout_s, alive, self.log_path, f"container {self.name}")
         if MULTIPROC_ENV in self.opts.env:
-            self._first_request(timeout_s)
+            # the warm-up shares the start-up limit: health and it together take at most timeout_s
+            self._first_request(max(deadline - time.monotonic(), 1.0))
 
     def _first_request(self, timeout_s: float) -> None:
         """Serve one 1-token completion, so that the engine's gauges appear on /metrics.

@@ -22,6 +22,7 @@ from rich.console import Console
 from contract.files import KIT_FILE, discard_if_unrecorded
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
+from engine import Launcher
 from kits.config import Kit
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from kits.run import run_arm
@@ -146,11 +147,26 @@ def _run_wall(plan: Plan, console: Console, dashboard: bool) -> None:
         )
 
 
+def _stop_all(launchers: list[Launcher]) -> None:
+    """Stop every engine, even when one stop fails or a second Ctrl-C lands during the stops;
+    then raise the first of those."""
+    first: BaseException | None = None
+    for launcher in launchers:
+        try:
+            launcher.stop()
+        except BaseException as exc:  # re-raised once the others are stopped
+            first = first or exc
+    if first is not None:
+        raise first
+
+
 def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) -> Result:
     """Run every arm over every seed, then write and print the reports. Engines always stop."""
     from reports import ab_table, write_reports
 
     console = console or Console()
+    # a directory the user made (an empty --out) is theirs: never removed, even if unused
+    fresh = not plan.out_dir.exists()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     write_json(plan.out_dir / KIT_FILE, KitFile.of(plan.kit.model_dump(mode="json")))
     interrupted = False
@@ -161,20 +177,20 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
         except (KeyboardInterrupt, asyncio.CancelledError):
             interrupted = True
         finally:
-            for launcher in plan.launchers:
-                launcher.stop()
+            _stop_all(plan.launchers)
     except Exception:
-        discard_if_unrecorded(plan.out_dir)
+        if fresh:
+            discard_if_unrecorded(plan.out_dir)
         raise
-    if interrupted and discard_if_unrecorded(plan.out_dir):
+    if interrupted and fresh and discard_if_unrecorded(plan.out_dir):
         return Result(None, interrupted)
     report = None
     if any(plan.out_dir.rglob("meta.json")):
         report = write_reports(plan.out_dir)
         console.print(ab_table(report))
         stem = report.stem
-        extra = f"{plan.out_dir / stem}.html, " if stem == "ab" else ""
         console.print(
-            f"[dim]reports: {extra}{plan.out_dir / stem}.md, {stem}.json, timeline.png[/]"
+            f"[dim]reports: {plan.out_dir / stem}.html, {plan.out_dir / stem}.md, "
+            f"{stem}.json, timeline.png[/]"
         )
     return Result(report, interrupted)

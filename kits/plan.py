@@ -107,6 +107,8 @@ class Plan:
             if out is not None
             else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{kit.name}"
         )
+        if out_dir.exists() and not out_dir.is_dir():
+            raise KitError(f"{out_dir} is not a directory", "pass a new directory as --out")
         if out_dir.exists() and any(out_dir.iterdir()):
             raise KitError(
                 f"{out_dir} already holds files",

@@ -237,8 +237,9 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         with contextlib.suppress(Exception):
             await asyncio.to_thread(launcher.stop)
         end["finished_at"] = datetime.now(UTC).isoformat()
-        _write_summary(arm.dir, scale)
+        # meta.json first: the arm's end is recorded even if the summary then fails
         meta = meta.update(**end)
         write_json(arm.dir / META_FILE, meta)
+        _write_summary(arm.dir, scale)
         ran = f"{meta.engine_s:.0f} engine s, " if meta.engine_s is not None else ""
         view.note(f"{arm.name}: {meta.end_reason} after {ran}{meta.wall_s:.1f} wall s")

@@ -393,10 +393,11 @@ def run_virtual_arm(
         end["wall_s"] = round(harness.now, 3)
         end["compute_wall_s"] = round(time.perf_counter() - t0, 3)
         end["finished_at"] = datetime.now(UTC).isoformat()
-        summary = summarize(read_records(arm_dir / TURNS_FILE))
-        write_json(arm_dir / SUMMARY_FILE, summary.model_copy(update={"time_scale": 1.0}))
+        # meta.json first: it marks the directory as an arm, even if the summary then fails
         meta = meta.update(**end)
         write_json(arm_dir / META_FILE, meta)
+        summary = summarize(read_records(arm_dir / TURNS_FILE))
+        write_json(arm_dir / SUMMARY_FILE, summary.model_copy(update={"time_scale": 1.0}))
     return VirtualResult(
         arm,
         kit.load.seed,

@@ -9,7 +9,8 @@ vllm.entrypoints.openai.api_server`, what `vllm serve` runs). The
 virtual environment holding vLLM is not baked in: a run bind-mounts it read-only at the same
 path. Baking its 2.5 GB of site-packages would cost minutes per image; the mount costs nothing.
 The venv's editable install of this tool points at the checkout, which the container does not
-see, so inside it only what PYTHONPATH names (the overlaid `engine/` package) is importable.
+see, so inside it only what PYTHONPATH names (the overlaid `engine/` and `contract/`
+packages) is importable.
 """
 
 from __future__ import annotations

@@ -46,5 +46,10 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
         except StallkitError as exc:
             raise fail(str(exc), exc.hint) from None
+        except OSError as exc:  # a path the user gave that cannot be read or written
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise fail(
+                f"{where}{exc.strerror or exc}", "check the path and its permissions"
+            ) from None
 
     return wrapper

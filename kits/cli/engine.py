@@ -60,6 +60,7 @@ def image(
         typer.Option(
             envvar="STALLKIT_IMAGE_CACHE",
             help="Where the Debian root file system is cached (built once, ~1 min).",
+            show_default="~/.cache/stallkit/image",
         ),
     ] = DEFAULT_IMAGE_CACHE,
     mirror: Annotated[

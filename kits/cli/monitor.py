@@ -88,6 +88,7 @@ def monitor(
     from contract.urls import URL_HINT, url_problem
     from monitor.gpu import gpu_source as make_gpu_source
 
+    url = url.strip()
     problem = url_problem(url)
     if problem is not None:
         raise fail(f"bad URL {url!r}: {problem}", URL_HINT)

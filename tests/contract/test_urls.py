@@ -28,6 +28,8 @@ def test_requestable_urls_have_no_problem(url: str) -> None:
         ("http:///metrics", "no host"),
         ("http://h:abc", "port is not a number"),
         ("http://h:70000", "port is not a number"),
+        ("http://[::1", "does not parse"),
+        ("http://[bad]:80", "does not parse"),
     ],
 )
 def test_each_mistake_is_named(url: str, problem: str) -> None:

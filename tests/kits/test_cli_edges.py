@@ -101,6 +101,20 @@ def test_a_run_that_fails_before_recording_anything_leaves_nothing(tmp_path: Pat
     )
     assert "not a model directory" in line
     assert not out.exists()
+    # an empty directory the user made for the run is theirs: a failed run leaves it in place
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    args = ["run", "--engine", f"vllm:{tmp_path / 'nope'}", "--kit", "cpu-smoke", "--out"]
+    assert "not a model directory" in one_error_line(kit(*args, str(mine)))
+    assert mine.is_dir()
+
+
+def test_an_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    file = tmp_path / "taken"
+    file.write_text("notes\n")
+    line = one_error_line(kit("ab", "--seeds", "1", "--duration", "60", "--out", str(file)))
+    assert "is not a directory" in line
+    assert file.read_text() == "notes\n"
 
 
 def test_an_unreachable_url_arm_names_what_to_check(tmp_path: Path) -> None:
