@@ -72,7 +72,11 @@ def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path
     top = " | ".join(manifest["top_frames"])
     assert "(engine/sim/scheduler.py:" in top and ("step (" in top or "_step (" in top), top
     assert f"stacks/{proc.pid}.folded" in manifest["files"]
-    assert any("(engine/sim/scheduler.py)" in leaf for leaf in manifest["hot_leaves"][:3])
+    # the step's work is spread over the scheduler and its two passes: any of them may be the
+    # hottest leaf of a given recording
+    step_modules = ("scheduler.py", "admission.py", "running.py")
+    leaves = manifest["hot_leaves"][:3]
+    assert any(f"(engine/sim/{m})" in leaf for leaf in leaves for m in step_modules), leaves
 
 
 async def test_bundle_of_a_frozen_sim_arm(tmp_path: Path) -> None:
