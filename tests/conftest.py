@@ -8,11 +8,26 @@ Keyword arguments other than the serve options are `SimConfig` fields.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Children the tests start must take Ctrl-C the way they would from a terminal.
+
+    A shell without job control (a CI script's `cmd &`, `nohup`) starts its background jobs
+    with SIGINT ignored, and an ignored signal survives exec: every `kit` a test starts, and
+    then interrupts to check that nothing recorded is lost, would ignore the interrupt and run
+    on. A handled signal is reset to the default on exec, so handling it here is enough.
+    """
+    del config
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 SimServerFactory = Callable[..., AbstractAsyncContextManager[str]]
 

@@ -158,9 +158,6 @@ def test_interrupted_run_leaves_no_container(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        # a shell's background job has SIGINT ignored, and children inherit that: undo it,
-        # as a terminal's foreground job has it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     timeline = out / "timeline.jsonl"
 
