@@ -25,6 +25,7 @@ __all__ = [
     "TIMELINE_FILE",
     "TURNS_FILE",
     "discard_if_unrecorded",
+    "outermost_missing",
 ]
 
 TURNS_FILE = "turns.jsonl"
@@ -47,11 +48,26 @@ ONSTALL_RUNS_FILE = "runs.jsonl"
 BOOKKEEPING_FILES = frozenset({KIT_FILE, META_FILE, SUMMARY_FILE, LOAD_FILE, "sim-config.toml"})
 
 
-def discard_if_unrecorded(run_dir: Path) -> bool:
+def outermost_missing(path: Path) -> Path | None:
+    """The outermost directory that making `path` would create (`path` itself or a parent).
+
+    None when `path` is already there: a directory the user made is theirs to keep.
+    """
+    made = None
+    for candidate in (path, *path.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        made = candidate
+    return made
+
+
+def discard_if_unrecorded(run_dir: Path, made: Path | None = None) -> bool:
     """Remove a failed run's directory when it recorded nothing (no turn, sample or log line).
 
     Only the files the run itself wrote (bookkeeping, or empty ones) are removed, and only when
-    nothing else is there; whatever was recorded is kept. Returns whether the directory is gone.
+    nothing else is there; whatever was recorded is kept. `made` (from `outermost_missing`
+    before the run) names the parents the run created, such as the default `kit-runs/`: they go
+    too while they are empty. Returns whether the run directory is gone.
     """
     if not run_dir.is_dir():
         return False
@@ -63,4 +79,12 @@ def discard_if_unrecorded(run_dir: Path) -> bool:
     for directory in sorted(run_dir.rglob("*"), reverse=True):
         directory.rmdir()
     run_dir.rmdir()
+    if made is not None and made != run_dir and made in run_dir.parents:
+        for parent in run_dir.parents:
+            try:
+                parent.rmdir()  # only while empty: another run's directory keeps it
+            except OSError:
+                break
+            if parent == made:
+                break
     return True

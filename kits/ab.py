@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from contract.files import KIT_FILE, discard_if_unrecorded
+from contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
 from engine import Launcher
@@ -166,7 +166,7 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
 
     console = console or Console()
     # a directory the user made (an empty --out) is theirs: never removed, even if unused
-    fresh = not plan.out_dir.exists()
+    made = outermost_missing(plan.out_dir)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     write_json(plan.out_dir / KIT_FILE, KitFile.of(plan.kit.model_dump(mode="json")))
     interrupted = False
@@ -179,10 +179,10 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
         finally:
             _stop_all(plan.launchers)
     except Exception:
-        if fresh:
-            discard_if_unrecorded(plan.out_dir)
+        if made is not None:
+            discard_if_unrecorded(plan.out_dir, made)
         raise
-    if interrupted and fresh and discard_if_unrecorded(plan.out_dir):
+    if interrupted and made is not None and discard_if_unrecorded(plan.out_dir, made):
         return Result(None, interrupted)
     report = None
     if any(plan.out_dir.rglob("meta.json")):

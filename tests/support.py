@@ -23,6 +23,15 @@ def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.Comple
     )
 
 
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The single line a user error prints on stderr (asserts exit 2 and exactly one line)."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
 def alive(pid: int) -> bool:
     """Whether process `pid` still runs (a zombie has ended: only its exit status is left)."""
     try:

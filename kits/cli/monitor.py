@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from contract.errors import StallkitError
-from contract.files import discard_if_unrecorded
+from contract.files import discard_if_unrecorded, outermost_missing
 from kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
@@ -106,7 +106,7 @@ def monitor(
         source = _auto_gpu_source(url)
     gpu = make_gpu_source(source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
-    fresh = not out_dir.exists()
+    made = outermost_missing(out_dir)
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
     try:
@@ -118,8 +118,8 @@ def monitor(
             hooks.close()
             alerting.close()
     except StallkitError:
-        if fresh:  # a monitor that could not start leaves no empty run directory behind
-            discard_if_unrecorded(out_dir)
+        if made is not None:  # a monitor that could not start leaves no empty directory behind
+            discard_if_unrecorded(out_dir, made)
         raise
     _report(outcome)
 

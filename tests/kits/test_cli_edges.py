@@ -18,7 +18,7 @@ import pytest
 from contract.gpu import GpuSource
 from engine.launcher import free_port
 from monitor.gpu import probe_engine_dcgm
-from tests.support import kit
+from tests.support import kit, one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,15 +26,6 @@ COMMANDS = [
     [], ["load"], ["monitor"], ["run"], ["ab"], ["report"], ["sim"], ["sim", "trace"],
     ["sim", "serve"], ["engine"], ["engine", "tiny-model"],
 ]  # fmt: skip
-
-
-def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The single line a user error prints on stderr (asserts there is exactly one)."""
-    assert done.returncode == 2, (done.stdout, done.stderr)
-    assert "Traceback" not in done.stderr + done.stdout
-    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 def test_bare_kit_and_bare_groups_print_help_and_exit_0() -> None:
@@ -101,6 +92,11 @@ def test_a_run_that_fails_before_recording_anything_leaves_nothing(tmp_path: Pat
     )
     assert "not a model directory" in line
     assert not out.exists()
+    # nor the folders it made to hold it
+    nested = tmp_path / "new" / "deeper" / "v"
+    args = ["run", "--engine", f"vllm:{tmp_path / 'nope'}", "--kit", "cpu-smoke", "--out"]
+    assert "not a model directory" in one_error_line(kit(*args, str(nested)))
+    assert not (tmp_path / "new").exists()
     # an empty directory the user made for the run is theirs: a failed run leaves it in place
     mine = tmp_path / "mine"
     mine.mkdir()

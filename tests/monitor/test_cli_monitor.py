@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from engine.launcher import free_port
 from kits.cli import app
+from tests.support import kit, one_error_line
 
 SimServer = Callable[..., AbstractAsyncContextManager[str]]
 
@@ -77,6 +78,17 @@ def test_a_monitor_that_cannot_start_leaves_no_run_directory(tmp_path: Path) -> 
     result = CliRunner().invoke(app, ["monitor", url, "--out", str(kept), "--no-dashboard"])
     assert result.exit_code == 2, result.output
     assert (kept / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_monitor_that_cannot_start_leaves_no_default_runs_folder(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    line = one_error_line(kit("monitor", url, "--no-dashboard", cwd=tmp_path))
+    assert "cannot read engine metrics" in line
+    assert list(tmp_path.iterdir()) == []  # no kit-runs/ made for nothing
+    # another run's folder beside it keeps the shared kit-runs/
+    (tmp_path / "kit-runs" / "earlier-run").mkdir(parents=True)
+    one_error_line(kit("monitor", url, "--no-dashboard", cwd=tmp_path))
+    assert [p.name for p in (tmp_path / "kit-runs").iterdir()] == ["earlier-run"]
 
 
 @pytest.mark.parametrize(
