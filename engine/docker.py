@@ -21,11 +21,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from contract.gpu import GpuSource
 from engine.errors import EngineError
-from engine.launcher import Launcher, kill_process_group, wait_for_health
+from engine.launcher import (
+    Launcher,
+    engine_api_key,
+    kill_process_group,
+    serve_first_request,
+    wait_for_health,
+)
 from engine.spec import EngineSpec
 
 DOCKER_TIMEOUT_S = 120.0
@@ -294,26 +298,9 @@ class DockerLauncher(Launcher):
         wait_for_health(self.url, timeout_s, alive, self.log_path, f"container {self.name}")
         if MULTIPROC_ENV in self.opts.env:
             # the warm-up shares the start-up limit: health and it together take at most timeout_s
-            self._first_request(max(deadline - time.monotonic(), 1.0))
-
-    def _first_request(self, timeout_s: float) -> None:
-        """Serve one 1-token completion, so that the engine's gauges appear on /metrics.
-
-        With PROMETHEUS_MULTIPROC_DIR set (a vLLM whose engine-core process exports metrics,
-        such as the patched scheduler), a gauge appears on the page only once it is set, and
-        vLLM sets its scheduler gauges only when it records a step: until then the monitor
-        would find no vLLM signals.
-        """
-        try:
-            with httpx.Client(base_url=self.url, timeout=timeout_s) as client:
-                model = client.get("/v1/models").json()["data"][0]["id"]
-                body = {"model": model, "prompt": "warm up", "max_tokens": 1}
-                client.post("/v1/completions", json=body).raise_for_status()
-        except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
-            raise EngineError(
-                f"container {self.name} did not serve its first request: {exc}",
-                f"see {self.log_path}",
-            ) from None
+            key = engine_api_key(self.opts.engine_args, self.opts.env)
+            left_s = max(deadline - time.monotonic(), 1.0)
+            serve_first_request(self.url, left_s, f"container {self.name}", self.log_path, key)
 
     def _drain_logs(self) -> None:
         """Let the log follower write the dead container's last lines before they are read."""

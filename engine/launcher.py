@@ -146,6 +146,48 @@ def wait_for_health(
             time.sleep(HEALTH_POLL_S)
 
 
+def engine_api_key(args: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """The API key a vLLM server was started with, or None: `--api-key` wins over VLLM_API_KEY.
+
+    vLLM then refuses `/v1/...` without it (`/health` and `/metrics` stay open), so a launcher's
+    own request must send it too.
+    """
+    for i, arg in enumerate(args):
+        if arg == "--api-key" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--api-key="):
+            return arg.split("=", 1)[1]
+    return env.get("VLLM_API_KEY") or None
+
+
+def serve_first_request(
+    url: str, timeout_s: float, what: str, log_path: Path | None, api_key: str | None
+) -> None:
+    """Serve one 1-token completion, so that the engine's gauges appear on /metrics.
+
+    With PROMETHEUS_MULTIPROC_DIR set (a vLLM whose engine-core process exports metrics,
+    such as the patched scheduler), a gauge appears on the page only once it is set, and
+    vLLM sets its scheduler gauges (requests running and waiting, KV usage) only when it
+    records a step: until then the monitor would find no vLLM signals.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        with httpx.Client(base_url=url, timeout=timeout_s, headers=headers) as client:
+            model = client.get("/v1/models").raise_for_status().json()["data"][0]["id"]
+            body = {"model": model, "prompt": "warm up", "max_tokens": 1}
+            client.post("/v1/completions", json=body).raise_for_status()
+            return
+    except httpx.HTTPStatusError as exc:
+        # httpx's own text runs over several lines, with a link: the status is what matters
+        problem = f"HTTP {exc.response.status_code} from {exc.request.url.path}"
+    except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+        problem = " ".join(f"{type(exc).__name__}: {exc}".split()).rstrip(":")
+    raise EngineError(
+        f"{what} did not serve its first request ({problem})",
+        f"see {log_path}" if log_path else "check the engine's output",
+    )
+
+
 def kill_process_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the process group, wait up to grace_s, then SIGKILL it. Never raises."""
     try:

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from engine.errors import EngineError
+from engine.launcher import engine_api_key, serve_first_request
 from engine.local import VllmLauncher
 from engine.patched.config import PatchedConfig
 from engine.spec import EngineSpec
@@ -117,25 +117,12 @@ class PatchedLauncher(VllmLauncher):
         super().start()
 
     def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         super().wait_healthy(timeout_s)
-        self._first_request(timeout_s)
-
-    def _first_request(self, timeout_s: float) -> None:
-        """Serve one 1-token completion, so that vLLM's gauges have a value on /metrics.
-
-        In multiprocess mode a gauge appears on the page only once it has been set, and
-        vLLM sets its scheduler gauges (requests running and waiting, KV usage) only when
-        it records a step: until then the monitor would find no vLLM signals.
-        """
-        try:
-            with httpx.Client(base_url=self.url, timeout=timeout_s) as client:
-                model = client.get("/v1/models").json()["data"][0]["id"]
-                body = {"model": model, "prompt": "warm up", "max_tokens": 1}
-                client.post("/v1/completions", json=body).raise_for_status()
-        except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
-            raise EngineError(
-                f"{self.spec.raw} did not serve its first request: {exc}", f"see {self.log_path}"
-            ) from None
+        # the warm-up shares the start-up limit: health and it together take at most timeout_s
+        left_s = max(deadline - time.monotonic(), 1.0)
+        key = engine_api_key(self.argv, self.env)
+        serve_first_request(self.url, left_s, self.spec.raw, self.log_path, key)
 
 
 def docker_engine_args(options: PatchedOptions) -> tuple[list[str], dict[str, str]]:
