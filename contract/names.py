@@ -68,6 +68,8 @@ SCHEDULER_STEPS = "vllm:scheduler_steps_total"
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 #: The simulator's engine clock (engine seconds since start; simulator only, not vLLM's).
 SIM_ENGINE_TIME = "stallkit_sim_engine_time_seconds"
+#: The simulator's nominal time scale (engine seconds per wall second), read by `url:` arms.
+SIM_TIME_SCALE = "stallkit_sim_time_scale"
 
 # -- the stall exporter's families (labels `engine`, `arm`) ----------------------------------
 STALL_ACTIVE = "stallkit_stall_active"

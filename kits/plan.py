@@ -152,6 +152,8 @@ class Plan:
             gpus = self.kit.engine.gpus_for(arm.name) if arm.spec.kind == "docker" else []
             scale = time_scale(arm.spec, self.kit)
             clock = "virtual clock" if self.virtual(arm) else f"wall clock, time scale {scale:g}"
+            if arm.spec.kind == "url":
+                clock = "wall clock, time scale as the engine states (a real engine: 1)"
             host = self.kit.engine.host_for(arm.name).docker_host
             if arm.spec.kind == "docker" and host:
                 clock += f"; docker host {host}"

@@ -30,6 +30,7 @@ from contract.records import read_records
 from contract.summary import summarize
 from engine import Launcher, tail_lines
 from kits.alerting import Alerting, ArmAlerting
+from kits.config import Kit
 from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
 from kits.plan import Arm, Plan
@@ -39,9 +40,13 @@ from loadgen.preflight import ServerInfo, preflight
 from monitor import GpuReader, MonitorConfig, StopRequested, TimelineWriter, gpu_source
 from monitor.watch import watch
 
-_ENGINE_TIME_RE = re.compile(
-    "^" + re.escape(names.SIM_ENGINE_TIME) + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M
-)
+
+def _gauge_re(family: str) -> re.Pattern[str]:
+    return re.compile("^" + re.escape(family) + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
+
+
+_ENGINE_TIME_RE = _gauge_re(names.SIM_ENGINE_TIME)
+_TIME_SCALE_RE = _gauge_re(names.SIM_TIME_SCALE)
 
 
 #: how often a run asks whether its engine is still alive (wall seconds)
@@ -94,16 +99,30 @@ async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]
     await queue.put(_Done(name, None))
 
 
-async def _engine_time_s(url: str) -> float | None:
-    """The simulator's engine clock (None for real engines, which run on the wall clock)."""
+async def _sim_gauge(url: str, pattern: re.Pattern[str]) -> float | None:
+    """One of the simulator's own gauges (None for real engines, which have none)."""
     try:
         # a simulator that fell far behind answers slowly: wait for it rather than guess
         async with httpx.AsyncClient(timeout=30.0) as client:
             text = (await client.get(f"{url}/metrics")).text
     except httpx.HTTPError:
         return None
-    match = _ENGINE_TIME_RE.search(text)
+    match = pattern.search(text)
     return float(match.group(1)) if match else None
+
+
+async def _engine_time_s(url: str) -> float | None:
+    """The simulator's engine clock (None for real engines, which run on the wall clock)."""
+    return await _sim_gauge(url, _ENGINE_TIME_RE)
+
+
+async def _arm_scale(arm: Arm, kit: Kit) -> float:
+    """The arm's nominal time scale. A `url:` arm takes the one its engine states: 1 for a real
+    engine, the simulator's own when it attaches to a `kit sim serve --time-scale N`."""
+    if arm.spec.kind != "url":
+        return time_scale(arm.spec, kit)
+    stated = await _sim_gauge(arm.spec.target.rstrip("/"), _TIME_SCALE_RE)
+    return stated if stated is not None and stated > 0 else 1.0
 
 
 async def _drive(
@@ -169,7 +188,7 @@ def _write_summary(arm_dir: Path, scale: float) -> None:
 async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> None:
     """Run one arm end to end; its directory is complete on every exit path."""
     kit = plan.kit
-    scale = time_scale(arm.spec, kit)
+    scale = await _arm_scale(arm, kit)
     arm.dir.mkdir(parents=True, exist_ok=True)
     write_json(arm.dir / KIT_FILE, KitFile.of(kit.model_dump(mode="json"), scale))
     meta = ArmMeta.starting(

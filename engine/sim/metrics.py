@@ -159,6 +159,7 @@ class SimMetrics:
 
     def __init__(self, config: SimConfig, time_scale: float) -> None:
         self.config = config
+        self.time_scale = time_scale
         self._labels = [config.model_name, "0"]
         self._specs = _hist_specs(config.max_model_len)
         self.hists = {spec.name: Histogram(spec.bounds) for spec in self._specs}
@@ -228,6 +229,8 @@ class SimMetrics:
             (names.SCHEDULER_PREFILL_COMPUTE_SHARE, "Prefill's share of contended compute "
              "(0 = off).", stats.prefill_compute_share),
             (names.SIM_ENGINE_TIME, "Simulator only: engine seconds since start.", now_s),
+            (names.SIM_TIME_SCALE, "Simulator only: engine seconds per wall second.",
+             self.time_scale),
         ]  # fmt: skip
         counters = [
             (names.NUM_PREEMPTIONS, "Cumulative preemptions.", stats.num_preemptions),

@@ -7,7 +7,9 @@ report, `kit load` with small contexts, and the progress line without a terminal
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -149,8 +151,15 @@ def test_a_one_arm_run_writes_its_own_report(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     """`kit sim serve` in its own process, at 1x."""
+    with _served() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _served(*args: str) -> Iterator[str]:
+    """`kit sim serve ARGS` in its own process; yields its URL."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0"],
+        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -165,6 +174,22 @@ def sim_url() -> Iterator[str]:
         server.terminate()
         server.wait(10)
         server.stdout.close()
+
+
+def test_a_url_arm_on_a_fast_simulator_takes_the_scale_it_states(tmp_path: Path) -> None:
+    """Attached to `kit sim serve --time-scale 20`, a run's engine seconds are the simulator's:
+    120 engine s of load take about 6 wall s, and the report counts engine seconds."""
+    with _served("--time-scale", "20") as url:
+        out = tmp_path / "attached"
+        args = ["run", "--engine", f"url:{url}", "--duration", "120", "--no-dashboard"]
+        done = kit(*args, "--out", str(out), timeout=100)
+    assert done.returncode == 0, done.stderr
+    assert "engine runs at 20x" in done.stdout
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["time_scale"] == 20.0 and meta["end_reason"] == "duration"
+    # at the nominal 1x it would have run 120 wall s, and called them 2400 engine s
+    assert meta["wall_s"] < 40 and 115 <= meta["engine_s"] <= 160, meta
+    assert re.search(r"run length\s*│\s*1[1-5]\d s\s*│", done.stdout), done.stdout
 
 
 def test_load_with_small_contexts_fits_its_turns_to_them(sim_url: str, tmp_path: Path) -> None:
