@@ -49,6 +49,9 @@ class BundleLink(BaseModel):
     hot_leaves: list[str] = Field(
         default_factory=list, description="Busiest functions, each with its share of samples."
     )
+    scheduler: str | None = Field(
+        None, description="The simulator's scheduler state in one line (simulator arms only)."
+    )
     errors: int = Field(description="What could not be collected (see the manifest).")
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "TURNS_FILE",
     "discard_if_unrecorded",
     "outermost_missing",
+    "seed_dir_name",
 ]
 
 TURNS_FILE = "turns.jsonl"
@@ -46,6 +47,11 @@ ONSTALL_RUNS_FILE = "runs.jsonl"
 
 #: files a run writes about itself; anything else in a run directory was recorded
 BOOKKEEPING_FILES = frozenset({KIT_FILE, META_FILE, SUMMARY_FILE, LOAD_FILE, "sim-config.toml"})
+
+
+def seed_dir_name(seed: int) -> str:
+    """The directory of one seed inside an arm's directory, when the arm ran several seeds."""
+    return f"seed-{seed}"
 
 
 def outermost_missing(path: Path) -> Path | None:

@@ -35,3 +35,6 @@ class BundleManifest(BaseModel):
     hot_leaves: list[str] = Field(
         default_factory=list, description="Busiest functions, each with its share of samples."
     )
+    scheduler: str | None = Field(
+        None, description="The simulator's scheduler state in one line (simulator arms only)."
+    )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from contract.files import seed_dir_name
 from engine import EngineSpec, Launcher, Overlay, parse_spec
 from kits.alerting import Alerting
 from kits.config import Kit, load_kit
@@ -137,7 +138,7 @@ class Plan:
 
     def seed_dir(self, arm: Arm, seed: int) -> Path:
         """An arm's directory for one seed (the arm's own directory when one seed runs)."""
-        return arm.dir if len(self.seeds) == 1 else arm.dir / f"seed-{seed}"
+        return arm.dir if len(self.seeds) == 1 else arm.dir / seed_dir_name(seed)
 
     def kit_for(self, seed: int) -> Kit:
         """The kit with its load's seed set to `seed`."""

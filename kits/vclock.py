@@ -8,7 +8,8 @@ request's last token, as the HTTP client counts it) aborts the request at that e
 every scrape tick the detector gets the same typed sample the scraper would parse from the
 simulator's `/metrics` page for the same engine state, and a GPU reading that averages the
 busy share since the previous tick. The arm directory is written as an HTTP arm writes it,
-every time in engine seconds (`time_scale` 1, `clock` "virtual"). Deterministic: the same kit,
+every time in engine seconds (`time_scale` 1, `clock` "virtual"), with a forensics bundle at
+each stall's onset (the scheduler's state, the detector's inputs, the engine log's tail). Deterministic: the same kit,
 policy and seed give the same files apart from the wall-clock timestamps in meta.json.
 """
 
@@ -53,6 +54,8 @@ from loadgen import (
 )
 from monitor import (
     EngineMetrics,
+    EngineTarget,
+    ForensicsCollector,
     GpuReading,
     MetricsSnapshot,
     MonitorConfig,
@@ -161,6 +164,11 @@ class _Harness:
         self.now = 0.0
         self.records = RecordWriter(arm_dir / TURNS_FILE)
         self.timeline = TimelineWriter(arm_dir / TIMELINE_FILE)
+        # the bundle at onset is written at once, in engine time, like every other file here
+        target = EngineTarget("virtual", log_path=arm_dir / ENGINE_LOG, state=self._state)
+        self.forensics = ForensicsCollector(
+            arm_dir, "", target, mon.stall_after_s, background=False
+        )
         self.prev: tuple[float, MetricsSnapshot, float] | None = None
         self.stalled = False
 
@@ -295,10 +303,15 @@ class _Harness:
         stop = False
         for event in events:
             self.timeline.write(event)
+            self.forensics.handle(event)
             if isinstance(event, StallStarted):
                 self.stalled = True
             stop = stop or isinstance(event, StopRequested)
         return stop
+
+    def _state(self) -> dict[str, Any]:
+        """What the simulator's `/debug/state` would serve now."""
+        return {"engine_time_s": self.now, "frozen": False, **self.engine.describe()}
 
     def run(self) -> str:
         """Run to the load's duration or a stall stop; the end reason."""

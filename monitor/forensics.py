@@ -13,15 +13,20 @@ directory from a background thread (the monitor never waits): `metrics.txt` (the
   the rest of the bundle is still written;
 - a docker container: the same through `docker exec` when the image has py-spy, else the
   container's process list and CPU (`docker top`, `docker stats`);
-- the simulator: its scheduler state from `GET /debug/state`.
+- the simulator: its scheduler state from `GET /debug/state`;
+- a simulator arm on the virtual clock: its scheduler state read in process, the bundle
+  written at once (no thread), so it is as deterministic as the arm.
 
 `manifest.json` lists the files, the errors, the hottest stack (`top_frames`) and the
-busiest functions with their share of samples (`hot_leaves`), which the A/B report quotes. Every command is an argument list with a timeout.
+busiest functions with their share of samples (`hot_leaves`), and for the simulator its
+scheduler state in one line (`scheduler`), which the A/B report quotes. Every command is an
+argument list with a timeout.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
 import shutil
@@ -31,7 +36,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 
@@ -44,7 +49,9 @@ from monitor.onstall import onset_name
 from monitor.scrape import metrics_url
 from monitor.timeline import event_line
 
-TargetKind = Literal["local", "docker", "sim", "remote"]
+TargetKind = Literal["local", "docker", "sim", "virtual", "remote"]
+#: the simulator's scheduler state in a bundle
+SIM_STATE_FILE = "sim-state.json"
 PTRACE_HINT = (
     "py-spy needs ptrace permission: run as root, or grant CAP_SYS_PTRACE and set "
     "kernel.yama.ptrace_scope to 0 or 1"
@@ -59,6 +66,28 @@ class EngineTarget:
     pids: Callable[[], list[int]] = field(default=lambda: [])
     container: str | None = None
     log_path: Path | None = None
+    #: a virtual-clock simulator's scheduler state, read in process (what /debug/state serves)
+    state: Callable[[], dict[str, Any]] | None = None
+
+
+def scheduler_line(state: dict[str, Any]) -> str | None:
+    """The simulator's scheduler state (`/debug/state`) in one line, or None if it is not one.
+
+    What a developer reads first in a stall: who holds the slots and the pool, who waits and
+    why, and whether the scheduler is still stepping (empty steps) or not.
+    """
+    try:
+        waiting = state["waiting"]
+        deferred = sum(1 for r in waiting if r.get("reason") == "deferred")
+        pool = state["pool"]
+        return (
+            f"scheduler ({state['policy']}): {len(state['running'])} running, "
+            f"{len(waiting)} waiting ({len(waiting) - deferred} capacity, {deferred} deferred), "
+            f"{pool['free']} of {pool['num_blocks']} blocks free, "
+            f"{state['empty_steps']} empty steps so far"
+        )
+    except (KeyError, TypeError, AttributeError):
+        return None
 
 
 def py_spy() -> str | None:
@@ -206,6 +235,7 @@ class ForensicsCollector:
         *,
         record_s: float = 1.0,
         log_lines: int = 200,
+        background: bool = True,
     ) -> None:
         self.root = run_dir / "forensics"
         self._url = engine_url.rstrip("/")
@@ -213,6 +243,7 @@ class ForensicsCollector:
         self._window_s = window_s
         self._record_s = record_s
         self._log_lines = log_lines
+        self._background = background
         self._recent: collections.deque[TimelineLine] = collections.deque()
         self._threads: list[threading.Thread] = []
 
@@ -225,6 +256,9 @@ class ForensicsCollector:
                 self._recent.popleft()
         if isinstance(event, StallStarted):
             inputs = [r for r in self._recent if r.t >= event.t - self._window_s]
+            if not self._background:
+                self.collect(event, inputs)
+                return
             thread = threading.Thread(target=self.collect, args=(event, inputs), daemon=True)
             self._threads.append(thread)
             thread.start()
@@ -238,11 +272,18 @@ class ForensicsCollector:
         verdict = {"t": event.t, "onset": event.onset, "kind": event.kind}
         bundle.write("verdict.json", json.dumps(verdict | {"gpu_checked": event.gpu_checked}))
         bundle.write(FORENSICS_INPUTS_FILE, jsonl_text(inputs))
-        self._fetch(bundle, metrics_url(self._url), "metrics.txt")
+        if self._url:
+            self._fetch(bundle, metrics_url(self._url), "metrics.txt")
         if self._target.log_path is not None:
             bundle.write("engine-log-tail.txt", _tail(self._target.log_path, self._log_lines))
-        if self._target.kind == "sim":
-            self._fetch(bundle, f"{self._url}/debug/state", "sim-state.json")
+        state = None
+        if self._target.state is not None:
+            state = self._target.state()
+            bundle.write(SIM_STATE_FILE, json.dumps(state, indent=1) + "\n")
+        elif self._target.kind == "sim":
+            text = self._fetch(bundle, f"{self._url}/debug/state", SIM_STATE_FILE)
+            with contextlib.suppress(ValueError):
+                state = json.loads(text) if text is not None else None
         top: tuple[list[str], list[str]] = ([], [])
         if self._target.kind in ("local", "sim"):
             top = self._stacks(bundle)
@@ -254,18 +295,20 @@ class ForensicsCollector:
             errors=errors,
             top_frames=top[0],
             hot_leaves=top[1],
+            scheduler=scheduler_line(state) if isinstance(state, dict) else None,
         )
         write_json(out / MANIFEST_FILE, manifest)
         return out
 
-    def _fetch(self, bundle: _Bundle, url: str, name: str) -> None:
+    def _fetch(self, bundle: _Bundle, url: str, name: str) -> str | None:
         try:
             response = httpx.get(url, timeout=5.0)
             response.raise_for_status()
         except httpx.HTTPError as exc:
             bundle.errors.append(f"GET {url}: {type(exc).__name__}: {exc}")
-            return
+            return None
         bundle.write(name, response.text)
+        return response.text
 
     def _stacks(self, bundle: _Bundle) -> tuple[list[str], list[str]]:
         """Dump and profile each Python process; the first profile's frames and leaves."""

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from contract.ab import ABFile, ArmFigures, ArmReport, SeedRow, Verdict
-from contract.files import META_FILE
+from contract.files import META_FILE, seed_dir_name
 from contract.time import REPORT_SCALE
 from reports.errors import ReportError
 from reports.forensics import markdown_lines
@@ -83,6 +83,12 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
     return first.model_copy(
         update={
             "stalls": [s for f in figures for s in f.stalls],
+            # each seed's bundles, linked from the arm directory through their seed's
+            "forensics": [
+                b.model_copy(update={"path": f"{seed_dir_name(f.seed or 0)}/{b.path}"})
+                for f in figures
+                for b in f.forensics
+            ],
             "stopped_by_monitor": any(f.stopped_by_monitor for f in figures),
             "turns": sum(f.turns for f in figures),
             "errors": sum(f.errors for f in figures),

@@ -32,6 +32,7 @@ def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
                 path=str(path.parent.relative_to(arm_dir)),
                 top_frames=manifest.top_frames,
                 hot_leaves=manifest.hot_leaves,
+                scheduler=manifest.scheduler,
                 errors=len(manifest.errors),
             )
         )
@@ -39,13 +40,17 @@ def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
 
 
 def markdown_lines(arms: dict[str, list[BundleLink]], prefix_arm: bool) -> list[str]:
-    """The report's forensics section: each stall linked to its bundle, top frames quoted."""
+    """The report's forensics section: each stall linked to its bundle, its top frames and (for
+    the simulator) its scheduler state quoted."""
     lines: list[str] = []
     for name, links in arms.items():
         for link in links:
             path = f"{name}/{link.path}" if prefix_arm else link.path
             quoted = link.hot_leaves[:3] or link.top_frames[:3]
-            frames = "; ".join(f"`{f}`" for f in quoted) or "no stack dump"
+            frames = "; ".join(f"`{f}`" for f in quoted)
+            if link.scheduler:
+                frames = f"{frames}; {link.scheduler}" if frames else link.scheduler
+            frames = frames or "no stack dump"
             lines.append(
                 f"- {name}: {link.kind} stall at {link.onset_s:.0f} s: [{path}]({path}/) — {frames}"
             )

@@ -115,6 +115,12 @@ async def test_bundle_of_a_frozen_sim_arm(tmp_path: Path) -> None:
     state = json.loads((bundle / "sim-state.json").read_text())
     assert state["frozen"] is True and state["policy"] == "base"
     assert len(state["running"]) == 2 and "vruntime_prefill" in state and "pool" in state
+    # the report quotes the state in one line, read from the same page
+    assert manifest["scheduler"] == (
+        f"scheduler (base): 2 running, {len(state['waiting'])} waiting "
+        f"({len(state['waiting'])} capacity, 0 deferred), {state['pool']['free']} of "
+        f"{state['pool']['num_blocks']} blocks free, {state['empty_steps']} empty steps so far"
+    )
     if PTRACE_HINT not in manifest["errors"]:
         assert any(f.endswith("-dump.txt") for f in manifest["files"]), manifest
 

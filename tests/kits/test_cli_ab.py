@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -65,6 +66,15 @@ def test_ab_on_the_virtual_clock_reproduces_the_stall_and_the_fix(tmp_path: Path
         assert f"| {row}" in md, row
     assert "stopped by the monitor" in md  # the base arm's figures are flagged
     assert "## Per seed" in md
+    # each stall links its seed's forensics bundle, and quotes the stuck scheduler's state
+    bundles = re.findall(r"^- base: spinning stall at \d+ s: \[([^\]]+)\]\(\1/\) — (.*)$", md, re.M)
+    assert [path for path, _ in bundles] == [
+        f"base/seed-8/forensics/{p.name}" for p in (out / "base" / "seed-8" / "forensics").iterdir()
+    ]
+    assert all((out / path / "manifest.json").exists() for path, _ in bundles)
+    assert re.match(
+        r"scheduler \(base\): [1-4] running, \d+ waiting .* 0 of 319 blocks free", bundles[0][1]
+    ), bundles
     assert "A/B: restore-stall, 2 seeds, virtual clock" in done.stdout  # the table was printed
     # reports are re-made offline from the saved directories alone
     (out / "ab.md").unlink()

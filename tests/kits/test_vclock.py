@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from contract.forensics import BundleManifest
+from contract.jsonl import read_json
 from engine.sim.app import build_app
 from engine.sim.config import SimConfig
 from engine.sim.driver import EngineDriver
@@ -95,6 +97,38 @@ def test_base_stall_lasts_until_read_timeouts_abort_then_generation_resumes(
     assert min(abs(end - t["t_end"]) for t in timeouts) <= 2.0
     after = [e for e in events if e["type"] == "sample" and e["t"] > end]
     assert sum(e["gen_tok_s"] for e in after) > 0
+
+
+def test_a_virtual_stall_keeps_a_bundle_of_the_scheduler_at_the_verdict(tmp_path: Path) -> None:
+    """In engine time, as deterministic as the arm: the state the detector judged, its inputs."""
+    kit = load_kit("restore-stall", {"load.seed": SEED, "load.duration_s": 1800})
+    first = tmp_path / "first"
+    result = run_virtual_arm(kit, "base", "sim:base", "base", first)
+    assert result.stalled and result.end_reason == "stall_stop"
+    started = next(e for e in _events(first) if e["type"] == "stall_started")
+    (bundle,) = (first / "forensics").iterdir()
+    manifest = read_json(bundle / "manifest.json", BundleManifest)
+    assert manifest.kind == "spinning"  # the timeline rounds its times to the millisecond
+    assert (manifest.t, manifest.onset) == pytest.approx((started["t"], started["onset"]), abs=1e-3)
+    assert manifest.errors == [] and "metrics.txt" not in manifest.files  # no page to fetch
+    state = json.loads((bundle / "sim-state.json").read_text())
+    assert state["engine_time_s"] == manifest.t and state["policy"] == "base"
+    # the stuck state the sample at the verdict shows, and the scheduler still stepping
+    sample = next(e for e in _events(first) if e["type"] == "sample" and e["t"] == started["t"])
+    assert len(state["running"]) == sample["running"] > 0
+    assert len(state["waiting"]) == sample["waiting"] > 0
+    assert state["pool"]["free"] == 0 and state["empty_steps"] > 1000 and not state["gpu_busy"]
+    assert manifest.scheduler is not None and f"{sample['running']} running" in manifest.scheduler
+    inputs = [json.loads(x) for x in (bundle / "inputs.jsonl").read_text().splitlines()]
+    assert {x["type"] for x in inputs} == {"sample", "gpu"}
+    assert min(x["t"] for x in inputs) >= started["t"] - kit.monitor.stall_after_s
+    # the same arm again writes the same bundle
+    again = tmp_path / "again"
+    run_virtual_arm(kit, "base", "sim:base", "base", again)
+    for name in [*manifest.files, "manifest.json"]:
+        assert (again / "forensics" / bundle.name / name).read_bytes() == (
+            bundle / name
+        ).read_bytes(), name
 
 
 def _ab(out: Path, seeds: str) -> dict[str, Any]:
