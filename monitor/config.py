@@ -9,6 +9,7 @@ user error: `monitor_config()` turns pydantic's report into one `MonitorError` l
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -64,12 +65,14 @@ class MonitorConfig(BaseModel):
         return self
 
 
-def monitor_config(**fields: Any) -> MonitorConfig:
-    """Build a `MonitorConfig`, reporting invalid values as one `MonitorError`."""
+def monitor_config(*, names: Mapping[str, str] | None = None, **fields: Any) -> MonitorConfig:
+    """Build a `MonitorConfig`, reporting invalid values as one `MonitorError`.
+
+    `names` maps fields to what the user wrote for them (a command line's flags)."""
     try:
         return MonitorConfig(**fields)
     except ValidationError as exc:
         raise MonitorError(
-            f"invalid monitor setting {validation_message(exc)}",
+            f"invalid monitor setting {validation_message(exc, names=names, default='')}",
             hint="thresholds are positive seconds and stop-after >= stall-after",
         ) from None

@@ -8,6 +8,7 @@ never `kit --help`.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -38,4 +39,46 @@ def field_option(model: type[BaseModel], name: str, *decls: str, note: str = "")
 
 def override_help(model: type[BaseModel], name: str, key: str) -> str:
     """Help of a flag that overrides kit field `key` (e.g. `load.seed`); unset keeps the kit's."""
-    return f"Override the kit's {key}: {field_help(model, name)}"
+    return f"Override the kit's {key}: {field_help(model, name)}"  # flags_by_override reads it
+
+
+_OVERRIDE_RE = re.compile(r"^Override the kit's ([\w.]+): ")
+
+
+def _command_flags(ctx: typer.Context) -> list[tuple[str, str]]:
+    """(long flag, help) of each option of the command `ctx` runs."""
+    found = []
+    for param in ctx.command.params:
+        text = getattr(param, "help", None)
+        longs = [opt for opt in param.opts if opt.startswith("--")]
+        if text and longs:
+            found.append((longs[0], text))
+    return found
+
+
+def flags_by_field(ctx: typer.Context, model: type[BaseModel]) -> dict[str, str]:
+    """The flags of the command `ctx` runs by the `model` field each sets, read from their help.
+
+    A flag declared with `field_option` or `field_help` shows its field's description as its
+    help, so the command's own options say which field each one sets: a bad value is blamed on
+    its flag without a second list of flag names to keep in step with the options.
+    """
+    described = {
+        name: field.description for name, field in model.model_fields.items() if field.description
+    }
+    flags: dict[str, str] = {}
+    for flag, text in _command_flags(ctx):
+        fits = [n for n, d in described.items() if text == d or text.startswith(d + " ")]
+        if fits:  # the longest description that fits: the field, not one whose text it extends
+            flags[max(fits, key=lambda n: len(described[n]))] = flag
+    return flags
+
+
+def flags_by_override(ctx: typer.Context) -> dict[str, str]:
+    """The flags of the command `ctx` runs by the kit key each overrides (`override_help`)."""
+    flags = {}
+    for flag, text in _command_flags(ctx):
+        match = _OVERRIDE_RE.match(text)
+        if match:
+            flags[match.group(1)] = flag
+    return flags

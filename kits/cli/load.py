@@ -13,22 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from kits.cli.common import user_errors
-from kits.cli.fields import field_option
+from kits.cli.fields import field_option, flags_by_field
 from loadgen.config import LoadConfig, sizes_for_context
-
-#: LoadConfig fields -> the flags that set them, to blame a bad value on its flag
-_FLAGS = {
-    "agents": "--agents",
-    "min_context": "--min-context",
-    "max_context": "--max-context",
-    "read_timeout_s": "--read-timeout",
-    "duration_s": "--duration",
-    "max_turns": "--max-turns",
-    "seed": "--seed",
-    "model": "--model",
-    "api_key_env": "--api-key-env",
-    "tokenizer": "--tokenizer",
-}
 
 
 def register(app: typer.Typer) -> None:
@@ -38,6 +24,7 @@ def register(app: typer.Typer) -> None:
 
 @user_errors
 def load(
+    ctx: typer.Context,
     url: Annotated[str, typer.Argument(help="Server root, e.g. http://127.0.0.1:8000.")],
     model: str | None = field_option(LoadConfig, "model"),
     agents: int = field_option(LoadConfig, "agents"),
@@ -73,7 +60,7 @@ def load(
         cfg = LoadConfig.model_validate(options)
     except ValidationError as exc:
         raise LoadError(
-            f"invalid load options: {validation_message(exc, names=_FLAGS, default='')}",
+            f"invalid load options: {validation_message(exc, names=flags_by_field(ctx, LoadConfig), default='')}",
             "see `kit load --help`",
         ) from None
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"

@@ -23,7 +23,7 @@ from kits.cli.alerting import (
     start_alerting,
 )
 from kits.cli.common import fail, user_errors
-from kits.cli.fields import field_option
+from kits.cli.fields import field_option, flags_by_field
 from monitor.config import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ MONITOR_HELP = (
 
 @user_errors
 def monitor(
+    ctx: typer.Context,
     url: Annotated[str, typer.Argument(help="Engine base URL, e.g. http://127.0.0.1:8000.")],
     interval: float = field_option(MonitorConfig, "interval_s", "--interval"),
     gpu_source: Annotated[
@@ -95,6 +96,7 @@ def monitor(
     source = GpuSource.parse(gpu_source)
 
     config = monitor_config(
+        names=flags_by_field(ctx, MonitorConfig),
         interval_s=interval,
         stall_after_s=stall_after,
         stop_after_s=stop_after or None,

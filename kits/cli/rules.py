@@ -14,7 +14,7 @@ import typer
 
 from contract.errors import validation_message
 from kits.cli.common import fail, user_errors
-from kits.cli.fields import field_help, field_option
+from kits.cli.fields import field_help, field_option, flags_by_field
 from monitor.rules import RulesSettings
 
 RULES_FILE = "stallkit-rules.yml"
@@ -28,6 +28,7 @@ RULES_HELP = (
 
 @user_errors
 def rules(
+    ctx: typer.Context,
     kit: Annotated[
         str, typer.Option("--kit", "-k", help="Kit whose thresholds to use (name or .toml path).")
     ] = "restore-stall",
@@ -74,17 +75,7 @@ def rules(
             gpu_match_labels=gpu_match,
         )
     except ValidationError as exc:
-        flags = {
-            "stall_after_s": "--stall-after",
-            "down_after_s": "--down-after",
-            "idle_gpu_perc": "--idle-gpu",
-            "scrape_interval_s": "--scrape-interval",
-            "evaluation_interval_s": "--eval-interval",
-            "engine_selector": "--engine-selector",
-            "gpu_selector": "--gpu-selector",
-            "gpu_match_labels": "--gpu-match",
-        }
-        message = validation_message(exc, names=flags)
+        message = validation_message(exc, names=flags_by_field(ctx, RulesSettings))
         raise fail(f"invalid {message}", "see `kit rules --help`") from None
     text = rules_yaml(settings)
     if out is None:

@@ -22,7 +22,7 @@ from kits.cli.alerting import (
     start_alerting,
 )
 from kits.cli.common import fail, user_errors
-from kits.cli.fields import override_help
+from kits.cli.fields import flags_by_override, override_help
 from kits.config import SimSection
 from loadgen.config import LoadConfig
 
@@ -101,26 +101,16 @@ NoDashOpt = Annotated[
 ]
 
 
-#: kit fields the flags override -> the flags, to blame a bad value on the flag
-_OVERRIDE_FLAGS = {
-    "load.duration_s": "--duration",
-    "sim.time_scale": "--time-scale",
-    "load.seed": "--seed",
-    "load.agents": "--agents",
-    "load.min_context": "--min-context",
-    "load.max_context": "--max-context",
-}
-
-
 @contextlib.contextmanager
-def _flag_names() -> Iterator[None]:
+def _flag_names(ctx: typer.Context) -> Iterator[None]:
     """Report a flag's value that fails the kit's validation under the flag's name."""
     from kits.errors import KitError, OverrideError
 
     try:
         yield
     except OverrideError as exc:
-        flags = [_OVERRIDE_FLAGS.get(key, key) for key in exc.keys]
+        by_key = flags_by_override(ctx)
+        flags = [by_key.get(key, key) for key in exc.keys]
         message = str(exc)
         if len(exc.keys) == 1 and f" {exc.keys[0]}:" in message:
             message = message.replace(exc.keys[0], flags[0], 1)
@@ -173,6 +163,7 @@ def _execute(plan: Plan, no_dashboard: bool) -> Result:
 
 @user_errors
 def run(
+    ctx: typer.Context,
     engine: Annotated[
         str,
         typer.Option(
@@ -198,7 +189,7 @@ def run(
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
     from kits.ab import Plan
 
-    with _flag_names():
+    with _flag_names(ctx):
         plan = Plan.build(
             kit,
             {"run": engine},
@@ -221,6 +212,7 @@ def run(
 
 @user_errors
 def ab(
+    ctx: typer.Context,
     base: Annotated[
         str, typer.Option("--base", help="Spec of the base arm (image, sim:base, url:, vllm:)")
     ] = "sim:base",
@@ -270,7 +262,7 @@ def ab(
     if clock not in ("virtual", "wall"):
         raise fail(f"--clock {clock!r} is not a clock", "use --clock virtual or --clock wall")
 
-    with _flag_names():
+    with _flag_names(ctx):
         plan = Plan.build(
             kit,
             {"base": base, "fix": fix},

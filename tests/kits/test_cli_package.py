@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from typer.testing import CliRunner
 
 from kits.cli import app
 from kits.cli.commands import COMMANDS
+from tests.support import kit, one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -143,23 +145,48 @@ def test_flags_take_help_and_default_from_their_config_field(command: str) -> No
         assert by_flag[flag].default == (field.default if own_default else None), flag
 
 
-@pytest.mark.parametrize(
-    ("command", "module", "table"),
-    [
-        ("load", "load", "_FLAGS"),
-        ("run", "run", "_OVERRIDE_FLAGS"),
-        ("ab", "run", "_OVERRIDE_FLAGS"),
-    ],
-)
-def test_the_flags_bad_values_are_blamed_on_exist(command: str, module: str, table: str) -> None:
+@pytest.mark.parametrize("command", sorted(DERIVED))
+def test_a_bad_value_is_blamed_on_the_flag_its_field_declared(command: str) -> None:
+    """The field -> flag maps that blame a bad value are read from the command's own options."""
     import importlib
+
+    from kits.cli.fields import flags_by_field, flags_by_override
 
     group = typer.main.get_command(app)
     with typer.Context(group) as ctx:
         cli_command = group.get_command(ctx, command)  # type: ignore[attr-defined]
-    flags = {opt for p in cli_command.params for opt in p.opts}
-    blamed = getattr(importlib.import_module(f"kits.cli.{module}"), table)
-    assert set(blamed.values()) <= flags
+    command_ctx = typer.Context(cli_command)
+    if command in ("run", "ab"):
+        sections = {"LoadConfig": "load", "SimSection": "sim"}
+        expected = {
+            f"{sections[model.split(':')[1]]}.{name}": flag
+            for flag, model, name, _ in DERIVED[command]
+        }
+        assert flags_by_override(command_ctx) == expected
+        return
+    for flag, model, name, _ in DERIVED[command]:
+        module, cls = model.split(":")
+        blamed = flags_by_field(command_ctx, getattr(importlib.import_module(module), cls))
+        assert blamed[name] == flag, (name, blamed)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["monitor", "http://127.0.0.1:9", "--interval", "-1"], "--interval: "),
+        (["monitor", "http://127.0.0.1:9", "--stall-after", "60", "--stop-after", "30"],
+         "--stop-after (30) must be >= --stall-after (60)"),
+        (["load", "http://127.0.0.1:9", "--read-timeout", "-1"], "--read-timeout: "),
+        (["load", "http://127.0.0.1:9", "--min-context", "5000", "--max-context", "100"],
+         "--min-context (5000) must not exceed --max-context (100)"),
+        (["rules", "--down-after", "-1"], "--down-after: "),
+        (["ab", "--time-scale", "0", "--dry-run"], "--time-scale: "),
+    ],
+)  # fmt: skip
+def test_bad_values_are_one_line_naming_the_flag_not_the_field(args: list[str], says: str) -> None:
+    line = one_error_line(kit(*args))
+    assert says in line, line
+    assert not re.search(r"\b[a-z]+_(s|perc|context)\b", line), line  # no field name shows
 
 
 #: the two names of the one command line that serves the simulator

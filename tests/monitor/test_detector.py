@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -186,7 +187,7 @@ def test_going_idle_ends_a_stall() -> None:
         {"unknown": 1},
     ],
 )
-def test_thresholds_are_validated(fields: dict[str, float]) -> None:
+def test_thresholds_are_validated(fields: dict[str, Any]) -> None:
     with pytest.raises(MonitorError, match="invalid monitor setting"):
         monitor_config(**fields)
 
