@@ -21,6 +21,7 @@ __all__ = [
     "META_FILE",
     "ONSTALL_RUNS_FILE",
     "RUN_FILE",
+    "SEED_DIR_PREFIX",
     "SUMMARY_FILE",
     "TIMELINE_FILE",
     "TURNS_FILE",
@@ -49,9 +50,13 @@ ONSTALL_RUNS_FILE = "runs.jsonl"
 BOOKKEEPING_FILES = frozenset({KIT_FILE, META_FILE, SUMMARY_FILE, LOAD_FILE, "sim-config.toml"})
 
 
+#: an arm run over several seeds holds one directory per seed: `seed-N`
+SEED_DIR_PREFIX = "seed-"
+
+
 def seed_dir_name(seed: int) -> str:
     """The directory of one seed inside an arm's directory, when the arm ran several seeds."""
-    return f"seed-{seed}"
+    return f"{SEED_DIR_PREFIX}{seed}"
 
 
 def outermost_missing(path: Path) -> Path | None:

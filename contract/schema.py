@@ -18,6 +18,7 @@ from contract.forensics import MANIFEST_FILE, BundleManifest
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
 from contract.records import TurnRecord
+from contract.simstate import SIM_STATE_FILE, SimState
 from contract.summary import LoadSummary
 from contract.timeline import timeline_adapter
 
@@ -42,6 +43,7 @@ def run_dir_schemas() -> dict[str, dict[str, Any]]:
         KIT_FILE: _schema(KitFile, "KitFile"),
         AB_FILE: _schema(ABFile, "ABFile"),
         MANIFEST_FILE: _schema(BundleManifest, "BundleManifest"),
+        SIM_STATE_FILE: _schema(SimState, "SimState"),
     }
 
 

@@ -150,14 +150,20 @@ def engine_api_key(args: Sequence[str], env: Mapping[str, str]) -> str | None:
     """The API key a vLLM server was started with, or None: `--api-key` wins over VLLM_API_KEY.
 
     vLLM then refuses `/v1/...` without it (`/health` and `/metrics` stay open), so a launcher's
-    own request must send it too.
+    own request must send it too. As in vLLM's parser, the last `--api-key` (or `--api_key`)
+    counts, and any of the keys it lists is accepted: the first is taken. A key that reaches a
+    container some other way (`docker run --env-file` in the kit's docker args) is not seen.
     """
+    key = None
     for i, arg in enumerate(args):
-        if arg == "--api-key" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--api-key="):
-            return arg.split("=", 1)[1]
-    return env.get("VLLM_API_KEY") or None
+        flag, _, inline = arg.partition("=")
+        if flag not in ("--api-key", "--api_key"):
+            continue
+        if inline:
+            key = inline
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+            key = args[i + 1]
+    return key or env.get("VLLM_API_KEY") or None
 
 
 def serve_first_request(

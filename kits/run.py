@@ -99,11 +99,10 @@ async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]
     await queue.put(_Done(name, None))
 
 
-async def _sim_gauge(url: str, pattern: re.Pattern[str]) -> float | None:
+async def _sim_gauge(url: str, pattern: re.Pattern[str], timeout_s: float) -> float | None:
     """One of the simulator's own gauges (None for real engines, which have none)."""
     try:
-        # a simulator that fell far behind answers slowly: wait for it rather than guess
-        async with httpx.AsyncClient(timeout=30.0) as client:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
             text = (await client.get(f"{url}/metrics")).text
     except httpx.HTTPError:
         return None
@@ -113,7 +112,8 @@ async def _sim_gauge(url: str, pattern: re.Pattern[str]) -> float | None:
 
 async def _engine_time_s(url: str) -> float | None:
     """The simulator's engine clock (None for real engines, which run on the wall clock)."""
-    return await _sim_gauge(url, _ENGINE_TIME_RE)
+    # a simulator that fell far behind answers slowly: wait for it rather than guess
+    return await _sim_gauge(url, _ENGINE_TIME_RE, timeout_s=30.0)
 
 
 async def _arm_scale(arm: Arm, kit: Kit) -> float:
@@ -121,7 +121,9 @@ async def _arm_scale(arm: Arm, kit: Kit) -> float:
     engine, the simulator's own when it attaches to a `kit sim serve --time-scale N`."""
     if arm.spec.kind != "url":
         return time_scale(arm.spec, kit)
-    stated = await _sim_gauge(arm.spec.target.rstrip("/"), _TIME_SCALE_RE)
+    # asked before the health check, which says what is wrong with an engine that does not
+    # answer: a short wait here, so that such an engine is not kept waiting for twice
+    stated = await _sim_gauge(arm.spec.target.rstrip("/"), _TIME_SCALE_RE, timeout_s=2.0)
     return stated if stated is not None and stated > 0 else 1.0
 
 

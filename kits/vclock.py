@@ -37,6 +37,7 @@ from contract.jsonl import write_json
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
 from contract.records import read_records
+from contract.simstate import SimState
 from contract.summary import summarize
 from engine import SimConfig
 from engine.sim.core import EngineStats, SimEngine, SimRequestError, output_words
@@ -309,9 +310,9 @@ class _Harness:
             stop = stop or isinstance(event, StopRequested)
         return stop
 
-    def _state(self) -> dict[str, Any]:
+    def _state(self) -> SimState:
         """What the simulator's `/debug/state` would serve now."""
-        return {"engine_time_s": self.now, "frozen": False, **self.engine.describe()}
+        return self.engine.debug_state(self.now)
 
     def run(self) -> str:
         """Run to the load's duration or a stall stop; the end reason."""

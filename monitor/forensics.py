@@ -26,7 +26,6 @@ argument list with a timeout.
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import re
 import shutil
@@ -36,13 +35,16 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import httpx
+from pydantic import ValidationError
 
+from contract.errors import validation_message
 from contract.files import FORENSICS_INPUTS_FILE
 from contract.forensics import MANIFEST_FILE, BundleManifest
 from contract.jsonl import jsonl_text, write_json
+from contract.simstate import SIM_STATE_FILE, SimState
 from contract.timeline import TimelineLine
 from monitor.events import MonitorEvent, StallStarted
 from monitor.onstall import onset_name
@@ -50,8 +52,6 @@ from monitor.scrape import metrics_url
 from monitor.timeline import event_line
 
 TargetKind = Literal["local", "docker", "sim", "virtual", "remote"]
-#: the simulator's scheduler state in a bundle
-SIM_STATE_FILE = "sim-state.json"
 PTRACE_HINT = (
     "py-spy needs ptrace permission: run as root, or grant CAP_SYS_PTRACE and set "
     "kernel.yama.ptrace_scope to 0 or 1"
@@ -67,27 +67,7 @@ class EngineTarget:
     container: str | None = None
     log_path: Path | None = None
     #: a virtual-clock simulator's scheduler state, read in process (what /debug/state serves)
-    state: Callable[[], dict[str, Any]] | None = None
-
-
-def scheduler_line(state: dict[str, Any]) -> str | None:
-    """The simulator's scheduler state (`/debug/state`) in one line, or None if it is not one.
-
-    What a developer reads first in a stall: who holds the slots and the pool, who waits and
-    why, and whether the scheduler is still stepping (empty steps) or not.
-    """
-    try:
-        waiting = state["waiting"]
-        deferred = sum(1 for r in waiting if r.get("reason") == "deferred")
-        pool = state["pool"]
-        return (
-            f"scheduler ({state['policy']}): {len(state['running'])} running, "
-            f"{len(waiting)} waiting ({len(waiting) - deferred} capacity, {deferred} deferred), "
-            f"{pool['free']} of {pool['num_blocks']} blocks free, "
-            f"{state['empty_steps']} empty steps so far"
-        )
-    except (KeyError, TypeError, AttributeError):
-        return None
+    state: Callable[[], SimState] | None = None
 
 
 def py_spy() -> str | None:
@@ -279,11 +259,14 @@ class ForensicsCollector:
         state = None
         if self._target.state is not None:
             state = self._target.state()
-            bundle.write(SIM_STATE_FILE, json.dumps(state, indent=1) + "\n")
+            bundle.write(SIM_STATE_FILE, state.model_dump_json(indent=1) + "\n")
         elif self._target.kind == "sim":
             text = self._fetch(bundle, f"{self._url}/debug/state", SIM_STATE_FILE)
-            with contextlib.suppress(ValueError):
-                state = json.loads(text) if text is not None else None
+            try:
+                state = SimState.model_validate_json(text) if text is not None else None
+            except ValidationError as exc:
+                problem = validation_message(exc)
+                bundle.errors.append(f"{SIM_STATE_FILE}: not the simulator's state: {problem}")
         top: tuple[list[str], list[str]] = ([], [])
         if self._target.kind in ("local", "sim"):
             top = self._stacks(bundle)
@@ -295,7 +278,7 @@ class ForensicsCollector:
             errors=errors,
             top_frames=top[0],
             hot_leaves=top[1],
-            scheduler=scheduler_line(state) if isinstance(state, dict) else None,
+            scheduler=state.one_line() if state is not None else None,
         )
         write_json(out / MANIFEST_FILE, manifest)
         return out

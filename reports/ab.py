@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from contract.ab import ABFile, ArmFigures, ArmReport, SeedRow, Verdict
-from contract.files import META_FILE, seed_dir_name
+from contract.files import META_FILE
 from contract.time import REPORT_SCALE
 from reports.errors import ReportError
 from reports.forensics import markdown_lines
@@ -83,12 +83,7 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
     return first.model_copy(
         update={
             "stalls": [s for f in figures for s in f.stalls],
-            # each seed's bundles, linked from the arm directory through their seed's
-            "forensics": [
-                b.model_copy(update={"path": f"{seed_dir_name(f.seed or 0)}/{b.path}"})
-                for f in figures
-                for b in f.forensics
-            ],
+            "forensics": [b for f in figures for b in f.forensics],
             "stopped_by_monitor": any(f.stopped_by_monitor for f in figures),
             "turns": sum(f.turns for f in figures),
             "errors": sum(f.errors for f in figures),
@@ -109,6 +104,12 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
     )
 
 
+def _linked_from(folder: str, figures: ArmFigures) -> ArmFigures:
+    """`figures` with its bundles' paths taken from one folder up, through `folder`."""
+    links = [b.model_copy(update={"path": f"{folder}/{b.path}"}) for b in figures.forensics]
+    return figures.model_copy(update={"forensics": links})
+
+
 def load_ab(ab_dir: Path) -> ABReport:
     """Read every arm below an A/B directory (or a single-arm run directory)."""
     if not ab_dir.is_dir():
@@ -126,6 +127,8 @@ def load_ab(ab_dir: Path) -> ABReport:
     for d in dirs:
         per_seed = seed_dirs(d) if not (d / META_FILE).exists() else [d]
         figures = [arm_figures(s) for s in per_seed]
+        if len(per_seed) > 1:  # the arm's report links each seed's bundles through its folder
+            figures = [_linked_from(s.name, f) for s, f in zip(per_seed, figures, strict=True)]
         name = read_meta(per_seed[0]).arm
         arms[name] = merge_seeds(figures)
         seeds[name] = [seed_row(f) for f in figures]

@@ -17,7 +17,14 @@ from typing import TypeVar
 
 from contract.ab import ArmFigures, Stall
 from contract.errors import RunFileError
-from contract.files import ENGINE_LOG, KIT_FILE, META_FILE, TIMELINE_FILE, TURNS_FILE
+from contract.files import (
+    ENGINE_LOG,
+    KIT_FILE,
+    META_FILE,
+    SEED_DIR_PREFIX,
+    TIMELINE_FILE,
+    TURNS_FILE,
+)
 from contract.jsonl import read_json, read_jsonl
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
@@ -160,8 +167,8 @@ def arm_dirs(run_dir: Path) -> list[Path]:
 
 def seed_dirs(arm_dir: Path) -> list[Path]:
     """The `seed-N` directories of an arm run over several seeds, by seed."""
-    found = [p for p in arm_dir.glob("seed-*") if (p / META_FILE).exists()]
-    return sorted(found, key=lambda p: int(p.name.removeprefix("seed-")))
+    found = [p for p in arm_dir.glob(f"{SEED_DIR_PREFIX}*") if (p / META_FILE).exists()]
+    return sorted(found, key=lambda p: int(p.name.removeprefix(SEED_DIR_PREFIX)))
 
 
 def shown_arm_dirs(run_dir: Path) -> list[Path]:

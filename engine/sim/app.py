@@ -198,8 +198,8 @@ class Routes:
         return Response(text, media_type=PROMETHEUS_TEXT)
 
     async def state(self, request: Request) -> Response:
-        state = self.driver.engine.describe()
-        return _json({"engine_time_s": self.driver.now(), "frozen": self.driver.frozen, **state})
+        state = self.driver.engine.debug_state(self.driver.now(), self.driver.frozen)
+        return _json(state.model_dump(mode="json"))
 
     async def dcgm(self, request: Request) -> Response:
         return Response(

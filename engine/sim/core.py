@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from contract.simstate import SimState
 from engine.sim.config import SimConfig
 from engine.sim.records import (
     ITERATION_TOKEN_BOUNDS,
@@ -99,9 +100,11 @@ class SimEngine:
         """A live or recently finished request; None when unknown (or long forgotten)."""
         return self._sched.info(request_id)
 
-    def describe(self) -> dict[str, object]:
+    def debug_state(self, now_s: float, frozen: bool = False) -> SimState:
         """The scheduler's state (turn clocks, pool, queues with reasons), for forensics."""
-        return self._sched.describe()
+        return SimState.model_validate(
+            {"engine_time_s": now_s, "frozen": frozen, **self._sched.describe()}
+        )
 
     @property
     def stats(self) -> EngineStats:

@@ -30,6 +30,7 @@ from contract.jsonl import read_json, read_jsonl
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
 from contract.records import TurnRecord
+from contract.simstate import SIM_STATE_FILE, SimState
 from contract.summary import LoadSummary
 from contract.timeline import timeline_adapter
 
@@ -40,6 +41,7 @@ JSON_MODELS: dict[str, type[BaseModel]] = {
     AB_FILE: ABFile,
     RUN_FILE: ABFile,
     MANIFEST_FILE: BundleManifest,
+    SIM_STATE_FILE: SimState,
 }
 JSONL_MODELS: dict[str, TypeAdapter[Any]] = {
     TURNS_FILE: TypeAdapter(TurnRecord),

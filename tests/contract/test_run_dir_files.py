@@ -101,10 +101,10 @@ def stall_outputs(virtual_ab: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def test_a_virtual_ab_directory_reads_back_through_the_models(virtual_ab: Path) -> None:
     seen = validate_run_dir(virtual_ab)
     # two arms, one seed each: per arm meta, summary, kit, turns, timeline; the A/B's kit and
-    # ab; the base arm's stall bundle (its manifest and the detector's inputs)
+    # ab; the base arm's stall bundle (its manifest, the detector's inputs, the scheduler)
     assert seen == {"ab.json": 1, "kit.json": 3, "meta.json": 2, "summary.json": 2,
                     "timeline.jsonl": 2, "turns.jsonl": 2,
-                    "inputs.jsonl": 1, "manifest.json": 1}  # fmt: skip
+                    "inputs.jsonl": 1, "manifest.json": 1, "sim-state.json": 1}  # fmt: skip
     base = virtual_ab / "base"
     meta = read_json(base / "meta.json", ArmMeta)
     assert (meta.clock, meta.end_reason, meta.stopped_by_monitor) == ("virtual", "stall_stop", True)

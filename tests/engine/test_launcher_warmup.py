@@ -74,6 +74,10 @@ def test_the_engine_key_comes_from_its_arguments_before_its_environment() -> Non
     assert engine_api_key(["--port", "8000"], env) == "from-env"
     assert engine_api_key(["--port", "8000"], {"VLLM_API_KEY": ""}) is None
     assert engine_api_key(["--api-key"], {}) is None  # a flag without its value: vLLM refuses it
+    # vLLM's parser keeps the last one (a kit's per-arm arguments come after its shared ones),
+    # spelt either way; of the keys it lists, any is accepted
+    assert engine_api_key(["--api-key", "shared", "--api_key", "arm", "x2"], env) == "arm"
+    assert engine_api_key(["--api-key", "--port", "8000"], env) == "from-env"
 
 
 def test_the_warm_up_sends_the_engines_key(
