@@ -8,9 +8,11 @@ below carries each command's summary line.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 import typer
+import typer.core
 from typer.core import TyperGroup
 
 if TYPE_CHECKING:  # typer's own copy of click, whose classes the group's methods take
@@ -42,6 +44,27 @@ class LazyGroup(TyperGroup):
             importlib.import_module(f"kits.cli.{COMMANDS[cmd_name][0]}").register(family)
             self.commands.update(typer.main.get_group(family).commands)
         return self.commands.get(cmd_name)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line; a mistake in it (an unknown or missing option, a value of the
+        wrong type) is one red line with a hint and exit code 2, like every other user error."""
+        if not kwargs.get("standalone_mode", True):
+            return super().main(*args, **kwargs)
+        from kits.cli.common import fail
+
+        # typer's own copy of click (newer typer) or click itself: the one its classes use
+        click: Any = getattr(typer.core, "_click", None) or importlib.import_module("click")
+        try:
+            code = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.exceptions.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "kit"
+            sys.exit(fail(exc.format_message(), f"see `{where} --help`", exc.exit_code).exit_code)
+        except click.exceptions.ClickException as exc:
+            sys.exit(fail(exc.format_message(), "", exc.exit_code).exit_code)
+        except click.exceptions.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         with formatter.section("Commands"):

@@ -171,6 +171,25 @@ def test_a_bad_value_is_blamed_on_the_flag_its_field_declared(command: str) -> N
 
 
 @pytest.mark.parametrize(
+    ("args", "says", "where"),
+    [
+        (["ab", "--bogus"], "No such option: --bogus", "kit ab"),
+        (["run"], "Missing option '--engine'", "kit run"),
+        (["run", "--engine", "sim:base", "--duration", "abc"], "'--duration'", "kit run"),
+        (["load", "http://x:1", "--metrics-port", "70000"], "No such option", "kit load"),
+        (["sim", "trace", "--steps", "0"], "'--steps'", "kit sim trace"),
+        (["nosuch"], "No such command 'nosuch'", "kit"),
+    ],
+)
+def test_a_command_line_the_parser_refuses_is_one_line_too(
+    args: list[str], says: str, where: str
+) -> None:
+    """Not the parser's usage block: the red line every other mistake gets, with its hint."""
+    line = one_error_line(kit(*args))
+    assert says in line and line.endswith(f"(hint: see `{where} --help`)"), line
+
+
+@pytest.mark.parametrize(
     ("args", "says"),
     [
         (["monitor", "http://127.0.0.1:9", "--interval", "-1"], "--interval: "),
