@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import ParamSpec, TypeVar
 
 import typer
@@ -53,3 +56,18 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             ) from None
 
     return wrapper
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """Within: SIGTERM (a `kill`, a job's time limit, `timeout`) stops the command as Ctrl-C
+    does, so that what it recorded is kept and summed up before it exits 130."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

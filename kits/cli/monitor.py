@@ -22,7 +22,7 @@ from kits.cli.alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli.common import fail, user_errors
+from kits.cli.common import fail, sigterm_as_ctrl_c, user_errors
 from kits.cli.fields import field_option, flags_by_field
 from monitor.config import MonitorConfig, monitor_config
 
@@ -146,19 +146,20 @@ def _watch(
 
     live = not no_dashboard and sys.stdout.isatty()
     try:
-        return asyncio.run(
-            run_monitor(
-                url,
-                config,
-                gpu,
-                out_dir=out_dir,
-                duration_s=duration,
-                display="live" if live else "lines",
-                console=Console(),
-                exit_on_stall=exit_on_stall,
-                sinks=[hooks],
+        with sigterm_as_ctrl_c():
+            return asyncio.run(
+                run_monitor(
+                    url,
+                    config,
+                    gpu,
+                    out_dir=out_dir,
+                    duration_s=duration,
+                    display="live" if live else "lines",
+                    console=Console(),
+                    exit_on_stall=exit_on_stall,
+                    sinks=[hooks],
+                )
             )
-        )
     except KeyboardInterrupt:
         raise fail("interrupted", code=130) from None
 

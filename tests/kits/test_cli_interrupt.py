@@ -88,3 +88,51 @@ def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(moment: str, tmp_p
         # both stop when the arm stops (their clocks start a moment apart)
         assert abs(last_turn - last_sample) < 2.0, (last_turn, last_sample)
         assert last_turn < float(duration) / 30 + 5
+
+
+def test_sigterm_stops_load_and_monitor_as_ctrl_c_does(tmp_path: Path) -> None:
+    """`kill`, a job's time limit or `timeout` send SIGTERM: what was recorded is kept and
+    summed up, as on Ctrl-C, instead of the process dying with nothing written (exit 143)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0", "--time-scale", "20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    assert server.stdout is not None
+    try:
+        url = server.stdout.readline().split()[-1]
+        load_out, monitor_out = tmp_path / "load", tmp_path / "monitor"
+        commands = {
+            "load": ["load", url, "--agents", "2", "--min-context", "200",
+                     "--max-context", "2000", "--out", str(load_out)],
+            "monitor": ["monitor", url, "--interval", "0.2", "--no-dashboard",
+                        "--out", str(monitor_out)],
+        }  # fmt: skip
+        procs = {
+            name: subprocess.Popen(
+                [sys.executable, "-m", "kits", *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+            )
+            for name, args in commands.items()
+        }
+        _wait_for_turns(load_out / "turns.jsonl", 2, time.monotonic() + 60)
+        _wait_for_turns(monitor_out / "timeline.jsonl", 3, time.monotonic() + 60)
+        for proc in procs.values():
+            proc.send_signal(signal.SIGTERM)
+        done = {name: proc.communicate(timeout=30) for name, proc in procs.items()}
+    finally:
+        server.terminate()
+        server.wait(10)
+        server.stdout.close()
+    for name, proc in procs.items():
+        stdout, stderr = done[name]
+        assert proc.returncode == 130, (name, stderr)
+        assert "Traceback" not in stdout + stderr
+    summary = json.loads((load_out / "summary.json").read_text())
+    assert summary["turns_ok"] >= 2 and "load summary" in done["load"][0]
+    assert len(_lines(monitor_out / "timeline.jsonl")) >= 3
