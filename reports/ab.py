@@ -156,7 +156,8 @@ def _log_cell(arm: ArmFigures, name: str) -> str:
     # the patched scheduler plugin has no restore admission (and on CPU no host tier)
     if name.startswith("restores") and arm.spec.startswith("patched:"):
         return "n/a"
-    return str(arm.log_counts.get(name, 0))
+    count = arm.log_counts.get(name)
+    return "n/a" if count is None else str(count)  # no log was read
 
 
 def stopped_early(arm: ArmFigures) -> bool:
@@ -188,14 +189,18 @@ def _seed_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
     ]
     v = report.verdict
     if v is not None:
-        cells = [
-            f"p = {v.p_value:.2g} (one-sided Fisher exact: fix stalls less often)"
-            if n == "fix"
-            else ""
-            for n in names
-        ]
-        out.append(("verdict", "verdict", cells))
+        out.append(("verdict", "verdict", [verdict_cell(v) if n == "fix" else "" for n in names]))
     return out
+
+
+def verdict_cell(v: Verdict) -> str:
+    """The test's p-value, and what it does and does not show."""
+    p = f"p = {v.p_value:.2g}"
+    if v.base_stalled == 0:
+        return f"{p}: inconclusive (base never stalled: nothing for the fix to show)"
+    if v.fix_stalled >= v.base_stalled:
+        return f"{p}: the fix does not stall less often"
+    return f"{p} (one-sided Fisher exact: fix stalls less often)"
 
 
 def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:

@@ -142,12 +142,13 @@ def count_log_patterns(log_path: Path, patterns: Mapping[str, str]) -> dict[str,
 
     Only the lines before the launcher's stop marker count: an engine stopped with requests
     in flight logs errors of its own (vLLM's abort-mode shutdown logs an EngineDeadError
-    traceback), and those say that we stopped it, not that it failed.
+    traceback), and those say that we stopped it, not that it failed. An arm with no log (a
+    `url:` arm reads none) counts nothing: its log rows say n/a, not a clean 0.
     """
+    if not log_path.exists():
+        return {}
     compiled = {name: re.compile(rx) for name, rx in patterns.items()}
     counts = dict.fromkeys(compiled, 0)
-    if not log_path.exists():
-        return counts
     with log_path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if line.rstrip("\n") == STOP_MARKER:

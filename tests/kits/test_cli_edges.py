@@ -190,6 +190,8 @@ def test_a_url_arm_on_a_fast_simulator_takes_the_scale_it_states(tmp_path: Path)
     # at the nominal 1x it would have run 120 wall s, and called them 2400 engine s
     assert meta["wall_s"] < 40 and 115 <= meta["engine_s"] <= 160, meta
     assert re.search(r"run length\s*│\s*1[1-5]\d s\s*│", done.stdout), done.stdout
+    # an attached engine's log is not read: no log rows claim a clean 0
+    assert "(log)" not in done.stdout and meta["spec"].startswith("url:")
 
 
 def test_load_with_small_contexts_fits_its_turns_to_them(sim_url: str, tmp_path: Path) -> None:

@@ -115,3 +115,22 @@ def test_seed_cells_show_a_scraped_counter_as_whole_preemptions() -> None:
     assert cells[:7] == ["7", "yes", "spinning", "412.2", "yes", "10", "27"]
     assert cells[7:] == ["2", "50.0", "virtual", "yes"]
     assert seed_cells(row.model_copy(update={"preemptions": None}))[6] == "-"
+
+
+@pytest.mark.parametrize(
+    ("base", "fix", "says"),
+    [
+        (10, 0, "p = 5.4e-06 (one-sided Fisher exact: fix stalls less often)"),
+        (0, 0, "p = 1: inconclusive (base never stalled: nothing for the fix to show)"),
+        (3, 5, "the fix does not stall less often"),
+        (4, 4, "the fix does not stall less often"),
+    ],
+)
+def test_the_verdict_says_what_its_p_value_does_not_show(base: int, fix: int, says: str) -> None:
+    from contract.ab import Verdict
+    from reports.ab import verdict_cell
+
+    v = Verdict(
+        seeds=10, base_stalled=base, fix_stalled=fix, p_value=fisher_less(base, 10, fix, 10)
+    )
+    assert says in verdict_cell(v)
