@@ -46,9 +46,14 @@ def load(
     from pydantic import ValidationError
 
     from contract.errors import validation_message
+    from contract.urls import URL_HINT, url_problem
     from loadgen import loop
     from loadgen.errors import LoadError
 
+    # judged as the user wrote it, as `kit monitor` and `url:` specs judge theirs
+    problem = url_problem(url)
+    if problem is not None:
+        raise LoadError(f"bad URL {url.strip()!r}: {problem}", URL_HINT)
     options: dict[str, Any] = {
         "agents": agents, "min_context": min_context, "max_context": max_context,
         "read_timeout_s": read_timeout, "duration_s": duration, "max_turns": max_turns,

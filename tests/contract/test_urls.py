@@ -46,9 +46,18 @@ def test_the_url_spec_names_the_same_problem() -> None:
 
 
 @pytest.mark.parametrize("command", ["monitor", "load"])
-def test_kit_monitor_and_kit_load_refuse_a_bad_url_in_one_line(command: str) -> None:
-    done = kit(command, "localhost:8000", "--duration", "1", timeout=60)
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [("localhost:8000", "no scheme"), ("http://", "no host"), ("http://:8000", "no host")],
+)
+def test_kit_monitor_and_kit_load_refuse_a_bad_url_in_one_line(
+    command: str, url: str, says: str
+) -> None:
+    """The same words for the same URL, quoted as the user wrote it."""
+    done = kit(command, url, "--duration", "1", timeout=60)
     assert done.returncode == 2, (done.stdout, done.stderr)
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "no scheme" in lines[0] and "http://127.0.0.1:8000" in lines[0]
-    assert "Traceback" not in done.stderr
+    assert len(lines) == 1 and "Traceback" not in done.stderr
+    assert (
+        f"bad URL {url!r}: the URL has {says}" in lines[0] and "http://127.0.0.1:8000" in lines[0]
+    )
