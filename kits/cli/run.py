@@ -138,6 +138,26 @@ def _overrides(
     return {key: value for key, value in pairs.items() if value is not None}
 
 
+def _wall_only(plan: Plan, asked: bool) -> None:
+    """--metrics-port and --on-stall serve wall-clock arms: refuse them where no arm is one,
+    and say which arms they skip where some are."""
+    from kits.cli.common import err_console
+
+    virtual = [arm.spec.raw for arm in plan.arms if plan.virtual(arm)]
+    if not asked or not virtual:
+        return
+    if len(virtual) == len(plan.arms):
+        raise fail(
+            "--metrics-port and --on-stall serve wall-clock arms, and every arm here runs on "
+            "the virtual clock (each stall still keeps its forensics bundle)",
+            "add --clock wall to serve the simulator arms over HTTP",
+        )
+    err_console.print(
+        f"note: --metrics-port and --on-stall skip the virtual-clock arms ({', '.join(virtual)})",
+        highlight=False,
+    )
+
+
 def _execute(plan: Plan, no_dashboard: bool) -> Result:
     """Run a plan; an interrupted run exits 130 after its partial results are written."""
     from kits.ab import execute
@@ -273,6 +293,7 @@ def ab(
             seeds=seeds,
             clock="virtual" if clock == "virtual" else "wall",
         )
+    _wall_only(plan, metrics_port is not None or on_stall is not None)
     if dry_run:
         typer.echo(plan.describe())
         return

@@ -24,6 +24,7 @@ from monitor.exporter import StallExporter
 from monitor.onstall import OnStallCommand, OnStallRunner
 from monitor.parse import MetricsSnapshot
 from tests.alerting.alerting_support import streaming_load
+from tests.support import kit, one_error_line
 
 ENV_DUMP = "import json, os; print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('STALLKIT_')}))"
 
@@ -139,9 +140,8 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path: Path)
             assert result.exit_code == 2, result.output
             assert "cannot serve metrics" in result.output and "Traceback" not in result.output
             assert not out.exists()  # nothing started, nothing written
-    result = runner.invoke(
-        app, ["ab", "--out", str(tmp_path / "ab"), "--on-stall", "no-such-pager --now"]
-    )
+    ab = ["ab", "--clock", "wall", "--out", str(tmp_path / "ab")]
+    result = runner.invoke(app, [*ab, "--on-stall", "no-such-pager --now"])
     assert result.exit_code == 2 and "--on-stall command not found: no-such-pager" in result.output
     assert not (tmp_path / "ab").exists()
     result = runner.invoke(app, ["monitor", "http://127.0.0.1:9", "--on-stall", "'unclosed"])
@@ -197,3 +197,17 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
     (bundle,) = (out / "forensics").iterdir()
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert "metrics.txt" in manifest["files"] and manifest["kind"] == "frozen"
+
+
+def test_on_stall_and_the_exporter_are_refused_where_every_arm_is_virtual(tmp_path: Path) -> None:
+    """They serve wall-clock arms: asked of a virtual A/B they would never run, so they are
+    refused (one line) rather than ignored; beside a wall-clock arm the note names the others."""
+    for flag in (["--on-stall", "true"], ["--metrics-port", "0"]):
+        line = one_error_line(kit("ab", *flag, "--out", str(tmp_path / "v")))
+        assert "every arm here runs on the virtual clock" in line and "--clock wall" in line
+    assert not (tmp_path / "v").exists()
+    done = kit("ab", "--fix", "url:http://127.0.0.1:9", "--on-stall", "true", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "note: --metrics-port and --on-stall skip the virtual-clock arms (sim:base)" in (
+        done.stderr
+    )
