@@ -6,6 +6,7 @@ or missing manifest is skipped, never an error, so a report can always be made.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from contract.ab import BundleLink
@@ -14,7 +15,7 @@ from contract.files import FORENSICS_DIR
 from contract.forensics import MANIFEST_FILE, BundleManifest
 from contract.jsonl import read_json
 
-__all__ = ["BundleLink", "markdown_lines", "read_bundles"]
+__all__ = ["BundleItem", "BundleLink", "bundle_items", "markdown_lines", "read_bundles"]
 
 
 def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
@@ -39,19 +40,37 @@ def read_bundles(arm_dir: Path, scale: float) -> list[BundleLink]:
     return links
 
 
+@dataclass(frozen=True)
+class BundleItem:
+    """One line of a report's forensics section."""
+
+    stall: str  # e.g. "base: spinning stall at 901 s"
+    path: str  # the bundle's directory, relative to the report
+    frames: list[str]  # its hottest frames (code)
+    scheduler: str | None  # the simulator's state in one line
+
+
+def bundle_items(arms: dict[str, list[BundleLink]], prefix_arm: bool) -> list[BundleItem]:
+    """Each stall's bundle, linked from the report's directory (through the arm's when the
+    report has several arms), with its top frames and the simulator's scheduler state."""
+    return [
+        BundleItem(
+            stall=f"{name}: {link.kind} stall at {link.onset_s:.0f} s",
+            path=f"{name}/{link.path}" if prefix_arm else link.path,
+            frames=(link.hot_leaves[:3] or link.top_frames[:3]),
+            scheduler=link.scheduler,
+        )
+        for name, links in arms.items()
+        for link in links
+    ]
+
+
 def markdown_lines(arms: dict[str, list[BundleLink]], prefix_arm: bool) -> list[str]:
     """The report's forensics section: each stall linked to its bundle, its top frames and (for
     the simulator) its scheduler state quoted."""
     lines: list[str] = []
-    for name, links in arms.items():
-        for link in links:
-            path = f"{name}/{link.path}" if prefix_arm else link.path
-            quoted = link.hot_leaves[:3] or link.top_frames[:3]
-            frames = "; ".join(f"`{f}`" for f in quoted)
-            if link.scheduler:
-                frames = f"{frames}; {link.scheduler}" if frames else link.scheduler
-            frames = frames or "no stack dump"
-            lines.append(
-                f"- {name}: {link.kind} stall at {link.onset_s:.0f} s: [{path}]({path}/) — {frames}"
-            )
+    for item in bundle_items(arms, prefix_arm):
+        quoted = [f"`{f}`" for f in item.frames] + ([item.scheduler] if item.scheduler else [])
+        shown = "; ".join(quoted) or "no stack dump"
+        lines.append(f"- {item.stall}: [{item.path}]({item.path}/) — {shown}")
     return ["", "## Stall forensics", "", *lines] if lines else []

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from contract.files import META_FILE, TURNS_FILE
 from contract.records import read_records
 from reports.ab import ABReport, footnotes, seed_cells, table_rows, title
+from reports.forensics import bundle_items
 from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 
 if TYPE_CHECKING:
@@ -131,6 +132,21 @@ def _seed_table(report: ABReport) -> str:
     return "<table>" + "".join(rows) + "</table>"
 
 
+def _forensics(report: ABReport) -> str:
+    """The stall forensics section, as in the markdown report (empty without a stall)."""
+    arms = {name: arm.forensics for name, arm in report.arms.items()}
+    items = bundle_items(arms, prefix_arm=len(arms) > 1)
+    if not items:
+        return ""
+    lines = []
+    for item in items:
+        quoted = [f"<code>{escape(f)}</code>" for f in item.frames]
+        quoted += [escape(item.scheduler)] if item.scheduler else []
+        link = f'<a href="{escape(item.path)}/">{escape(item.path)}</a>'
+        lines.append(f"<li>{escape(item.stall)}: {link} — {'; '.join(quoted) or 'no stack dump'}")
+    return "<h2>Stall forensics</h2><ul>" + "</li>".join(lines) + "</li></ul>"
+
+
 def _run_date(run_dir: Path) -> str:
     for meta in sorted(run_dir.rglob(META_FILE)):
         started = read_meta(meta.parent).started_at
@@ -161,6 +177,7 @@ def to_html(report: ABReport, run_dir: Path, timeline_svg: str | None = None) ->
         timeline_svg,
         "<h2>Latency distributions (all seeds)</h2>",
         _svg(distributions_figure(run_dir)),
+        _forensics(report),
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

@@ -71,6 +71,10 @@ def test_ab_on_the_virtual_clock_reproduces_the_stall_and_the_fix(tmp_path: Path
     assert [path for path, _ in bundles] == [
         f"base/seed-8/forensics/{p.name}" for p in (out / "base" / "seed-8" / "forensics").iterdir()
     ]
+    # ab.html, the whole report, links the same bundles
+    assert re.findall(
+        r'<li>base: spinning stall at \d+ s: <a href="([^"]+)/">', (out / "ab.html").read_text()
+    ) == [path for path, _ in bundles]
     assert all((out / path / "manifest.json").exists() for path, _ in bundles)
     assert re.match(
         r"scheduler \(base\): [1-4] running, \d+ waiting .* 0 of 319 blocks free", bundles[0][1]
