@@ -34,7 +34,7 @@ def parse_seeds(text: str, first: int) -> list[int]:
     raw = text.strip()
     try:
         if "," in raw:
-            seeds = [int(part) for part in raw.split(",") if part.strip()]
+            seeds = [int(part) for part in raw.split(",")]  # `1,,2` is a typo, not seeds 1 and 2
         elif "-" in raw.lstrip("-"):
             low, high = raw.split("-", 1) if not raw.startswith("-") else ("", raw)
             a, b = int(low), int(high)
@@ -162,10 +162,12 @@ class Plan:
                 f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; {clock})"
             )
         load = self.kit.load
+        stop_s = self.kit.monitor.stop_after_s
+        stop = "never" if stop_s is None else f"after {stop_s:g} s"
         lines.append(
             f"load: {load.agents} agents, contexts {load.min_context}-{load.max_context} tokens, "
             f"{load.duration_s:g} engine s, {_seeds_text(self.seeds)}; "
-            f"stall after {self.kit.monitor.stall_after_s:g} s, stop after {self.kit.monitor.stop_after_s} s"
+            f"stall after {self.kit.monitor.stall_after_s:g} s, stop {stop}"
         )
         wall = "parallel" if self.parallel else "sequential"
         if any(self.virtual(arm) for arm in self.arms):

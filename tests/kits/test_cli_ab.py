@@ -225,6 +225,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_2(tmp_path: Path) -> None:
         (["ab", "--seeds", "0", "--out", str(tmp_path / "e")], "is not a seed count"),
         (["ab", "--seeds", "5-2", "--out", str(tmp_path / "f")], "is not a seed count"),
         (["ab", "--seeds", "1,1", "--out", str(tmp_path / "g")], "distinct seeds"),
+        (["ab", "--seeds", "1,,2", "--out", str(tmp_path / "g2")], "is not a seed count"),
         (["ab", "--clock", "sundial", "--out", str(tmp_path / "h")], "is not a clock"),
         (["ab", "--base", "nonsense", "--out", str(tmp_path / "a")], "unknown engine spec"),
         (["ab", "--kit", "nope", "--out", str(tmp_path / "b")], "no kit named"),
