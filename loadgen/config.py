@@ -85,7 +85,10 @@ class LoadConfig(BaseModel):
     duration_s: float | None = Field(
         None,
         gt=0.0,
-        description="Stop after this many engine seconds; None runs until stopped.",
+        description=(
+            "Stop after this many seconds (engine seconds in a kit; `kit load` counts wall "
+            "seconds); unset: run until stopped."
+        ),
         json_schema_extra={"unit": "engine"},
     )
     max_turns: int | None = Field(
@@ -102,7 +105,7 @@ class LoadConfig(BaseModel):
         None, gt=0.0, description="Cap on requests started per second across all agents."
     )
     model: str | None = Field(
-        None, description="Model name to request; None takes the server's only model."
+        None, description="Model name to request; unset: the server's only model."
     )
     api_key_env: str | None = Field(
         None,

@@ -35,7 +35,7 @@ class MonitorConfig(BaseModel):
     stop_after_s: float | None = Field(
         240.0,
         gt=0,
-        description="Seconds of one stall after which a stop is requested; None: never.",
+        description="Seconds of one stall after which a stop is requested; unset: never.",
         json_schema_extra={"unit": "engine"},
     )
     idle_gpu_perc: float = Field(

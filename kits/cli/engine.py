@@ -21,7 +21,7 @@ engine_app = typer.Typer(
 )
 
 
-@engine_app.command("tiny-model")
+@engine_app.command("tiny-model", short_help="Build the tiny model real vLLM serves on CPU.")
 @user_errors
 def tiny_model(
     out_dir: Annotated[
@@ -42,7 +42,7 @@ def tiny_model(
     typer.echo(str(path))
 
 
-@engine_app.command("image")
+@engine_app.command("image", short_help="Build an engine image offline (no registry).")
 @user_errors
 def image(
     tag: Annotated[

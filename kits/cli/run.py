@@ -187,7 +187,9 @@ def run(
     engine: Annotated[
         str,
         typer.Option(
-            "--engine", "-e", help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR"
+            "--engine",
+            "-e",
+            help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR, patched:base|patched:fix",
         ),
     ],
     kit: KitOpt = "restore-stall",
@@ -234,9 +236,12 @@ def run(
 def ab(
     ctx: typer.Context,
     base: Annotated[
-        str, typer.Option("--base", help="Spec of the base arm (image, sim:base, url:, vllm:)")
+        str,
+        typer.Option("--base", help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:)"),
     ] = "sim:base",
-    fix: Annotated[str, typer.Option("--fix", help="Spec of the fix arm")] = "sim:fix",
+    fix: Annotated[
+        str, typer.Option("--fix", help="Spec of the fix arm (the same forms)")
+    ] = "sim:fix",
     kit: KitOpt = "restore-stall",
     out: OutOpt = None,
     parallel: Annotated[
@@ -315,7 +320,7 @@ def ab(
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A directory written by `kit ab` or `kit run`")],
 ) -> None:
-    """Re-make ab.md, ab.json (run.md, run.json for one arm) and timeline.png; print the table."""
+    """Re-make ab.html, ab.md, ab.json (run.* for one arm) and timeline.png; print the table."""
     from rich.console import Console
 
     from reports.view import ab_table

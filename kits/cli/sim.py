@@ -33,7 +33,7 @@ sim_app = typer.Typer(
 )
 
 
-@sim_app.command()
+@sim_app.command(short_help="Print the fork's regression scenario step by step.")
 @user_errors
 def trace(
     policy: Annotated[PolicyChoice, typer.Option(help="Scheduler policy: base (the fork) or fix.")],
@@ -91,6 +91,7 @@ def trace(
 
 @sim_app.command(
     "serve",
+    short_help="Serve the simulated engine like vLLM, over HTTP.",
     # every argument goes to the simulator's own parser, `--help` included
     add_help_option=False,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
