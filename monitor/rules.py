@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contract import names
 
@@ -41,6 +41,12 @@ RECORDED = {
     "stallkit:gpu_utilization:max": "the busiest watched GPU's utilisation (%)",
     "stallkit:stall_condition": "the stall rule holds now (value: pending requests)",
 }
+
+#: label matchers as PromQL writes them inside `{...}`: name, operator, a double-quoted value
+#: (with escapes), comma-separated; empty is none
+_VALUE = r""""(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`"""
+_MATCHER = rf"\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=~|!~|!=|=)\s*(?:{_VALUE})\s*"
+_MATCHERS = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*,?\s*)?$")
 
 
 class RulesSettings(BaseModel):
@@ -78,6 +84,17 @@ class RulesSettings(BaseModel):
         description="Labels an engine's series share with its GPUs' (e.g. instance, when DCGM "
         "is scraped from the engine's address); empty: every selected GPU counts.",
     )
+
+    @field_validator("engine_selector", "gpu_selector")
+    @classmethod
+    def _promql_matchers(cls, value: str) -> str:
+        # refused here, not by promtool or Prometheus after the rules were shipped
+        if not _MATCHERS.match(value.strip().strip("{}")):
+            raise ValueError(
+                f'{value!r} is not a list of PromQL label matchers (name="value", '
+                'operators = != =~ !~, comma-separated, e.g. job="vllm", instance=~"gpu-.*")'
+            )
+        return value
 
 
 def _dur(seconds: float) -> str:

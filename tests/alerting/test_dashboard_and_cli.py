@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from contract.names import FORK_FAMILIES
@@ -97,3 +98,30 @@ def test_kit_rules_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     blocker.write_text("")
     result = runner.invoke(app, ["rules", "--out", str(blocker / "sub")])
     assert result.exit_code == 2 and "cannot write" in result.output
+
+
+@pytest.mark.parametrize(
+    "selector",
+    ['job="vllm', "job=vllm", 'job="a" instance="b"', '1job="a"', 'job=="a"', "{job}"],
+)
+def test_a_selector_promtool_would_refuse_is_refused_before_any_rule_is_written(
+    selector: str, tmp_path: Path
+) -> None:
+    for flag in ("--engine-selector", "--gpu-selector"):
+        result = CliRunner().invoke(app, ["rules", flag, selector, "--out", str(tmp_path / "r")])
+        assert result.exit_code == 2, (flag, selector, result.output)
+        assert f"invalid {flag}: " in result.output and "PromQL label matchers" in result.output
+        assert not (tmp_path / "r").exists()
+
+
+def test_the_selectors_accepted_give_rules_promtool_accepts(tmp_path: Path) -> None:
+    accepted = ['job="vllm"', '{job="vllm"}', 'job=~\'v.*\', instance!="a\\"b"', "job=`x`,"]
+    for i, selector in enumerate(accepted):
+        args = ["rules", "--engine-selector", selector, "--gpu-selector", selector]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, (selector, result.output)
+        path = tmp_path / f"r{i}.yml"
+        path.write_text(result.output)
+        check = subprocess.run([tool("promtool"), "check", "rules", str(path)],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert check.returncode == 0, (selector, check.stdout + check.stderr)
