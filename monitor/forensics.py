@@ -46,7 +46,7 @@ from contract.forensics import MANIFEST_FILE, BundleManifest
 from contract.jsonl import jsonl_text, write_json
 from contract.simstate import SIM_STATE_FILE, SimState
 from contract.timeline import TimelineLine
-from monitor.events import MonitorEvent, StallStarted
+from monitor.events import Down, GpuReading, MonitorEvent, Sample, StallStarted
 from monitor.onstall import onset_name
 from monitor.scrape import metrics_url
 from monitor.timeline import event_line
@@ -224,18 +224,22 @@ class ForensicsCollector:
         self._record_s = record_s
         self._log_lines = log_lines
         self._background = background
-        self._recent: collections.deque[TimelineLine] = collections.deque()
+        self._recent: collections.deque[Sample | Down | GpuReading] = collections.deque()
         self._threads: list[threading.Thread] = []
 
     def handle(self, event: MonitorEvent) -> None:
         """Keep the recent inputs; on a stall start, collect its bundle in the background."""
-        record = event_line(event)
-        if record is not None and record.type in ("sample", "gpu", "down"):
-            self._recent.append(record)
+        # the events themselves: made into timeline lines only for a bundle (a virtual arm
+        # hands over thousands of samples a run, and most never go into a bundle)
+        if isinstance(event, Sample | Down) or (
+            isinstance(event, GpuReading) and event.error is None
+        ):
+            self._recent.append(event)
             while self._recent and self._recent[0].t < event.t - self._window_s - 1.0:
                 self._recent.popleft()
         if isinstance(event, StallStarted):
-            inputs = [r for r in self._recent if r.t >= event.t - self._window_s]
+            lines = [line for e in self._recent if (line := event_line(e)) is not None]
+            inputs = [line for line in lines if line.t >= event.t - self._window_s]
             if not self._background:
                 self.collect(event, inputs)
                 return
