@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,6 +23,27 @@ def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.Comple
         cwd=cwd,
         check=False,
     )
+
+
+@contextlib.contextmanager
+def served_sim(*args: str) -> Iterator[str]:
+    """`kit sim serve --port 0 ARGS` in its own process; yields its URL, stops it after."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    assert server.stdout is not None
+    try:
+        line = server.stdout.readline()
+        assert "listening on" in line, line
+        yield line.split()[-1]
+    finally:
+        server.terminate()
+        server.wait(10)
+        server.stdout.close()
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:

@@ -7,11 +7,8 @@ report, `kit load` with small contexts, and the progress line without a terminal
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +17,7 @@ import pytest
 from contract.gpu import GpuSource
 from engine.launcher import free_port
 from monitor.gpu import probe_engine_dcgm
-from tests.support import kit, one_error_line
+from tests.support import kit, one_error_line, served_sim
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -151,35 +148,14 @@ def test_a_one_arm_run_writes_its_own_report(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     """`kit sim serve` in its own process, at 1x."""
-    with _served() as url:
+    with served_sim() as url:
         yield url
-
-
-@contextlib.contextmanager
-def _served(*args: str) -> Iterator[str]:
-    """`kit sim serve ARGS` in its own process; yields its URL."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-    )
-    assert server.stdout is not None
-    try:
-        line = server.stdout.readline()
-        assert "listening on" in line, line
-        yield line.split()[-1]
-    finally:
-        server.terminate()
-        server.wait(10)
-        server.stdout.close()
 
 
 def test_a_url_arm_on_a_fast_simulator_takes_the_scale_it_states(tmp_path: Path) -> None:
     """Attached to `kit sim serve --time-scale 20`, a run's engine seconds are the simulator's:
     120 engine s of load take about 6 wall s, and the report counts engine seconds."""
-    with _served("--time-scale", "20") as url:
+    with served_sim("--time-scale", "20") as url:
         out = tmp_path / "attached"
         args = ["run", "--engine", f"url:{url}", "--duration", "120", "--no-dashboard"]
         done = kit(*args, "--out", str(out), timeout=100)

@@ -18,6 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support import served_sim
+
 REPO = Path(__file__).resolve().parents[2]
 #: how long an interrupted run may take to exit (it still writes its summary and reports)
 EXIT_WITHIN_S = 15.0
@@ -93,16 +95,7 @@ def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(moment: str, tmp_p
 def test_sigterm_stops_load_and_monitor_as_ctrl_c_does(tmp_path: Path) -> None:
     """`kill`, a job's time limit or `timeout` send SIGTERM: what was recorded is kept and
     summed up, as on Ctrl-C, instead of the process dying with nothing written (exit 143)."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0", "--time-scale", "20"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
-    )
-    assert server.stdout is not None
-    try:
-        url = server.stdout.readline().split()[-1]
+    with served_sim("--time-scale", "20") as url:
         load_out, monitor_out = tmp_path / "load", tmp_path / "monitor"
         commands = {
             "load": ["load", url, "--agents", "2", "--min-context", "200",
@@ -125,10 +118,6 @@ def test_sigterm_stops_load_and_monitor_as_ctrl_c_does(tmp_path: Path) -> None:
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
         done = {name: proc.communicate(timeout=30) for name, proc in procs.items()}
-    finally:
-        server.terminate()
-        server.wait(10)
-        server.stdout.close()
     for name, proc in procs.items():
         stdout, stderr = done[name]
         assert proc.returncode == 130, (name, stderr)
