@@ -12,6 +12,7 @@ Use it inside ``contextlib.aclosing`` so breaking out of the loop stops the agen
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncGenerator
@@ -35,10 +36,7 @@ _T = TypeVar("_T")
 
 logger = logging.getLogger(__name__)
 
-#: How often (wall s) an agent checks whether its request has received its first token.
-_FIRST_BYTE_POLL_S = 0.05
-
-#: "queued": a request was sent and no byte has come back yet; "streaming": bytes are arriving
+#: "queued": a request was sent and no token has come back yet; "streaming": tokens are arriving
 State = Literal["waiting", "queued", "streaming", "thinking", "failed", "done"]
 
 
@@ -279,13 +277,18 @@ async def _attempt(
 
 
 async def _stream(run: _Run, agent: int, body: dict[str, Any], result: StreamResult) -> None:
-    """Stream one request; the agent shows `streaming` once its first token has arrived."""
+    """Stream one request; the agent shows `streaming` once its first token has arrived.
+
+    The SSE decoder resolves ``first_token`` when it records the first token, so the agent
+    sleeps until that or the request's end, whichever comes first: it wakes once, never polls
+    (a thousand queued requests would otherwise cost CPU while nothing happens). A reply whose
+    first token and end arrive in the same read ends without a `streaming` state.
+    """
+    first_token: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    result.on_first_token = functools.partial(_resolve, first_token)
     task = asyncio.ensure_future(stream_chat(run.client, run.url, body, result))
     try:
-        while not result.chunks:
-            done, _ = await asyncio.wait({task}, timeout=_FIRST_BYTE_POLL_S)
-            if done:
-                break
+        await asyncio.wait((task, first_token), return_when=asyncio.FIRST_COMPLETED)
         if not task.done():
             run.state(agent, "streaming")
         await task
@@ -293,6 +296,11 @@ async def _stream(run: _Run, agent: int, body: dict[str, Any], result: StreamRes
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _request_body(run: _Run, messages: list[Message], max_tokens: int) -> dict[str, Any]:

@@ -4,7 +4,9 @@
 delivers, each with its arrival time, and records every event into a :class:`StreamResult`
 (per-chunk token counts and times, the text, the usage, ``[DONE]``, or the first fault). Both
 wires under the client (the fast HTTP/1.1 path and plain httpx) feed the same decoder, so they
-record the same chunks, tokens, TTFT and outcome.
+record the same chunks, tokens, TTFT and outcome. The decoder calls the result's
+``on_first_token`` hook once, when it records the first token: the load generator resolves a
+future there, so a queued request wakes its agent only when its first token has arrived.
 
 Token counting per chunk: a chunk's tokens are taken from per-token data when the server sends
 it (``token_ids``, or ``logprobs.content`` entries); otherwise the chunk's text is counted in
@@ -15,6 +17,7 @@ completion tokens, :func:`rescale` makes the per-chunk counts sum to that exact 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +45,8 @@ class StreamResult:
     error: str | None = None
     status: int | None = None
     done: bool = False
+    #: called once, as soon as the first token is recorded (``ttft_s`` and ``chunks`` are set)
+    on_first_token: Callable[[], object] | None = field(default=None, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -143,9 +148,11 @@ def _on_event(data: bytes, now: float, result: StreamResult) -> None:
     for choice in event.get("choices") or ():
         tokens += _choice_tokens(choice, result)
     if tokens:
+        result.chunks.append((now, tokens))
         if result.ttft_s is None:
             result.ttft_s = now
-        result.chunks.append((now, tokens))
+            if result.on_first_token is not None:
+                result.on_first_token()
 
 
 def _choice_tokens(choice: Any, result: StreamResult) -> int:

@@ -1,12 +1,12 @@
 """A deliberately hostile OpenAI-style server on a real loopback socket, for the client tests.
 
 It speaks raw HTTP/1.1 over ``asyncio.start_server`` so each misbehaviour is exact: streams that
-stall, error objects inside a 200 stream, malformed SSE, no ``[DONE]``, a 500, a connection
-dropped before or during the response, a trickle of slow tokens. A request picks a behaviour
-by a path prefix (``/stall/v1/chat/completions``); without one the server takes the next
-behaviour of its script, cycling. It also serves ``/v1/models`` and a word-counting
-``/tokenize`` with the simulator's chat template, and reports usage with that same count, so a
-run against it can check prompt sizing too.
+stall, a request never answered by a single byte, error objects inside a 200 stream, malformed
+SSE, no ``[DONE]``, a 500, a connection dropped before or during the response, a trickle of slow
+tokens. A request picks a behaviour by a path prefix (``/stall/v1/chat/completions``); without
+one the server takes the next behaviour of its script, cycling. It also serves ``/v1/models``
+and a word-counting ``/tokenize`` with the simulator's chat template, and reports usage with
+that same count, so a run against it can check prompt sizing too.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ BEHAVIOURS = (
     "ok",
     "multi",
     "stall",
+    "silent",
     "error",
     "malformed",
     "garbage",
@@ -122,6 +123,10 @@ class HostileServer:
         prompt = sim_count(body["messages"])
         if behaviour == "500":
             await _send(writer, 500, b'{"error":{"message":"internal boom","code":500}}')
+            return
+        if behaviour == "silent":  # not a byte, not even a status line, until the client gives up
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reader.read(), self.hold_s)
             return
         if behaviour == "drop":
             writer.transport.abort()

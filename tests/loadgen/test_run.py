@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import itertools
+import sys
+import time
 from collections import Counter
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
 
+import loadgen.run
 from loadgen.config import LoadConfig
 from loadgen.errors import LoadError
 from loadgen.preflight import preflight
@@ -176,3 +182,85 @@ async def test_an_agent_is_queued_until_its_first_token_arrives(hostile: Any) ->
     assert states[:first_fail] == ["waiting", "queued"]  # the stalled request never streamed
     rest = states[first_fail + 1 :]
     assert rest[:2] == ["queued", "streaming"] and rest[-1] == "done"
+
+
+class _Wakes:
+    """When a coroutine of ``loadgen.run`` resumes in an agent's task, seen by ``sys.setprofile``
+    (which reports each resumption of a coroutine as a call)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._previous: Any = None
+
+    def _hook(self, frame: FrameType, event: str, arg: object) -> None:
+        code = frame.f_code
+        if event != "call" or code.co_filename != loadgen.run.__file__:
+            return
+        if code.co_flags & inspect.CO_COROUTINE:
+            task = asyncio.current_task()
+            if task is not None and task.get_name().startswith("agent-"):
+                self.times.append(time.perf_counter())
+
+    def __enter__(self) -> _Wakes:
+        self._previous = sys.getprofile()
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(self._previous)
+
+    def between(self, start: float, end: float) -> int:
+        return sum(start <= t <= end for t in self.times)
+
+
+async def _timed_run(url: str, **overrides: Any) -> list[tuple[float, LoadEvent]]:
+    """The run's events, each with the wall time (perf_counter) the consumer got it."""
+    cfg = LoadConfig.model_validate({**SMALL, **overrides})
+    info = await preflight(url, cfg)
+    async with contextlib.aclosing(run_agents(info, cfg)) as events:
+        return [(time.perf_counter(), event) async for event in events]
+
+
+@pytest.mark.parametrize(("behaviour", "options"), [("silent", {}), ("stall", {"stall_tokens": 0})])
+async def test_a_request_that_sends_no_token_leaves_its_agent_asleep_until_the_timeout(
+    hostile: Any, behaviour: str, options: dict[str, Any]
+) -> None:
+    """Not a byte (or the head only): `queued` until the read timeout, and no wake-up meanwhile."""
+    async with hostile(script=[behaviour], hold_s=10, **options) as server:
+        with _Wakes() as wakes:
+            events = await _timed_run(
+                server.url, agents=1, max_turns=1, max_retries=0, read_timeout_s=1.0
+            )
+    states = [e.state for _, e in events if isinstance(e, AgentState)]
+    assert states == ["waiting", "queued", "failed", "done"]
+    [(finished, turn)] = [(t, e) for t, e in events if isinstance(e, TurnFinished)]
+    record = turn.record
+    assert record.outcome == "timeout" and not record.chunks and record.ttft_s is None
+    assert record.t_end - record.t_start >= 1.0
+    queued = next(t for t, e in events if isinstance(e, AgentState) and e.state == "queued")
+    # the agent's coroutines resume once, when the request ends (a few frames, one each); a
+    # poll every 50 ms would resume them some 80 times over the second of silence
+    assert wakes.between(queued, finished) <= 6
+
+
+async def test_streaming_is_shown_once_per_request_as_soon_as_its_first_token_arrives(
+    hostile: Any,
+) -> None:
+    async with hostile(script=["trickle"], trickle_gap_s=0.1, trickle_tokens=3) as server:
+        events = await _run(server.url, None, agents=3, max_turns=2, think_max_s=0)
+    records = _records(events)
+    assert len(records) == 6 and {r.outcome for r in records} == {"ok"}
+    for agent in range(3):
+        mine = [e for e in events if isinstance(e, AgentState) and e.agent == agent]
+        assert [e.state for e in mine] == [
+            "waiting",
+            *["queued", "streaming", "thinking"] * 2,
+            "done",
+        ]
+        streaming = [e for e in mine if e.state == "streaming"]
+        turns = [r for r in records if r.agent == agent]
+        for state, record in zip(streaming, turns, strict=True):
+            assert record.ttft_s is not None
+            lag_s = state.t - (record.t_start + record.ttft_s)
+            # the trickle's first token comes at once: a 50 ms poll would show it ~45 ms late
+            assert -1e-6 <= lag_s < 0.025

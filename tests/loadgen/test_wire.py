@@ -8,6 +8,7 @@ usage, text and outcome must agree.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -47,14 +48,16 @@ def _seen(result: StreamResult) -> dict[str, Any]:
     }
 
 
-async def _three_ways(url: str) -> list[dict[str, Any]]:
+async def _three_ways(
+    url: str, new_result: Callable[[], StreamResult] = StreamResult
+) -> list[dict[str, Any]]:
     timeout = httpx.Timeout(READ_TIMEOUT_S, connect=2.0)
     seen = []
     async with make_client(READ_TIMEOUT_S, 2.0) as fast:
-        seen.append(_seen(await stream_chat(fast, url, BODY, StreamResult())))
+        seen.append(_seen(await stream_chat(fast, url, BODY, new_result())))
     for transport in (None, LeanTransport()):
         async with httpx.AsyncClient(timeout=timeout, transport=transport) as plain:
-            seen.append(_seen(await stream_chat(plain, url, BODY, StreamResult())))
+            seen.append(_seen(await stream_chat(plain, url, BODY, new_result())))
     return seen
 
 
@@ -63,6 +66,36 @@ async def test_fast_wire_records_what_httpx_records(hostile: Any, behaviour: str
     async with hostile(**OPTIONS) as server:
         fast, stock, lean = await _three_ways(f"{server.url}/{behaviour}/v1/chat/completions")
     assert fast == stock == lean
+
+
+async def test_every_wire_calls_the_first_token_hook_once_as_it_records_the_token(
+    hostile: Any,
+) -> None:
+    calls: list[tuple[float | None, int]] = []
+    results: list[StreamResult] = []
+
+    def hooked() -> StreamResult:
+        result = StreamResult()
+        result.on_first_token = lambda: calls.append((result.ttft_s, len(result.chunks)))
+        results.append(result)
+        return result
+
+    async with hostile(**OPTIONS) as server:
+        for behaviour in ("trickle", "500"):
+            await _three_ways(f"{server.url}/{behaviour}/v1/chat/completions", hooked)
+    trickled = results[:3]
+    assert all(len(r.chunks) == 6 for r in trickled)
+    assert calls == [(r.ttft_s, 1) for r in trickled]  # once per streamed reply; none for a 500
+
+
+def test_the_first_token_hook_waits_for_a_token_not_the_first_event() -> None:
+    calls: list[int] = []
+    result = StreamResult(on_first_token=lambda: calls.append(len(result.chunks)))
+    decoder = SseDecoder(result)
+    decoder.feed(b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n', 1.0)
+    assert calls == [] and result.ttft_s is None  # a role-only event carries no token
+    decoder.feed(b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n' * 2, 2.0)
+    assert calls == [1] and result.ttft_s == 2.0
 
 
 async def test_faults_are_named_by_what_happened(hostile: Any) -> None:
