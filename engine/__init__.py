@@ -14,6 +14,13 @@ from contract.faces import lazy_face
 
 if TYPE_CHECKING:
     from engine.attach import AttachLauncher
+    from engine.daemon import (
+        DaemonFacts,
+        DaemonProblem,
+        daemon_problems,
+        needs_bridge,
+        probe_daemon,
+    )
     from engine.docker import DockerLauncher, DockerOptions, Overlay
     from engine.errors import EngineError
     from engine.launcher import Launcher, free_port, tail_lines
@@ -28,6 +35,11 @@ if TYPE_CHECKING:
 #: public name -> the module that defines it
 _LAZY = {
     "AttachLauncher": "engine.attach",
+    "DaemonFacts": "engine.daemon",
+    "DaemonProblem": "engine.daemon",
+    "daemon_problems": "engine.daemon",
+    "needs_bridge": "engine.daemon",
+    "probe_daemon": "engine.daemon",
     "DockerLauncher": "engine.docker",
     "DockerOptions": "engine.docker",
     "Overlay": "engine.docker",
@@ -49,6 +61,8 @@ _LAZY = {
 
 __all__ = [
     "AttachLauncher",
+    "DaemonFacts",
+    "DaemonProblem",
     "DockerLauncher",
     "DockerOptions",
     "EngineError",
@@ -62,8 +76,11 @@ __all__ = [
     "SimLauncher",
     "VllmLauncher",
     "build_tiny_model",
+    "daemon_problems",
     "free_port",
+    "needs_bridge",
     "parse_spec",
+    "probe_daemon",
     "resolve_model",
     "tail_lines",
 ]

@@ -3,7 +3,9 @@
 Every docker call is an argument list, never a shell string. The container runs detached
 under a unique name with its port bound to 127.0.0.1 (or, on the host network, with the
 engine told to listen on a free loopback port); its logs are followed into the run
-directory; `stop()` removes it with `docker rm -f` whatever happened before. An arm may run
+directory; `stop()` removes it with `docker rm -f` whatever happened before, and ends an image
+pull still under way rather than wait for it (a Ctrl-C must not wait an hour). A failed docker
+command is reported with the line of its stderr that says why. An arm may run
 on another docker host (a DOCKER_HOST URL such as `ssh://user@gpu-box`, or a docker context
 name): every call then goes there, and the engine and its GPU telemetry are reached on the
 loopback ports forwarded from that host.
@@ -12,6 +14,7 @@ loopback ports forwarded from that host.
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import shutil
 import subprocess
@@ -33,6 +36,8 @@ from engine.launcher import (
 from engine.spec import EngineSpec
 
 DOCKER_TIMEOUT_S = 120.0
+#: an engine image is tens of GB: its pull may take this long (stop() ends it at once)
+PULL_TIMEOUT_S = 3600.0
 #: the environment variable that puts a vLLM's metrics in multiprocess mode
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -154,6 +159,24 @@ def parse_cpu_stat(text: str) -> float | None:
     return None
 
 
+#: the pointer to `--help` the docker CLI prints after its error ("Run 'docker run --help' for
+#: more information", older: "See 'docker run --help'.")
+_HELP_POINTER_RE = re.compile(r"^(Run|See) 'docker .*--help'")
+
+
+def docker_error_line(stderr: str) -> str:
+    """The line of a failed docker command's stderr that says why: the last line naming an
+    error, else the last line, without the help pointer after it or the CLI's `docker: ` prefix."""
+    lines = [
+        line.strip()
+        for line in stderr.splitlines()
+        if line.strip() and not _HELP_POINTER_RE.match(line.strip())
+    ]
+    errors = [line for line in lines if "error" in line.lower()]
+    line = (errors or lines or ["no output"])[-1]
+    return line.removeprefix("docker: ")
+
+
 def _docker(
     args: Sequence[str], timeout_s: float = DOCKER_TIMEOUT_S, docker_host: str = ""
 ) -> subprocess.CompletedProcess[str]:
@@ -186,8 +209,12 @@ class DockerLauncher(Launcher):
         self.name = f"{opts.name_prefix}-{secrets.token_hex(4)}"
         self._started = False
         self._logs: subprocess.Popen[bytes] | None = None
-        # held while `docker run` is in flight, so a stop() from another thread (Ctrl-C,
-        # SIGTERM) waits for the container to exist before removing it
+        #: the `docker pull` in flight, which stop() ends rather than waits for
+        self._pull: subprocess.Popen[bytes] | None = None
+        #: set by stop(): a start() still under way (pulling) gives up instead of running
+        self._stopped = False
+        # held while `docker run` is in flight (never across a pull), so a stop() from another
+        # thread (Ctrl-C, SIGTERM) waits for the container to exist before removing it
         self._lock = threading.Lock()
 
     def _docker(
@@ -211,31 +238,73 @@ class DockerLauncher(Launcher):
         image = self.spec.target
         if self._docker(["image", "inspect", image]).returncode == 0:
             return
-        pulled = self._docker(["pull", image], timeout_s=3600)
-        if pulled.returncode != 0:
-            last = (pulled.stderr.strip().splitlines() or ["no output"])[-1]
+        code, stderr = self._pull_image(image)
+        if code != 0:
             where = f" on {self.opts.docker_host}" if self.opts.docker_host else ""
             raise EngineError(
-                f"image {image} is not available{where}: {last}",
+                f"image {image} is not available{where}: {docker_error_line(stderr)}",
                 "check the image name and registry login (or build it: kit engine image)",
             )
 
+    def _pull_image(self, image: str) -> tuple[int, str]:
+        """`docker pull` as a child that stop() can end; its exit code and stderr."""
+        argv = [*docker_cli(self.opts.docker_host), "pull", image]
+        # its progress lines are of no use here; stderr holds the reason of a failure
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._pull = proc
+            stopped = self._stopped  # a stop() that came before the pull was registered
+        try:
+            if stopped:
+                kill_process_group(proc, grace_s=2.0)
+            _, err = proc.communicate(timeout=PULL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            kill_process_group(proc, grace_s=2.0)
+            raise EngineError(
+                f"docker pull {image} did not finish in {PULL_TIMEOUT_S:.0f} s",
+                "pull the image by hand (docker pull), then run again",
+            ) from None
+        finally:
+            with self._lock:
+                self._pull = None
+        if self._stopped:
+            raise self._stopped_error("while its image was pulled")
+        return proc.returncode, err.decode("utf-8", "replace")
+
+    def _stopped_error(self, when: str) -> EngineError:
+        return EngineError(
+            f"container {self.name} was stopped {when}", "start a new launcher to run it again"
+        )
+
     def start(self) -> None:
         with self._lock:
+            if self._stopped:
+                raise self._stopped_error("before it started")
             if self._started:
                 return
-            if shutil.which("docker") is None:
-                raise EngineError(
-                    "the docker CLI is not installed", "install docker or use sim:/vllm: specs"
-                )
-            self._ensure_image()
+        if shutil.which("docker") is None:
+            raise EngineError(
+                "the docker CLI is not installed", "install docker or use sim:/vllm: specs"
+            )
+        self._ensure_image()  # without the lock: stop() ends a pull instead of waiting for it
+        with self._lock:
+            if self._stopped:
+                raise self._stopped_error("before it started")
+            if self._started:
+                return
             argv = docker_run_argv(self.spec.target, self.name, self.opts)
             self._started = True  # from here on, stop() must remove the container
             done = self._docker(argv[1:])
             if done.returncode != 0:
-                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 raise EngineError(
-                    f"docker run failed: {last}", "is the port free and are the GPUs visible?"
+                    f"docker run failed: {docker_error_line(done.stderr)}",
+                    "is the port free and are the GPUs visible?",
                 )
             self._follow_logs()
 
@@ -310,6 +379,9 @@ class DockerLauncher(Launcher):
 
     def stop(self) -> None:
         with self._lock:
+            self._stopped = True
+            if self._pull is not None:  # the start() pulling sees _stopped and gives up
+                kill_process_group(self._pull, grace_s=2.0)
             if not self._started:
                 return
             with contextlib.suppress(EngineError):

@@ -1,7 +1,8 @@
 """The plan of `kit run` / `kit ab`: arms, seeds, clocks and run directories, decided up front.
 
 A plan is validated before anything starts (kit, specs, overlays, GPU sets, seeds, output
-directory). A simulator arm runs on the virtual clock (in process, on engine time) or on the
+directory, and what each image arm's docker host offers: a GPU runtime for its GPUs, a bridge
+network for its published port). A simulator arm runs on the virtual clock (in process, on engine time) or on the
 wall clock (served over HTTP at the kit's time scale); every other engine runs on the wall
 clock. Over several seeds each arm gets one `seed-N` directory per seed.
 """
@@ -14,7 +15,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contract.files import seed_dir_name
-from engine import EngineSpec, Launcher, Overlay, parse_spec
+from engine import (
+    DaemonProblem,
+    EngineSpec,
+    Launcher,
+    Overlay,
+    daemon_problems,
+    needs_bridge,
+    parse_spec,
+    probe_daemon,
+)
 from kits.alerting import Alerting
 from kits.config import Kit, load_kit
 from kits.errors import KitError
@@ -130,6 +140,7 @@ class Plan:
             seed_list = list(range(kit.load.seed, kit.load.seed + DEFAULT_VIRTUAL_SEEDS))
         else:
             seed_list = [kit.load.seed]
+        _check_docker_hosts(kit, parsed)  # last: it asks each docker host, which takes a moment
         return cls(kit, arms, out_dir, parallel, overlay_objs, seeds=seed_list, clock=clock)
 
     def virtual(self, arm: Arm) -> bool:
@@ -189,6 +200,52 @@ def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:
                     "give the arms disjoint sets with [engine.arm_gpus] in the kit, or run sequentially",
                 )
             seen[host, gpu] = name
+
+
+def _check_docker_hosts(kit: Kit, specs: dict[str, EngineSpec]) -> None:
+    """Refuse a kit that asks a docker host for what its daemon lacks, naming the kit key."""
+    by_host: dict[str, list[str]] = {}
+    for name, spec in specs.items():
+        if spec.kind == "docker":
+            by_host.setdefault(kit.engine.host_for(name).docker_host, []).append(name)
+    network = kit.engine.network
+    for host, arms in by_host.items():
+        with_gpus = [arm for arm in arms if kit.engine.gpus_for(arm)]
+        facts = probe_daemon(host, runtimes=bool(with_gpus), networks=needs_bridge(network))
+        problems = daemon_problems(facts, gpus=bool(with_gpus), network=network)
+        if problems:
+            where = f"docker on {host}" if host else "the local docker"
+            said = [_daemon_text(kit, p, with_gpus, len(by_host) > 1) for p in problems]
+            raise KitError(
+                "; ".join(f"{where} {text}" for text, _ in said), "; ".join(h for _, h in said)
+            )
+
+
+def _daemon_text(
+    kit: Kit, problem: DaemonProblem, with_gpus: list[str], several_hosts: bool
+) -> tuple[str, str]:
+    """The message and the hint (the kit keys to change) for one thing a daemon lacks."""
+    if problem == "no_gpu_runtime":
+        asks = ", ".join(f"{arm} GPUs {kit.engine.gpus_for(arm)}" for arm in with_gpus)
+        # the kit-wide list, unless the arm has its own or an arm on another host needs it
+        keys = " and ".join(
+            dict.fromkeys(
+                f"engine.arm_gpus.{arm} = []"
+                if several_hosts or arm in kit.engine.arm_gpus
+                else "engine.gpus = []"
+                for arm in with_gpus
+            )
+        )
+        return (
+            f"has no GPU runtime (no nvidia runtime in `docker info`), but the kit gives {asks}",
+            f"for a CPU run set {keys} in the kit (a copy of it: --kit PATH.toml), "
+            "or install the NVIDIA container toolkit on that host",
+        )
+    return (
+        "has no bridge network, which the kit's published port needs",
+        'set engine.network = "host" in the kit (a copy of it: --kit PATH.toml); the engine '
+        "then listens on a free loopback port",
+    )
 
 
 def _seeds_text(seeds: list[int]) -> str:

@@ -4,7 +4,11 @@ It records every call as a JSON line in $FAKE_DOCKER_STATE/calls.jsonl and runs 
 simulator as the "container": `run` starts `python -m engine.sim` detached on the published
 host port, `logs --follow` tails its output, `inspect` reports whether it is alive, and
 `rm --force` kills it. Images whose name contains `missing` do not exist; `crash` images
-exit at once after printing a line.
+exit at once after printing a line; `nogpu` images fail to run as on a host without the
+NVIDIA runtime; `slowpull` images are not there and their pull takes a minute. `info` and
+`network ls` describe a daemon with the NVIDIA runtime and a bridge network, unless
+$FAKE_DOCKER_DAEMONS (JSON: docker host -> {"runtimes": [...], "networks": [...]}, "" for the
+default host) says otherwise; a global `--host`/`--context` picks the host.
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ def run(args: list[str]) -> int:
     while i < len(args) and args[i].startswith("-"):
         i += 2 if args[i] in takes_value else 1
     image = args[i]
+    if "nogpu" in image:  # what docker itself prints where no runtime gives containers GPUs
+        print(
+            'docker: Error response from daemon: could not select device driver "" with '
+            "capabilities: [[gpu]].\n\nRun 'docker run --help' for more information",
+            file=sys.stderr,
+        )
+        return 125
     if "crash" in image:
         argv = [
             sys.executable,
@@ -106,16 +117,53 @@ def rm(args: list[str]) -> int:
     return 0
 
 
+#: what `info` and `network ls` report for a docker host without an entry in $FAKE_DOCKER_DAEMONS
+DEFAULT_DAEMON = {
+    "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"],
+    "networks": ["bridge", "host", "none"],
+}
+
+
+def _daemon(host: str) -> dict[str, list[str]]:
+    daemons = json.loads(os.environ.get("FAKE_DOCKER_DAEMONS", "{}"))
+    return {**DEFAULT_DAEMON, **daemons.get(host, {})}
+
+
+def info(host: str) -> int:
+    runtimes = _daemon(host)["runtimes"]
+    print(json.dumps({"Runtimes": {name: {} for name in runtimes}, "DefaultRuntime": "runc"}))
+    return 0
+
+
+def network(host: str) -> int:
+    for name in _daemon(host)["networks"]:
+        print(name)
+    return 0
+
+
+def pull(image: str) -> int:
+    if "slowpull" in image:  # a pull of an engine image: tens of GB
+        (STATE / "pull.pid").write_text(str(os.getpid()))
+        time.sleep(60)
+        return 0
+    print("Error response from daemon: pull access denied", file=sys.stderr)
+    return 1
+
+
 def main() -> int:
     args = sys.argv[1:]
     STATE.mkdir(parents=True, exist_ok=True)
     with (STATE / "calls.jsonl").open("a") as fh:
         fh.write(json.dumps(args) + "\n")
+    host = ""
+    if args[0] in ("--host", "--context"):  # the global option naming a docker host
+        host, args = args[1], args[2:]
     if args[:2] == ["image", "inspect"]:
-        return 1 if "missing" in args[2] else 0
+        return 1 if "missing" in args[2] or "slowpull" in args[2] else 0
+    if args[0] in ("info", "network"):
+        return info(host) if args[0] == "info" else network(host)
     if args[0] == "pull":
-        print("Error response from daemon: pull access denied", file=sys.stderr)
-        return 1
+        return pull(args[1])
     handlers = {"run": run, "logs": logs, "inspect": inspect, "rm": rm}
     return handlers[args[0]](args[1:])
 

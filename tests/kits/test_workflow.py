@@ -34,7 +34,8 @@ def test_workflow_runs_nightly_and_by_hand_with_image_inputs() -> None:
     assert any(s.get("uses", "").startswith("actions/upload-artifact") for s in steps)
 
 
-def test_workflow_ab_command_parses(tmp_path: Path) -> None:
+def test_workflow_ab_command_parses(fake_docker: Path, tmp_path: Path) -> None:
+    # the fake docker stands for the GPU runner's (its daemon has the NVIDIA runtime)
     argv, env = _ab_command()
     assert argv[0].endswith("kit") and argv[1] == "ab"
     assert "--strict" in argv

@@ -14,7 +14,10 @@ REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / ".github" / "workflows" / "nightly-gpu.yml"
 
 
-def test_patched_job_ab_command_plans_the_stock_image_with_the_overlay(tmp_path: Path) -> None:
+def test_patched_job_ab_command_plans_the_stock_image_with_the_overlay(
+    fake_docker: Path, tmp_path: Path
+) -> None:
+    # the fake docker stands for the GPU runner's (its daemon has the NVIDIA runtime)
     job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["patched-ab"]
     assert "self-hosted" in job["runs-on"] and "gpu" in job["runs-on"]
     (step,) = [s for s in job["steps"] if "kit ab" in s.get("run", "")]
