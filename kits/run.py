@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from contract import names
 from contract.files import KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
@@ -37,17 +35,17 @@ from kits.plan import Arm, Plan
 from kits.view import RunView
 from loadgen import LoadConfig, RunFinished, run_agents
 from loadgen.preflight import ServerInfo, preflight
-from monitor import GpuReader, MonitorConfig, StopRequested, TimelineWriter, gpu_source
+from monitor import (
+    GpuReader,
+    MonitorConfig,
+    MonitorError,
+    SimClock,
+    StopRequested,
+    TimelineWriter,
+    gpu_source,
+    parse_metrics,
+)
 from monitor.watch import watch
-
-
-def _gauge_re(family: str) -> re.Pattern[str]:
-    return re.compile("^" + re.escape(family) + r"(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.M)
-
-
-_ENGINE_TIME_RE = _gauge_re(names.SIM_ENGINE_TIME)
-_TIME_SCALE_RE = _gauge_re(names.SIM_TIME_SCALE)
-
 
 #: how often a run asks whether its engine is still alive (wall seconds)
 ENGINE_POLL_S = 1.0
@@ -99,21 +97,21 @@ async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]
     await queue.put(_Done(name, None))
 
 
-async def _sim_gauge(url: str, pattern: re.Pattern[str], timeout_s: float) -> float | None:
-    """One of the simulator's own gauges (None for real engines, which have none)."""
+async def _sim_clock(url: str, timeout_s: float) -> SimClock | None:
+    """The simulator's own clock, as the monitor parses it (None for real engines)."""
     try:
         async with httpx.AsyncClient(timeout=timeout_s) as client:
             text = (await client.get(f"{url}/metrics")).text
-    except httpx.HTTPError:
+        return parse_metrics(text).sim_clock
+    except (httpx.HTTPError, MonitorError):
         return None
-    match = pattern.search(text)
-    return float(match.group(1)) if match else None
 
 
 async def _engine_time_s(url: str) -> float | None:
     """The simulator's engine clock (None for real engines, which run on the wall clock)."""
     # a simulator that fell far behind answers slowly: wait for it rather than guess
-    return await _sim_gauge(url, _ENGINE_TIME_RE, timeout_s=30.0)
+    clock = await _sim_clock(url, timeout_s=30.0)
+    return None if clock is None else clock.engine_s
 
 
 async def _arm_scale(arm: Arm, kit: Kit) -> float:
@@ -123,8 +121,8 @@ async def _arm_scale(arm: Arm, kit: Kit) -> float:
         return time_scale(arm.spec, kit)
     # asked before the health check, which says what is wrong with an engine that does not
     # answer: a short wait here, so that such an engine is not kept waiting for twice
-    stated = await _sim_gauge(arm.spec.target.rstrip("/"), _TIME_SCALE_RE, timeout_s=2.0)
-    return stated if stated is not None and stated > 0 else 1.0
+    stated = await _sim_clock(arm.spec.target.rstrip("/"), timeout_s=2.0)
+    return 1.0 if stated is None else stated.scale
 
 
 async def _drive(

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from monitor.forensics import EngineTarget, ForensicsCollector, TargetKind
     from monitor.gpu import GpuReader, gpu_source, probe_engine_dcgm
     from monitor.onstall import OnStallCommand, OnStallRunner
-    from monitor.parse import EngineMetrics, MetricsSnapshot, parse_metrics
+    from monitor.parse import EngineMetrics, MetricsSnapshot, SimClock, parse_metrics
     from monitor.rates import snapshot_deltas
     from monitor.rules import RulesSettings, rules_yaml
     from monitor.session import Sink, run_monitor
@@ -54,6 +54,7 @@ _LAZY = {
     "EngineMetrics": "monitor.parse",
     "MetricsSnapshot": "monitor.parse",
     "parse_metrics": "monitor.parse",
+    "SimClock": "monitor.parse",
     "snapshot_deltas": "monitor.rates",
     "GpuReader": "monitor.gpu",
     "gpu_source": "monitor.gpu",
@@ -89,6 +90,7 @@ __all__ = [
     "OnStallRunner",
     "RulesSettings",
     "Sample",
+    "SimClock",
     "Sink",
     "StallDetector",
     "StallExporter",

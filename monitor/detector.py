@@ -16,6 +16,10 @@ For engines without a step counter (the fork's own images) a second sign of a sp
 scheduler is the engine's CPU time (`engine_cpu_s`, cumulative CPU seconds of the engine's
 processes or container, given by the orchestration): a core spinning through empty steps
 burns at least `spin_cpu_cores` cores, a frozen (or SIGSTOPped) one next to none.
+The quiet period is measured against `stall_after_s` and `stop_after_s` on the engine's own
+clock where it keeps one apart from the wall (`engine_t`: the simulator's, which falls
+behind its time scale when starved of CPU, and whose lag is then no quiet period); a real
+engine's clock is the wall's. Times and durations in events and verdicts stay on `t`.
 Idle (nothing pending) and down (no sample) are not stalls; going down ends a stall.
 Without a GPU source the rule runs on metrics alone and every verdict says
 `gpu_checked=False`.
@@ -56,7 +60,9 @@ class StallDetector:
         self._prev_cpu_s: float | None = None
         self._prev: MetricsSnapshot | None = None
         self._prev_t = 0.0
+        self._prev_engine_t = 0.0
         self._onset: float | None = None
+        self._onset_engine_t = 0.0  # the onset on the engine's clock (`t` without one)
         self._onset_snapshot: MetricsSnapshot | None = None
         self._moved_after_onset = False
         self._stalled = False
@@ -89,8 +95,9 @@ class StallDetector:
         self._stop_sent = False
         return events
 
-    def _begin(self, onset: float, snapshot: MetricsSnapshot) -> None:
+    def _begin(self, onset: float, onset_engine_t: float, snapshot: MetricsSnapshot) -> None:
         self._onset = onset
+        self._onset_engine_t = onset_engine_t
         self._onset_snapshot = snapshot
         self._gpu_clear_from = onset + self._config.gpu_window_s
 
@@ -107,10 +114,13 @@ class StallDetector:
         snapshot: MetricsSnapshot | None,
         gpu_util: Mapping[str, float] | None = None,
         engine_cpu_s: float | None = None,
+        engine_t: float | None = None,
     ) -> list[DetectorEvent]:
         """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down).
 
-        `engine_cpu_s`: the engine's cumulative CPU seconds at `t`, when known.
+        `engine_cpu_s`: the engine's cumulative CPU seconds at `t`, when known. `engine_t`:
+        the engine's own clock at this sample, in the unit of `t` (engine seconds over the
+        time scale), for an engine whose clock is not the wall's; None: it is `t`.
         """
         prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
@@ -124,8 +134,9 @@ class StallDetector:
             )
             return events
         self._down_since = None
-        prev, prev_t = self._prev, self._prev_t
-        self._prev, self._prev_t = snapshot, t
+        now_engine_t = t if engine_t is None else engine_t
+        prev, prev_t, prev_engine_t = self._prev, self._prev_t, self._prev_engine_t
+        self._prev, self._prev_t, self._prev_engine_t = snapshot, t, now_engine_t
         pending = (snapshot.running or 0) > 0 or (snapshot.waiting or 0) > 0
         if prev is None:
             self._state = DetectorState("ok" if pending else "idle", gpu_checked=self._gpu_checked)
@@ -138,16 +149,19 @@ class StallDetector:
             return events
         if self._onset is None:
             prev_pending = (prev.running or 0) > 0 or (prev.waiting or 0) > 0
-            self._begin(prev_t if prev_pending else t, snapshot)
+            if prev_pending:
+                self._begin(prev_t, prev_engine_t, snapshot)
+            else:
+                self._begin(t, now_engine_t, snapshot)
         elif deltas.scheduler_moved or self._cpu_spinning(prev_cpu_s, engine_cpu_s, t - prev_t):
             self._moved_after_onset = True
         if not self._gpus_idle(gpu_util) and t >= self._gpu_clear_from:
             # The GPUs are computing (a long prefill, say): whatever this is, not a stall yet.
             events = self._end(t)
-            self._begin(t, snapshot)
+            self._begin(t, now_engine_t, snapshot)
             self._state = DetectorState("ok", gpu_checked=self._gpu_checked)
             return events
-        return self._hold(t)
+        return self._hold(t, now_engine_t)
 
     def _cpu_spinning(self, before: float | None, after: float | None, dt_s: float) -> bool:
         """Whether the engine burnt at least `spin_cpu_cores` cores over the last interval."""
@@ -155,13 +169,14 @@ class StallDetector:
             return False
         return (after - before) / dt_s >= self._spin_cpu_cores
 
-    def _hold(self, t: float) -> list[DetectorEvent]:
+    def _hold(self, t: float, engine_t: float) -> list[DetectorEvent]:
         """Quiet with work pending at `t`: start, continue or request to stop a stall."""
         assert self._onset is not None and self._onset_snapshot is not None
         onset = self._onset
         elapsed = t - onset
+        quiet = engine_t - self._onset_engine_t  # on the engine's clock: what the rule counts
         events: list[DetectorEvent] = []
-        ripe = elapsed >= self._config.stall_after_s and t >= self._gpu_clear_from
+        ripe = quiet >= self._config.stall_after_s and t >= self._gpu_clear_from
         if not self._stalled and ripe:
             self._stalled = True
             events.append(
@@ -170,7 +185,7 @@ class StallDetector:
         elif self._stalled:
             events.append(StallOngoing(t, onset, self._kind(), self._gpu_checked, elapsed))
         stop_after = self._config.stop_after_s
-        stop_due = stop_after is not None and elapsed >= stop_after
+        stop_due = stop_after is not None and quiet >= stop_after
         if self._stalled and stop_due and not self._stop_sent:
             self._stop_sent = True
             events.append(StopRequested(t, onset, elapsed))

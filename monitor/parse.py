@@ -6,7 +6,9 @@ and process metrics, and parsing all of it costs ten times more than the rest of
 Matching is on sample names, which keep their `_total` suffix whatever the parser does to
 family names, and both the `_total` and the bare name are accepted. Values are summed over
 the `engine` label (data-parallel engines) and each engine's view is kept; a name the
-engine does not export stays `None`, never zero.
+engine does not export stays `None`, never zero. The simulator's own clock (its engine time
+and time scale, which no real engine exports) is kept apart as `sim_clock`: it is one clock
+per server, not summed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ for _name, _target in _FAMILIES.items():
 # engine steps: the iteration-tokens histogram's count (older pages drop the `_total`)
 for _name in (names.ITERATION_TOKENS, names.bare(names.ITERATION_TOKENS)):
     _SAMPLES[names.sample(_name, "count")] = ("iterations", "")
+#: the simulator's own gauges: read into `SimClock`, not into `EngineMetrics`
+_SIM_CLOCK = {names.SIM_ENGINE_TIME: "sim_engine_s", names.SIM_TIME_SCALE: "sim_scale"}
+_SAMPLES.update({name: (target, "") for name, target in _SIM_CLOCK.items()})
 _PREFIXES = tuple(_SAMPLES)
 
 
@@ -73,10 +78,23 @@ class EngineMetrics:
 
 
 @dataclass(frozen=True, slots=True)
+class SimClock:
+    """The simulator's own clock as its page states it (real engines export none).
+
+    `engine_s` is its engine time (seconds since it started), which falls behind
+    `scale` x the wall clock when the simulator is starved of CPU.
+    """
+
+    engine_s: float
+    scale: float  # engine seconds per wall second (nominal)
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsSnapshot(EngineMetrics):
     """One scrape: totals over engines plus each engine's own view, keyed by engine label."""
 
     engines: Mapping[str, EngineMetrics] = field(default_factory=dict)
+    sim_clock: SimClock | None = None  # None: not a simulator (the wall clock is its clock)
 
     @property
     def is_vllm(self) -> bool:
@@ -188,7 +206,18 @@ def _combine(engines: dict[str, EngineMetrics]) -> dict[str, object]:
     return out
 
 
+def _sim_clock(per_engine: dict[str, _Raw]) -> SimClock | None:
+    """The simulator's clock: both of its gauges, from the first engine that has them."""
+    for raw in per_engine.values():
+        engine_s, scale = raw.get("sim_engine_s"), raw.get("sim_scale")
+        if isinstance(engine_s, float) and isinstance(scale, float) and scale > 0:
+            return SimClock(engine_s, scale)
+    return None
+
+
 def parse_metrics(text: str) -> MetricsSnapshot:
     """Parse a Prometheus text page into a `MetricsSnapshot` (raises `MonitorError`)."""
-    engines = {key: _engine(raw) for key, raw in sorted(_collect(text).items())}
-    return MetricsSnapshot(**_combine(engines), engines=engines)  # type: ignore[arg-type]
+    per_engine = dict(sorted(_collect(text).items()))
+    engines = {key: _engine(raw) for key, raw in per_engine.items()}
+    clock = _sim_clock(per_engine)
+    return MetricsSnapshot(**_combine(engines), engines=engines, sim_clock=clock)  # type: ignore[arg-type]

@@ -7,6 +7,10 @@ timeline writer, the A/B runner) only read the events, so a slow terminal never 
 scrape by more than the consumer's own handling; closing the generator (or leaving the
 `async for`) stops the loop and releases the HTTP client and the GPU source. The clock and
 the sleep are injectable; times in events are wall seconds since the monitor started.
+A simulator states its own engine clock on its page, which falls behind its time scale when
+it is starved of CPU: the detector measures quiet periods on that clock (in the same unit,
+engine seconds over the scale), so a lagging simulator is not read as a stall; a real
+engine's clock is the wall's.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import httpx
 
+from contract.time import TimeBase
 from monitor.config import MonitorConfig
 from monitor.detector import StallDetector
 from monitor.errors import MonitorError
@@ -45,6 +50,24 @@ class _Loop:
         self.gpu_checked = gpu_checked
         self.prev: tuple[float, MetricsSnapshot] | None = None
         self.down_since: float | None = None
+        # the simulator's clock at the first sample that stated it: (engine seconds, its t)
+        self.sim_origin: tuple[float, float] | None = None
+
+    def engine_t(self, t: float, snapshot: MetricsSnapshot) -> float | None:
+        """The engine's own clock at this sample, in the monitor's unit (None: the wall's).
+
+        The simulator's engine seconds since the first sample that stated them, converted
+        with its time scale, counted from that sample's `t`. Only differences matter: a
+        restarted simulator's clock starts again, after the failed scrapes that reset the
+        detector.
+        """
+        clock = snapshot.sim_clock
+        if clock is None:
+            return None
+        if self.sim_origin is None:
+            self.sim_origin = (clock.engine_s, t)
+        origin_s, origin_t = self.sim_origin
+        return origin_t + TimeBase(clock.scale).to_wall(clock.engine_s - origin_s)
 
     def events(
         self,
@@ -72,7 +95,8 @@ class _Loop:
                 deltas = snapshot_deltas(self.prev[1], snapshot, t - self.prev[0])
             out.append(Sample(t, snapshot, deltas))
             self.prev = (t, snapshot)
-        out.extend(self.detector.observe(t, snapshot, util, engine_cpu_s))
+        engine_t = None if snapshot is None else self.engine_t(t, snapshot)
+        out.extend(self.detector.observe(t, snapshot, util, engine_cpu_s, engine_t))
         out.append(Verdict(t, self.detector.state))
         return out
 

@@ -81,6 +81,36 @@ def test_onset_exactly_at_stall_after() -> None:
     assert ongoing == [StallOngoing(16, 5, "frozen", False, 11)]
 
 
+def test_a_lagging_simulators_clock_is_not_a_quiet_period() -> None:
+    # A simulator starved of CPU covers 0.1 engine s (over its scale) per wall second: 40
+    # wall seconds without a token are 4 on its own clock, not the 10 of stall_after.
+    quiet = [(t, snap(500)) for t in range(41)]
+    sim = StallDetector(CFG, gpu_checked=False)
+    assert [e for t, s in quiet for e in sim.observe(t, s, engine_t=t / 10)] == []
+    assert sim.state.status == "suspect" and sim.state.seconds == 40  # held 40 wall s
+    # A real engine's page (no clock of its own) with the same gap and no tokens is a stall.
+    real = StallDetector(CFG, gpu_checked=False)
+    events = [e for e in feed(real, quiet) if not isinstance(e, StallOngoing)]
+    assert [(type(e), e.t, e.onset) for e in events] == [
+        (StallStarted, 10, 0),
+        (StopRequested, 30, 0),
+    ]
+
+
+def test_the_rule_counts_the_engines_clock_and_events_keep_wall_times() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    # Tokens until t=5, then none; the simulator runs at half its scale throughout.
+    samples = busy_then_stuck(5, 70)
+    events = [e for t, s in samples for e in det.observe(t, s, engine_t=t / 2)]
+    rare = [e for e in events if not isinstance(e, StallOngoing)]
+    # 10 and 30 seconds on its clock take 20 and 60 on the wall, which events are timed by
+    assert rare == [
+        StallStarted(25, 5, "frozen", False, samples[6][1]),
+        StopRequested(65, 5, 60),
+    ]
+    assert det.state.status == "stalled" and det.state.seconds == 65
+
+
 def test_work_arriving_on_an_idle_engine_starts_the_clock_at_its_sample() -> None:
     det = StallDetector(CFG, gpu_checked=False)
     samples = [(t, snap(500, running=0, waiting=0)) for t in range(5)]

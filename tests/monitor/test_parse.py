@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from contract.names import FORK_FAMILIES, MONITOR_FAMILIES
+from engine.sim.config import SimConfig
+from engine.sim.core import SimEngine
+from engine.sim.metrics import SimMetrics
 from monitor.errors import MonitorError
-from monitor.parse import parse_metrics
+from monitor.parse import SimClock, parse_metrics
 from monitor.rates import counter_delta, snapshot_deltas
 
 DATA = Path(__file__).parent / "data"
@@ -53,6 +56,15 @@ def test_one_engine_page() -> None:
     assert snap.prefill_compute_share is None
     assert snap.compute_s is None
     assert list(snap.engines) == ["0"]
+
+
+def test_the_simulators_clock_is_read_and_a_real_engine_has_none() -> None:
+    config = SimConfig()
+    text = SimMetrics(config, 60.0).render(SimEngine(config).stats, 12.5).decode()
+    snap = parse_metrics(text)
+    assert snap.is_vllm and snap.sim_clock == SimClock(engine_s=12.5, scale=60.0)
+    assert parse_metrics(page("vllm-0.32-one-engine.txt")).sim_clock is None
+    assert parse_metrics(page("vllm-0.32-two-engines.txt")).sim_clock is None
 
 
 def test_older_release_uses_gpu_cache_usage_and_lacks_newer_names() -> None:

@@ -1,10 +1,12 @@
 """The monitor loop against the simulator on port 0: freeze -> frozen stall, /metrics fault
--> down, healthy load -> no stall. Load is a couple of plain streaming requests."""
+-> down, healthy load -> no stall, a starved simulator's lag -> no stall. Load is a couple of
+plain streaming requests."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -13,7 +15,12 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
+from contract import names
+from engine.sim.config import SimConfig
+from engine.sim.core import SimEngine
+from engine.sim.metrics import SimMetrics
 from monitor.config import MonitorConfig
 from monitor.errors import MonitorError
 from monitor.events import (
@@ -79,6 +86,66 @@ async def collect(
     return events
 
 
+@contextlib.asynccontextmanager
+async def page_server(respond: Callable[[], tuple[int, str]]) -> AsyncIterator[str]:
+    """A real HTTP server on 127.0.0.1 port 0 answering every request with `respond()`."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        status, body = respond()
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": body.encode()})
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
+                                           lifespan="off"))  # fmt: skip
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def starved_sim_page(with_clock: bool) -> Callable[[], tuple[int, str]]:
+    """The simulator's own /metrics for a request that waits and gets no token, its engine
+    clock 0.05 s further at each scrape: at 20x, a fortieth of the 2 engine s a scrape interval
+    holds (a simulator starved of CPU). Without its clock's gauges: a real engine's page."""
+    config = SimConfig()
+    engine = SimEngine(config)
+    engine.add_request("starved", ["word"] * 64, 16, now_s=0.0)
+    metrics = SimMetrics(config, time_scale=20.0)
+    scrapes = itertools.count(1)
+    own = (names.SIM_ENGINE_TIME, names.SIM_TIME_SCALE)
+
+    def respond() -> tuple[int, str]:
+        text = metrics.render(engine.stats, 0.05 * next(scrapes)).decode()
+        if not with_clock:
+            text = "\n".join(x for x in text.splitlines() if not any(n in x for n in own))
+        return 200, text + "\n"
+
+    return respond
+
+
+@pytest.mark.parametrize("with_clock", [True, False], ids=["simulator", "real-engine"])
+async def test_a_starved_simulators_lag_is_not_a_stall_where_a_real_engines_quiet_is(
+    with_clock: bool,
+) -> None:
+    async with page_server(starved_sim_page(with_clock)) as url:
+        events = await collect(url, duration_s=2.5, until=StallStarted, gpu="none")
+    samples = [e for e in events if isinstance(e, Sample)]
+    assert all(s.snapshot.waiting == 1 and s.gen_tok_s == 0 for s in samples)
+    assert (samples[0].snapshot.sim_clock is not None) == with_clock
+    started = [e for e in events if isinstance(e, StallStarted)]
+    if with_clock:
+        # more than stall_after of wall time without a token: on its own clock, a few ms
+        assert samples[-1].t > STALL_AFTER_S and not started
+        assert {e.state.status for e in events if isinstance(e, Verdict)} == {"ok", "suspect"}
+    else:
+        assert [(e.kind, e.onset) for e in started] == [("frozen", 0.0)]
+        assert started[0].t >= STALL_AFTER_S
+
+
 async def test_freeze_is_a_frozen_stall_within_stall_after_plus_two_intervals(
     sim_server: SimServer,
 ) -> None:
@@ -98,7 +165,9 @@ async def test_freeze_is_a_frozen_stall_within_stall_after_plus_two_intervals(
     # The monitor started after the engine, so the freeze is at most this far into its run.
     freeze_wall = freeze_at / scale
     assert stall.t <= freeze_wall + STALL_AFTER_S + 2 * INTERVAL_S
-    assert stall.t - stall.onset >= STALL_AFTER_S
+    # the quiet period is counted on the simulator's clock (a frozen one keeps the wall's pace)
+    engine_s = {s.t: s.snapshot.sim_clock.engine_s for s in samples if s.snapshot.sim_clock}
+    assert engine_s[stall.t] - engine_s[stall.onset] >= STALL_AFTER_S * scale
     gpu = [e for e in events if isinstance(e, GpuReading)]
     assert set(gpu[-1].util) == {"0", "1"} and max(gpu[-1].util.values()) <= 5
 
@@ -166,27 +235,13 @@ async def test_unreachable_engine_and_bad_gpu_source_fail_at_start(
 async def test_engine_coming_back_yields_up() -> None:
     # A real server that answers 503 for a while, then serves a recorded page.
     page = (Path(__file__).parent / "data" / "vllm-0.32-one-engine.txt").read_text()
-    calls = {"n": 0}
+    calls = itertools.count(1)
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        calls["n"] += 1
-        status = 503 if 2 <= calls["n"] <= 4 else 200
-        await send({"type": "http.response.start", "status": status, "headers": []})
-        await send({"type": "http.response.body", "body": page.encode()})
+    def respond() -> tuple[int, str]:
+        return (503 if 2 <= next(calls) <= 4 else 200), page
 
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
-                                           lifespan="off"))  # fmt: skip
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        events = await collect(f"http://127.0.0.1:{port}", duration_s=0.75, gpu="none")
-    finally:
-        server.should_exit = True
-        await task
+    async with page_server(respond) as url:
+        events = await collect(url, duration_s=0.75, gpu="none")
     kinds = [type(e).__name__ for e in events if not isinstance(e, Verdict)]
     assert kinds[:5] == ["Sample", "Down", "Down", "Down", "Up"]
     up = next(e for e in events if isinstance(e, Up))
