@@ -3,29 +3,50 @@
 Written by the reports from the saved arm directories; other tools read it for the figures
 without re-reading the run. Every time is in engine seconds: an HTTP arm's wall seconds are
 converted with the time scale named in `scale_basis` (see `contract.time`).
+
+Version 2 made the verdict exposure-aware: each seed carries its exposure (engine seconds of
+observed load until its first stall or its end) and whether it was censored (ended early, or
+its metrics were down at the end) with the reason; each arm its stall rate per engine hour
+with an exact 95 % interval; the verdict names its test and the rate ratio.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from contract.files import AB_FILE, RUN_FILE
-from contract.meta import Clock
+from contract.meta import Clock, EndReason
 from contract.time import ScaleBasis
 
 __all__ = [
     "AB_FILE",
+    "AB_SCHEMA_VERSION",
     "RUN_FILE",
     "ABFile",
     "ArmFigures",
     "ArmReport",
     "BundleLink",
+    "Censor",
+    "Conclusion",
     "SeedRow",
     "Stall",
+    "StallRate",
     "Verdict",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+#: ab.json's layout version (2: exposure, censoring, rates and the Poisson rate test)
+AB_SCHEMA_VERSION = 2
+
+#: why a seed's observation ended before its planned length without a stall: the arm's end
+#: reason, or `metrics_down` when its engine's /metrics did not answer at the end
+Censor = Literal["stall_stop", "interrupted", "error", "engine_died", "starting", "metrics_down"]
+
+#: what the verdict concludes
+Conclusion = Literal["fix_better", "not_significant", "fix_not_better", "inconclusive"]
 
 
 class Stall(BaseModel):
@@ -73,7 +94,7 @@ class ArmFigures(BaseModel):
     cached_perc: float | None = Field(description="Prompt tokens served from cache, in %.")
     duration_s: float = Field(description="Engine seconds the arm ran.")
     planned_duration_s: float | None = Field(description="Engine seconds it was planned to run.")
-    end_reason: str = Field(description="Why the arm ended (meta.json's end_reason).")
+    end_reason: EndReason = Field(description="Why the arm ended (meta.json's end_reason).")
     time_scale: float = Field(description="Engine seconds per wall second used to convert.")
     scale_basis: ScaleBasis = Field(
         "measured", description="Whether `time_scale` is the one the arm measured or nominal."
@@ -83,6 +104,13 @@ class ArmFigures(BaseModel):
     clock: Clock = Field("wall", description="virtual (engine clock, in process) or wall (HTTP).")
     like_for_like: bool = Field(True, description="False when the arm fell behind its clock.")
     lag: str | None = Field(None, description="Why the arm is not like for like, if it lagged.")
+    exposure_s: float = Field(
+        0.0,
+        description="Engine seconds of observed load (metrics up) until the first stall or the end.",
+    )
+    censored: Censor | None = Field(
+        None, description="Why the observation ended early without a stall (null: it did not)."
+    )
 
 
 class SeedRow(BaseModel):
@@ -103,6 +131,29 @@ class SeedRow(BaseModel):
     duration_s: float = Field(description="Engine seconds the arm ran.")
     clock: Clock = Field(description="virtual (engine clock) or wall (HTTP at a time scale).")
     like_for_like: bool = Field(description="False when the arm fell behind its clock.")
+    end_reason: EndReason = Field(description="Why the seed's arm ended (meta.json's).")
+    exposure_s: float = Field(
+        description="Engine seconds of observed load until the first stall's onset or the end."
+    )
+    censored: Censor | None = Field(
+        description="Why the seed ended early without a stall (null: stalled, or ran its length)."
+    )
+
+
+class StallRate(BaseModel):
+    """An arm's first stalls per engine hour of exposure, with an exact 95 % interval."""
+
+    model_config = _FROZEN
+    stalls: int = Field(description="Seeds that stalled (each seed counts its first stall).")
+    exposure_s: float = Field(description="Engine seconds of exposure, summed over the seeds.")
+    censored: int = Field(description="Seeds that ended early without a stall.")
+    stall_rate_per_h: float | None = Field(
+        description="Stalls per engine hour of exposure (null: no exposure)."
+    )
+    ci95: tuple[float, float] | None = Field(
+        description="Exact (Garwood) 95 % interval of the rate per hour; with no stall, "
+        "(0, one-sided 95 % upper bound)."
+    )
 
 
 class Verdict(BaseModel):
@@ -113,20 +164,40 @@ class Verdict(BaseModel):
     base_stalled: int = Field(description="Seeds in which the base arm stalled.")
     fix_stalled: int = Field(description="Seeds in which the fix arm stalled.")
     p_value: float = Field(
-        description="One-sided Fisher exact test of 'fix stalls less often than base'."
+        description="One-sided p-value of `test` for 'fix stalls less often than base'."
     )
+    test: Literal["poisson_conditional"] = Field(
+        "poisson_conditional",
+        description="Exact conditional test of two Poisson rates: given both arms' stalls, the "
+        "fix arm's count is binomial with its share of the exposure.",
+    )
+    rate_ratio: float | None = Field(
+        description="Fix arm's stall rate over the base arm's (null: base never stalled)."
+    )
+    base_exposure_s: float = Field(description="Base arm's exposure, engine seconds.")
+    fix_exposure_s: float = Field(description="Fix arm's exposure, engine seconds.")
+    base_censored: int = Field(description="Base seeds censored (ended early, no stall).")
+    fix_censored: int = Field(description="Fix seeds censored (ended early, no stall).")
+    fisher_p: float | None = Field(
+        description="One-sided Fisher exact test on stalled seeds, k of N; only when no seed "
+        "of either arm was censored (null otherwise)."
+    )
+    conclusion: Conclusion = Field(description="What the figures allow one to say.")
+    reason: str = Field(description="The conclusion in words, with why.")
 
 
 class ArmReport(ArmFigures):
     """One arm in ab.json: its figures (summed over seeds) and one row per seed."""
 
     seeds: list[SeedRow] = Field(default_factory=list, description="One row per seed.")
+    rate: StallRate | None = Field(None, description="Stalls per engine hour of exposure.")
 
 
 class ABFile(BaseModel):
     """ab.json (or run.json)."""
 
     model_config = _FROZEN
+    schema_version: int = Field(AB_SCHEMA_VERSION, description="This file's layout version.")
     kit: str = Field(description="The kit's name.")
     arms: dict[str, ArmReport] = Field(description="Each arm's figures, by arm name.")
     verdict: Verdict | None = Field(description="Base versus fix over the seeds (both arms only).")

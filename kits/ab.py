@@ -41,14 +41,21 @@ class Result:
 
 
 def strict_failures(report: ABReport) -> list[str]:
-    """Reasons a CI run fails: the fix arm (or the only arm) died, stalled in a seed or logged
-    a traceback."""
+    """Reasons a CI run fails: the fix arm (or the only arm) stalled in a seed, logged a
+    traceback, or was not observed for its full length (its engine died, it failed, it was
+    interrupted, its metrics were down at the end) in any seed."""
     name = "fix" if "fix" in report.arms else next(iter(report.arms))
     arm = report.arms[name]
     problems = []
-    if arm.end_reason == "engine_died":
-        problems.append(f"{name} arm's engine died")
     rows = report.seeds.get(name, [])
+    of = f" in {{}} of {len(rows)} seeds" if len(rows) > 1 else ""
+    died = sum(r.end_reason == "engine_died" for r in rows)
+    if died:
+        problems.append(f"{name} arm's engine died" + of.format(died))
+    other = [r.censored for r in rows if r.censored not in (None, "engine_died")]
+    if other:
+        why = ", ".join(sorted(set(map(str, other))))
+        problems.append(f"{name} arm was censored ({why})" + of.format(len(other)))
     stalled = sum(r.stalled for r in rows)
     if len(rows) > 1 and stalled:
         problems.append(f"{name} arm stalled in {stalled} of {len(rows)} seeds")

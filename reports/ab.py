@@ -7,26 +7,29 @@ or fell behind its clock, are not like for like and are flagged with a dagger an
 
 Over several seeds an arm's directory holds one `seed-N` directory per seed: the table then
 sums the counts over seeds (decode tok/s and cache share are means), adds the stalled seeds
-(k of N), the first stall's onset (median, min, max) and the verdict (one-sided Fisher exact
-test of "fix stalls less often than base"), and a per-seed table follows.
+(k of N, with the censored ones), the first stall's onset (median, min, max), each arm's
+exposure and stall rate per engine hour with its exact 95 % interval, and the verdict (see
+`reports.seeds`); a per-seed table follows. A seed that ended early is censored with its
+reason, never counted as clean.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from contract.ab import ABFile, ArmFigures, ArmReport, SeedRow, Verdict
+from contract.ab import ABFile, ArmFigures, ArmReport, SeedRow, StallRate, Verdict
 from contract.files import META_FILE
 from contract.time import REPORT_SCALE
 from reports.errors import ReportError
 from reports.forensics import markdown_lines
 from reports.rundir import arm_dirs, arm_figures, read_kit, read_meta, seed_dirs
-from reports.seeds import onset_spread, seed_row, verdict
+from reports.seeds import onset_spread, rate_of, seed_row, verdict
 
 FLAG = "\u2020"  # dagger
+_R = TypeVar("_R", bound=str)
 #: rows whose values depend on how long the arm ran
 RUN_LENGTH_ROWS = {"turns", "preemptions", "log", "decode", "cached"}
 
@@ -41,6 +44,8 @@ class ABReport(BaseModel):
     seeds: dict[str, list[SeedRow]] = {}
     #: base versus fix over the seeds (None without both arms)
     verdict: Verdict | None = None
+    #: per arm, stalls per engine hour of exposure over its seeds
+    rates: dict[str, StallRate] = {}
 
     @property
     def seed_count(self) -> int:
@@ -56,6 +61,14 @@ class ABReport(BaseModel):
     def title(self) -> str:
         """`A/B: KIT, N seeds, CLOCK clock` (`run: ...` for a one-arm run)."""
         return title(self)
+
+
+#: end reasons from the worst down: a merged arm keeps the worst any seed had
+_END_ORDER = ("engine_died", "error", "interrupted", "stall_stop", "starting", "duration")
+
+
+def _worst(values: list[_R], order: tuple[str, ...]) -> _R | None:
+    return min(values, key=order.index) if values else None
 
 
 def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
@@ -76,7 +89,7 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
     for f in figures:
         for name, count in f.log_counts.items():
             logs[name] = logs.get(name, 0) + count
-    early = [f.end_reason for f in figures if f.end_reason != "duration"]
+    censored = [f.censored for f in figures if f.censored is not None]
     lags = [f.lag for f in figures if f.lag]
     kv = [f.max_kv_perc for f in figures if f.max_kv_perc is not None]
     planned = [f.planned_duration_s for f in figures]
@@ -96,7 +109,9 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
             "cached_perc": mean([f.cached_perc for f in figures]),
             "duration_s": round(sum(f.duration_s for f in figures), 1),
             "planned_duration_s": None if None in planned else sum(p or 0.0 for p in planned),
-            "end_reason": early[0] if early else "duration",
+            "end_reason": _worst([f.end_reason for f in figures], _END_ORDER),
+            "exposure_s": round(sum(f.exposure_s for f in figures), 3),
+            "censored": _worst(censored, (*_END_ORDER, "metrics_down")),
             "seed": None,
             "like_for_like": not lags,
             "lag": f"{len(lags)} of {len(figures)} seeds lagged: {lags[0]}" if lags else None,
@@ -133,7 +148,8 @@ def load_ab(ab_dir: Path) -> ABReport:
         arms[name] = merge_seeds(figures)
         seeds[name] = [seed_row(f) for f in figures]
     result = verdict(seeds["base"], seeds["fix"]) if {"base", "fix"} <= set(seeds) else None
-    return ABReport(kit=kit.name, arms=arms, seeds=seeds, verdict=result)
+    rates = {name: rate_of(rows) for name, rows in seeds.items()}
+    return ABReport(kit=kit.name, arms=arms, seeds=seeds, verdict=result, rates=rates)
 
 
 def _fmt_s(value: float) -> str:
@@ -170,11 +186,34 @@ def not_like_for_like(arm: ArmFigures) -> bool:
     return stopped_early(arm) or not arm.like_for_like
 
 
+def _stalled_cell(rows: list[SeedRow]) -> str:
+    cell = f"{sum(r.stalled for r in rows)} of {len(rows)}"
+    censored = [r.censored for r in rows if r.censored is not None]
+    if censored:
+        why = ", ".join(f"{censored.count(c)} {_CENSOR_WHY[c]}" for c in sorted(set(censored)))
+        cell += f" ({len(censored)} censored: {why})"
+    return cell
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
+
+
+def rate_cell(rate: StallRate) -> str:
+    """`2 in 3.1 h: 0.65 per hour (0.078 - 2.3, 95 %)`, or `0 in 15.0 h (at most 0.20 ...)`."""
+    head = f"{rate.stalls} in {_hours(rate.exposure_s)}"
+    if rate.ci95 is None or rate.stall_rate_per_h is None:
+        return f"{head} (never observed under load)"
+    low, high = rate.ci95
+    if rate.stalls == 0:
+        return f"{head} (at most {high:.2g} per hour, 95 %)"
+    return f"{head}: {rate.stall_rate_per_h:.2g} per hour ({low:.2g} - {high:.2g}, 95 %)"
+
+
 def _seed_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
-    """Stalled seeds, onset spread and the verdict (rows shown when seeds were run)."""
+    """Stalled seeds, onset spread, stall rates and the verdict (rows shown when seeds ran)."""
     names = list(report.arms)
     rows = report.seeds
-    stalled = [f"{sum(r.stalled for r in rows[n])} of {len(rows[n])}" for n in names]
     onsets = []
     for n in names:
         spread = onset_spread(rows[n])
@@ -184,8 +223,13 @@ def _seed_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
             else f"{_fmt_s(spread[0])} ({_fmt_s(spread[1])} - {_fmt_s(spread[2])})"
         )
     out = [
-        ("seeds", "stalled seeds", stalled),
+        ("seeds", "stalled seeds", [_stalled_cell(rows[n]) for n in names]),
         ("onset", "first stall onset, median (min - max)", onsets),
+        (
+            "rate",
+            "stalls per engine hour of exposure",
+            [rate_cell(report.rates[n]) if n in report.rates else "-" for n in names],
+        ),
     ]
     v = report.verdict
     if v is not None:
@@ -194,13 +238,16 @@ def _seed_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
 
 
 def verdict_cell(v: Verdict) -> str:
-    """The test's p-value, and what it does and does not show."""
-    p = f"p = {v.p_value:.2g}"
-    if v.base_stalled == 0:
-        return f"{p}: inconclusive (base never stalled: nothing for the fix to show)"
-    if v.fix_stalled >= v.base_stalled:
-        return f"{p}: the fix does not stall less often"
-    return f"{p} (one-sided Fisher exact: fix stalls less often)"
+    """The conclusion, the test's p-value and, when no seed was censored, Fisher's beside it."""
+    if v.conclusion == "inconclusive" and v.base_stalled == 0:
+        return v.reason
+    text = f"{v.reason}: p = {v.p_value:.2g} (exact Poisson rate test, one-sided"
+    if v.rate_ratio is not None and v.fix_stalled:  # with no fix stall, the bound says more
+        text += f"; rate ratio {v.rate_ratio:.2g}"
+    text += ")"
+    if v.fisher_p is not None:
+        text += f"; Fisher k of N: p = {v.fisher_p:.2g}"
+    return text
 
 
 def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
@@ -270,6 +317,16 @@ _WHY = {
     "interrupted": "interrupted",
     "error": "ended by an error",
     "engine_died": "ended when its engine died",
+    "starting": "never got going",
+}
+#: a censored seed's reason, after its count
+_CENSOR_WHY = {
+    "engine_died": "engine died",
+    "error": "error",
+    "interrupted": "interrupted",
+    "stall_stop": "stopped",
+    "starting": "never started",
+    "metrics_down": "metrics down at the end",
 }
 
 
@@ -279,12 +336,7 @@ def footnotes(report: ABReport) -> list[str]:
     for name, arm in report.arms.items():
         rows = report.seeds.get(name, [])
         if stopped_early(arm) and len(rows) > 1:
-            stopped = sum(r.stopped_run for r in rows)
-            notes.append(
-                f"{FLAG} {name} ({arm.spec}) was stopped by the monitor during a stall in "
-                f"{stopped} of {len(rows)} seeds ({_fmt_s(arm.duration_s)} in all): its totals "
-                "are not like for like."
-            )
+            notes.append(_seeds_note(name, arm, [r.end_reason for r in rows]))
         elif stopped_early(arm):
             why = _WHY.get(arm.end_reason, arm.end_reason)
             note = f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}"
@@ -301,6 +353,18 @@ def footnotes(report: ABReport) -> list[str]:
     if "wall" in clocks and any(a.time_scale != 1.0 for a in report.arms.values()):
         notes.append(_scale_note(report))
     return notes
+
+
+def _seeds_note(name: str, arm: ArmFigures, seeds: list[str]) -> str:
+    """Why an arm over several seeds is flagged: how many seeds ended early, and how."""
+    early = [r for r in seeds if r != "duration"]
+    why = "; ".join(
+        f"{_WHY.get(r, r)} in {early.count(r)}" for r in sorted(set(early), key=_END_ORDER.index)
+    )
+    return (
+        f"{FLAG} {name} ({arm.spec}) ended early in {len(early)} of {len(seeds)} seeds ({why}; "
+        f"{_fmt_s(arm.duration_s)} run in all): its totals are not like for like."
+    )
 
 
 def _scale_note(report: ABReport) -> str:
@@ -389,7 +453,7 @@ def to_markdown(report: ABReport) -> str:
 def to_ab_file(report: ABReport) -> ABFile:
     """ab.json's model: each arm's figures with its per-seed rows, and the verdict."""
     arms = {
-        name: ArmReport(**dict(arm), seeds=report.seeds.get(name, []))
+        name: ArmReport(**dict(arm), seeds=report.seeds.get(name, []), rate=report.rates.get(name))
         for name, arm in report.arms.items()
     }
     return ABFile(kit=report.kit, arms=arms, verdict=report.verdict)

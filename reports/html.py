@@ -1,7 +1,8 @@
 """ab.html: the A/B report as one self-contained page that opens offline in any browser.
 
-The title (kit, seeds, clock, the run's date), the A/B table with its footnotes, the per-seed
-table, each arm's timeline (the same figure as timeline.png, with stall bands named in its
+The title (kit, seeds, clock, the run's date), the A/B table with its footnotes, each arm's
+time to first stall as a Kaplan-Meier curve over its seeds' exposure (seeds that did not
+stall marked where their observation ended), the per-seed table, each arm's timeline (the same figure as timeline.png, with stall bands named in its
 legend and the monitor's stop marked) and each arm's TTFT and inter-token latency
 distributions over all its seeds. Figures are inline SVG drawn by matplotlib: no script, no
 stylesheet or font from the network. Reads saved run directories only.
@@ -19,6 +20,7 @@ from contract.records import read_records
 from reports.ab import ABReport, footnotes, seed_cells, table_rows, title
 from reports.forensics import bundle_items
 from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
+from reports.seeds import kaplan_meier
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -100,6 +102,43 @@ def distributions_figure(run_dir: Path) -> Figure:
     return fig
 
 
+def survival_figure(report: ABReport) -> Figure:
+    """Per arm, the share of seeds without a stall over engine hours of exposure (Kaplan-Meier);
+    `+` marks a seed that ran its length without a stall, `x` one that ended early."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for name, rows in report.seeds.items():
+        times, survival = kaplan_meier(rows)
+        hours = [t / 3600 for t in times]
+        (line,) = ax.step(hours, survival, where="post", lw=1.5, label=f"{name} ({len(rows)})")
+        for marker, early in (("+", False), ("x", True)):
+            marks = [r for r in rows if not r.stalled and (r.censored is not None) is early]
+            xs = [r.exposure_s / 3600 for r in marks]
+            ys = [_at(times, survival, r.exposure_s) for r in marks]
+            if xs:
+                what = "ended early" if early else "no stall"
+                ax.plot(xs, ys, marker, color=line.get_color(), ms=8, label=f"{name}: {what}")
+    ax.set_xlabel("engine hours of exposure")
+    ax.set_ylabel("seeds without a stall")
+    ax.set_ylim(-0.03, 1.05)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _at(times: list[float], survival: list[float], t: float) -> float:
+    """The step function's value at `t` (its last step at or before `t`)."""
+    value = survival[0]
+    for ti, si in zip(times, survival, strict=True):
+        if ti <= t:
+            value = si
+    return value
+
+
 def _table(report: ABReport) -> str:
     head = "".join(
         f"<th>{escape(n)}<br><code>{escape(a.spec)}</code></th>" for n, a in report.arms.items()
@@ -171,6 +210,8 @@ def to_html(report: ABReport, run_dir: Path, timeline_svg: str | None = None) ->
         f"<h1>{escape(heading)}</h1>",
         _table(report),
         notes,
+        "<h2>Time to first stall (Kaplan-Meier)</h2>",
+        _svg(survival_figure(report)),
         "<h2>Per seed</h2>",
         _seed_table(report),
         f"<h2>Timelines{shown}</h2>",

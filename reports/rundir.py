@@ -40,6 +40,7 @@ from contract.timeline import (
     timeline_adapter,
 )
 from reports.errors import ReportError
+from reports.exposure import observe
 from reports.forensics import read_bundles
 
 T = TypeVar("T")
@@ -224,9 +225,12 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
     duration_s = meta.engine_s if meta.engine_s else meta.wall_s * scale
     lag = lag_reason(meta, arm_dir / ENGINE_LOG)
     kv = [s.kv_usage for s in samples if s.kv_usage is not None]
+    stalls = stalls_from_timeline(events, scale)
+    onset = stalls[0].start_s if stalls else None
+    seen = observe(events, scale, duration_s, onset, meta.end_reason)
     return ArmFigures(
         spec=meta.spec,
-        stalls=stalls_from_timeline(events, scale),
+        stalls=stalls,
         stopped_by_monitor=meta.stopped_by_monitor,
         turns=load.turns_ok,
         errors=load.errors,
@@ -247,4 +251,6 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         clock=meta.clock,
         like_for_like=lag is None,
         lag=lag,
+        exposure_s=seen.exposure_s,
+        censored=seen.censored,
     )

@@ -254,7 +254,8 @@ def ab(
         bool,
         typer.Option(
             "--strict",
-            help="Exit 1 when the fix arm stalls in any seed or logs a traceback (for CI)",
+            help="Exit 1 when the fix arm stalls, dies, is cut short or logs a traceback in any "
+            "seed (for CI)",
         ),
     ] = False,
     duration: DurationOpt = None,
@@ -319,10 +320,19 @@ def ab(
 @user_errors
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A directory written by `kit ab` or `kit run`")],
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Exit 1 when the fix arm stalled, died, was cut short or logged a traceback in "
+            "any seed, as `kit ab --strict` does",
+        ),
+    ] = False,
 ) -> None:
     """Re-make ab.html, ab.md, ab.json (run.* for one arm) and timeline.png; print the table."""
     from rich.console import Console
 
+    from kits.ab import strict_failures
     from reports.view import ab_table
     from reports.write import write_reports
 
@@ -330,6 +340,9 @@ def report(
     Console().print(ab_table(result))
     stem = run_dir / result.stem
     typer.echo(f"wrote {stem}.html, {stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
+    problems = strict_failures(result) if strict else []
+    if problems:
+        raise fail("strict: " + "; ".join(problems), f"see {stem}.md", code=EXIT_STRICT)
 
 
 def register(app: typer.Typer) -> None:

@@ -67,12 +67,10 @@ def _info(runtimes: list[str], default: str = "runc") -> str:
 
 
 def test_runtimes_are_read_from_docker_info() -> None:
-    assert parse_runtimes(_info(["io.containerd.runc.v2", "nvidia", "runc"])) == {
-        "io.containerd.runc.v2",
-        "nvidia",
-        "runc",
-    }
-    assert parse_runtimes(_info(["runc"], default="nvidia")) == {"runc", "nvidia"}
+    assert parse_runtimes(_info(["io.containerd.runc.v2", "nvidia", "runc"])) == frozenset(
+        {"io.containerd.runc.v2", "nvidia", "runc"}
+    )
+    assert parse_runtimes(_info(["runc"], default="nvidia")) == frozenset({"runc", "nvidia"})
     # a daemon that was not reached: the CLI prints its own half, with no runtimes
     assert parse_runtimes(json.dumps({"ID": "", "Runtimes": None})) is None
     assert parse_runtimes("not json") is None

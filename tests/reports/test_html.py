@@ -40,8 +40,9 @@ def test_html_report_is_self_contained_and_holds_the_figures(tmp_path: Path, see
     assert "A/B: k, 2 seeds, virtual clock, 2026-12-01" in text  # kit, seeds, clock, date
     assert "1 of 2" in text and "0 of 2" in text  # stalled seeds per arm
     assert "p = 0.5" in text  # the verdict
-    assert "stopped by the monitor during a stall in 1 of 2 seeds" in text
-    assert page.tags.count("table") == 2 and page.tags.count("svg") == 2
+    assert "ended early in 1 of 2 seeds (stopped by the monitor during a stall in 1" in text
+    assert "Time to first stall (Kaplan-Meier)" in text
+    assert page.tags.count("table") == 2 and page.tags.count("svg") == 3
     assert "time to first token (engine s)" in html and "stall (spinning)" in html
     assert "stopped by monitor" in html
     assert not [link for link in page.links if link.startswith(("http:", "https:", "//"))]

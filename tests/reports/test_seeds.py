@@ -38,7 +38,7 @@ def test_fisher_rejects_impossible_counts() -> None:
         fisher_less(3, 2, 0, 2)
 
 
-def _row(seed: int, onset: float | None) -> SeedRow:
+def _row(seed: int, onset: float | None, exposure_s: float | None = None) -> SeedRow:
     return SeedRow(
         seed=seed,
         stalled=onset is not None,
@@ -52,6 +52,9 @@ def _row(seed: int, onset: float | None) -> SeedRow:
         duration_s=100.0,
         clock="virtual",
         like_for_like=True,
+        end_reason="stall_stop" if onset is not None else "duration",
+        exposure_s=(onset if onset is not None else 1000.0) if exposure_s is None else exposure_s,
+        censored=None,
     )
 
 
@@ -60,7 +63,12 @@ def test_verdict_and_onset_spread() -> None:
     fix = [_row(s, None) for s in (1, 2, 3, 4)]
     v = verdict(base, fix)
     assert (v.seeds, v.base_stalled, v.fix_stalled) == (4, 3, 0)
-    assert v.p_value == pytest.approx(1 / 14)  # C(3,0)C(5,4)/C(8,4) = 5/70
+    # exposure: base 500 + 900 + 600 + 1000 s, fix 4000 s; given 3 stalls in all, P(fix has 0)
+    # is the base arm's share of the exposure, cubed
+    assert (v.base_exposure_s, v.fix_exposure_s) == (3000.0, 4000.0)
+    assert v.p_value == pytest.approx((3000 / 7000) ** 3, rel=1e-12)
+    assert v.fisher_p == pytest.approx(1 / 14)  # C(3,0)C(5,4)/C(8,4) = 5/70
+    assert v.rate_ratio == 0.0
     assert onset_spread(base) == (600.0, 500.0, 900.0)
     assert onset_spread(fix) is None
 
@@ -74,12 +82,18 @@ def test_per_seed_table_and_verdict_from_saved_seed_directories(
         seed_arm(tmp_path, "fix", seed, None)
     report = load_ab(tmp_path)
     data = to_json(report)
-    assert data["verdict"] == {
-        "seeds": 3,
-        "base_stalled": 2,
-        "fix_stalled": 0,
-        "p_value": pytest.approx(0.2),  # C(2,0)C(4,3)/C(6,3) = 4/20
-    }
+    v = data["verdict"]
+    assert (v["seeds"], v["base_stalled"], v["fix_stalled"]) == (3, 2, 0)
+    # exposure until the first onset (400 s, 700 s) or the end (1000 s); fix 3 x 1000 s
+    assert (v["base_exposure_s"], v["fix_exposure_s"]) == (2100.0, 3000.0)
+    assert v["p_value"] == pytest.approx((2100 / 5100) ** 2)
+    assert v["fisher_p"] == pytest.approx(0.2)  # C(2,0)C(4,3)/C(6,3) = 4/20
+    assert v["test"] == "poisson_conditional"
+    assert data["schema_version"] == 2
+    base_rate = data["arms"]["base"]["rate"]
+    assert base_rate["stall_rate_per_h"] == pytest.approx(2 / (2100 / 3600))
+    assert [r["exposure_s"] for r in data["arms"]["base"]["seeds"]] == [400.0, 700.0, 1000.0]
+    assert [r["censored"] for r in data["arms"]["fix"]["seeds"]] == [None, None, None]
     rows = data["arms"]["base"]["seeds"]
     assert [r["seed"] for r in rows] == [3, 4, 5]
     assert [r["onset_s"] for r in rows] == [400.0, 700.0, None]
@@ -89,7 +103,7 @@ def test_per_seed_table_and_verdict_from_saved_seed_directories(
     md = to_markdown(report)
     assert "| stalled seeds | 2 of 3 | 0 of 3 |" in md
     assert "| first stall onset, median (min - max) | 550 s (400 s - 700 s) | - |" in md
-    assert "p = 0.2" in md
+    assert "p = 0.17" in md and "Fisher k of N: p = 0.2" in md
     assert "| base | 3 | yes | spinning | 400.0 | yes |" in md
     assert "A/B: k, 3 seeds, virtual clock" in md
 
@@ -120,17 +134,29 @@ def test_seed_cells_show_a_scraped_counter_as_whole_preemptions() -> None:
 @pytest.mark.parametrize(
     ("base", "fix", "says"),
     [
-        (10, 0, "p = 5.4e-06 (one-sided Fisher exact: fix stalls less often)"),
-        (0, 0, "p = 1: inconclusive (base never stalled: nothing for the fix to show)"),
+        # (5000 / 15000) ** 10 of the exposure
+        (10, 0, "fix stalls less often: p = 1.7e-05 (exact Poisson rate test, one-sided"),
+        (0, 0, "inconclusive: base never stalled, nothing for the fix to show"),
         (3, 5, "the fix does not stall less often"),
         (4, 4, "the fix does not stall less often"),
+        # fix: 0 in 2.8 h, at most 1.1 per hour; base 2 in 2.6 h, 0.77 per hour
+        (2, 0, "inconclusive: fix observed 2.8 h, not enough to tell (its rate could be up to 1.1"),
     ],
 )
 def test_the_verdict_says_what_its_p_value_does_not_show(base: int, fix: int, says: str) -> None:
-    from contract.ab import Verdict
     from reports.ab import verdict_cell
 
-    v = Verdict(
-        seeds=10, base_stalled=base, fix_stalled=fix, p_value=fisher_less(base, 10, fix, 10)
-    )
-    assert says in verdict_cell(v)
+    # stalled seeds at 500 s, clean seeds observed 1000 s
+    base_rows = [_row(s, 500.0 if s < base else None) for s in range(10)]
+    fix_rows = [_row(s, 500.0 if s < fix else None) for s in range(10)]
+    assert says in verdict_cell(verdict(base_rows, fix_rows))
+
+
+def test_a_rate_bound_below_base_with_too_few_stalls_is_not_significant() -> None:
+    from reports.ab import verdict_cell
+
+    # base: 1 stall in 1 h; fix: 0 in 4 h (at most 0.75 per hour, below base's 1 per hour), but
+    # one stall in all lands in fix with probability 4/5 under equal rates: p = 1/5
+    v = verdict([_row(1, 3600.0)], [_row(s, None, exposure_s=3600.0) for s in range(4)])
+    assert v.conclusion == "not_significant" and v.p_value == pytest.approx(0.2)
+    assert "no significant difference: p = 0.2" in verdict_cell(v)
