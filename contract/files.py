@@ -22,6 +22,7 @@ __all__ = [
     "ONSTALL_RUNS_FILE",
     "RUN_FILE",
     "SEED_DIR_PREFIX",
+    "STOP_MARKER",
     "SUMMARY_FILE",
     "TIMELINE_FILE",
     "TURNS_FILE",
@@ -45,6 +46,10 @@ FORENSICS_DIR = "forensics"
 FORENSICS_INPUTS_FILE = "inputs.jsonl"
 #: under `on-stall/`: one line per command run
 ONSTALL_RUNS_FILE = "runs.jsonl"
+#: the line a launcher appends to `engine.log` before it stops the engine: what the engine logs
+#: after it (shutdown noise, tracebacks of a killed worker) is our doing, not its failure, and
+#: the reports count log lines up to it only
+STOP_MARKER = "=== stallkit: engine stop requested ==="
 
 #: files a run writes about itself; anything else in a run directory was recorded
 BOOKKEEPING_FILES = frozenset({KIT_FILE, META_FILE, SUMMARY_FILE, LOAD_FILE, "sim-config.toml"})

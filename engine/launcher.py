@@ -23,6 +23,7 @@ from types import TracebackType
 import httpx
 import psutil
 
+from contract.files import STOP_MARKER
 from contract.gpu import GpuSource
 from engine.errors import EngineError
 from engine.spec import EngineSpec
@@ -30,9 +31,6 @@ from engine.spec import EngineSpec
 HEALTH_POLL_S = 0.2
 #: environment variable that marks every process of one launch, so stop() finds them all
 TAG_ENV = "STALLKIT_ENGINE_TAG"
-#: the line a launcher appends to the engine log before it stops the engine: what the engine
-#: logs after it (shutdown noise, tracebacks of a killed worker) is our doing, not its failure
-STOP_MARKER = "=== stallkit: engine stop requested ==="
 
 
 def free_port(host: str = "127.0.0.1") -> int:

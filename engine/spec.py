@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
-from typing import Literal
 
+from contract.meta import EngineKind
 from contract.urls import url_problem
 from engine.errors import EngineError
 
-EngineKind = Literal["sim", "docker", "url", "vllm", "patched"]
 SIM_POLICIES = ("base", "fix")
 
 _IMAGE_RE = re.compile(

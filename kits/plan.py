@@ -12,9 +12,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from contract.files import seed_dir_name
+from contract.meta import Clock
 from engine import (
     DaemonProblem,
     EngineSpec,
@@ -30,7 +31,6 @@ from kits.config import Kit, load_kit
 from kits.errors import KitError
 from kits.launch import time_scale
 
-Clock = Literal["virtual", "wall"]
 #: seeds an A/B of simulator arms on the virtual clock runs when neither --seeds nor --seed is
 #: given (engines on the wall clock run the kit's one seed unless told otherwise)
 DEFAULT_VIRTUAL_SEEDS = 10

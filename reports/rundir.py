@@ -22,6 +22,7 @@ from contract.files import (
     KIT_FILE,
     META_FILE,
     SEED_DIR_PREFIX,
+    STOP_MARKER,
     TIMELINE_FILE,
     TURNS_FILE,
 )
@@ -47,7 +48,6 @@ T = TypeVar("T")
 
 __all__ = [
     "LAG_TOLERANCE",
-    "STOP_MARKER",
     "ArmFigures",
     "Stall",
     "arm_dirs",
@@ -131,11 +131,6 @@ def counter_increase(values: Iterable[float | None]) -> float | None:
         prev = value
         seen = True
     return total if seen else None
-
-
-#: the line the launcher appends to engine.log before it stops the engine (engine.launcher
-#: writes the same text; a test holds the two together): what follows is shutdown noise
-STOP_MARKER = "=== stallkit: engine stop requested ==="
 
 
 def count_log_patterns(log_path: Path, patterns: Mapping[str, str]) -> dict[str, int]:

@@ -7,11 +7,9 @@ host tier, compute share 0.4), on which the `base` policy livelocks under sustai
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-Policy = Literal["base", "fix"]
+from engine.sim.controller import Policy
 
 
 class CostModel(BaseModel):

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from engine.sim.config import Policy, SimConfig
+from engine.sim.config import SimConfig
+from engine.sim.controller import Policy
 from engine.sim.core import SimEngine
 
 Case = Literal["full-slots", "free-slot"]

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.launcher import STOP_MARKER, ProcessLauncher
+from contract.files import STOP_MARKER
+from engine.launcher import ProcessLauncher
 from engine.local import default_args
 from engine.spec import EngineSpec
-from reports.rundir import STOP_MARKER as REPORTS_STOP_MARKER
 from reports.rundir import count_log_patterns
 from tests.support import alive
 
@@ -124,10 +124,6 @@ def test_stop_marks_the_log_and_later_lines_are_not_counted(tmp_path: Path) -> N
         f"Traceback (most recent call last):\nboom\n{STOP_MARKER}\nTraceback (most recent call last):\n"
     )
     assert count_log_patterns(failed, patterns) == {"tracebacks": 1}
-
-
-def test_the_stop_marker_is_one_text_for_the_writer_and_the_reader() -> None:
-    assert STOP_MARKER == REPORTS_STOP_MARKER
 
 
 @pytest.mark.parametrize(
