@@ -57,16 +57,12 @@ from monitor import (
     EngineMetrics,
     EngineTarget,
     ForensicsCollector,
-    GpuReading,
     MetricsSnapshot,
     MonitorConfig,
-    MonitorEvent,
-    Sample,
-    StallDetector,
+    MonitorStep,
     StallStarted,
     StopRequested,
     TimelineWriter,
-    snapshot_deltas,
 )
 
 __all__ = ["VirtualResult", "run_virtual_arm", "snapshot_of"]
@@ -150,7 +146,7 @@ class _Harness:
         cfg = kit.sim.engine.model_copy(update={"policy": policy})
         self.sim: SimConfig = SimConfig.model_validate(cfg.model_dump())
         self.engine = SimEngine(self.sim, log)
-        self.detector = StallDetector(mon, gpu_checked=True)
+        self.step = MonitorStep(mon, gpu_checked=True)
         self.machines = [AgentMachine(self.load, i) for i in range(self.load.agents)]
         # each agent's conversation: the tokens of its last prompt (kept as a list, so a turn
         # extends it instead of copying it) and how many of them the last finished turn (its
@@ -170,7 +166,7 @@ class _Harness:
         self.forensics = ForensicsCollector(
             arm_dir, "", target, mon.stall_after_s, background=False
         )
-        self.prev: tuple[float, MetricsSnapshot, float] | None = None
+        self.prev: tuple[float, float] | None = None  # (t, busy s) at the last tick
         self.stalled = False
 
     # -- agents -----------------------------------------------------------------------------
@@ -288,21 +284,16 @@ class _Harness:
     def _scrape(self) -> bool:
         """One monitor tick at the current engine time; True when the detector asks to stop."""
         stats = self.engine.stats
-        snapshot = snapshot_of(stats)
         t = self.now
         util = 0.0
-        deltas = None
         if self.prev is not None:
-            prev_t, prev_snap, prev_busy = self.prev
+            prev_t, prev_busy = self.prev
             dt = t - prev_t
             util = 100.0 * min(1.0, (stats.busy_s - prev_busy) / dt) if dt > 0 else 0.0
-            deltas = snapshot_deltas(prev_snap, snapshot, dt)
-        self.prev = (t, snapshot, stats.busy_s)
+        self.prev = (t, stats.busy_s)
         gpus = {str(i): round(util, 2) for i in range(self.sim.num_gpus)}
-        events: list[MonitorEvent] = [GpuReading(t, gpus), Sample(t, snapshot, deltas)]
-        events += self.detector.observe(t, snapshot, gpus)
         stop = False
-        for event in events:
+        for event in self.step.events(t, snapshot_of(stats), gpus):
             self.timeline.write(event)
             self.forensics.handle(event)
             if isinstance(event, StallStarted):

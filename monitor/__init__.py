@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from monitor.rates import snapshot_deltas
     from monitor.rules import RulesSettings, rules_yaml
     from monitor.session import Sink, run_monitor
+    from monitor.step import MonitorStep
     from monitor.timeline import TimelineWriter
 
 #: public name -> the module that defines it
@@ -44,6 +45,7 @@ _LAZY = {
     "MonitorError": "monitor.errors",
     "Sink": "monitor.session",
     "run_monitor": "monitor.session",
+    "MonitorStep": "monitor.step",
     "GpuReading": "monitor.events",
     "MonitorEvent": "monitor.events",
     "Sample": "monitor.events",
@@ -86,6 +88,7 @@ __all__ = [
     "MonitorConfig",
     "MonitorError",
     "MonitorEvent",
+    "MonitorStep",
     "OnStallCommand",
     "OnStallRunner",
     "RulesSettings",
