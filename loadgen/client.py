@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import orjson
 
+from contract.urls import url_problem
 from loadgen.stream import ERROR_EXCERPT_CHARS, SseDecoder, StreamResult, rescale
 from loadgen.transport import LeanTransport, exchange
 from loadgen.wire import Target, stream_post
@@ -54,8 +55,8 @@ class StreamingClient(httpx.AsyncClient):
         straight to the wire, skipping the client's request and response machinery."""
         key = str(url)
         if key not in self._posts:
+            fast = url_problem(key) is None  # else httpx says what is wrong with it
             parsed = httpx.URL(url)
-            fast = parsed.scheme in ("http", "https") and bool(parsed.host)
             self._posts[key] = (parsed, _post_head(parsed, self._stream_headers)) if fast else None
         known = self._posts[key]
         if options or json is None or known is None:
@@ -87,14 +88,13 @@ def _post_head(url: httpx.URL, headers: Mapping[str, str]) -> bytes:
 
 
 def _target(url: str, headers: Mapping[str, str]) -> Target | str:
+    problem = url_problem(url)  # the contract's rule, in the words kit load and url: use
+    if problem is not None:
+        return f"bad URL {url!r}: {problem}"
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
         return f"bad URL {url!r}: {exc}"
-    if parsed.scheme not in ("http", "https"):
-        return f"unsupported URL scheme in {url!r} (use http:// or https://)"
-    if not parsed.host:
-        return f"no host in URL {url!r}"
     path = parsed.raw_path.decode("ascii")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     return Target(parsed.scheme, parsed.host, port, path, headers)

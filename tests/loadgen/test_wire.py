@@ -121,9 +121,20 @@ async def test_bad_urls_are_connect_errors_that_say_why() -> None:
     async with make_client(1.0, 1.0) as client:
         ftp = await stream_chat(client, "ftp://127.0.0.1:21/x", BODY, StreamResult())
         bare = await stream_chat(client, "127.0.0.1:8000/v1/chat/completions", BODY, StreamResult())
-    assert ftp.outcome == bare.outcome == "connect_error"
-    assert "unsupported URL scheme" in (ftp.error or "")
-    assert "unsupported URL scheme" in (bare.error or "") or "no host" in (bare.error or "")
+        port = await stream_chat(client, "http://127.0.0.1:x/v1", BODY, StreamResult())
+    assert ftp.outcome == bare.outcome == port.outcome == "connect_error"
+    assert (
+        port.error
+        == "bad URL 'http://127.0.0.1:x/v1': the URL's port is not a number from 0 to 65535"
+    )
+    # the contract's words for each mistake (contract.urls), as kit load and url: say them
+    assert (
+        ftp.error
+        == "bad URL 'ftp://127.0.0.1:21/x': unsupported URL scheme 'ftp' (use http:// or https://)"
+    )
+    assert bare.error == (
+        "bad URL '127.0.0.1:8000/v1/chat/completions': the URL has no scheme (use http:// or https://)"
+    )
 
 
 @pytest.mark.parametrize("cut", [1, 2, 5, 7, 13, 40])
