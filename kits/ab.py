@@ -2,8 +2,9 @@
 
 Virtual-clock simulator arms run in parallel processes across the cores (one job per arm and
 seed, each writing its own directory); wall-clock arms run one seed after another (both arms at
-once with --parallel). Every engine is stopped on success, error, Ctrl-C and SIGTERM, and the
-A/B reports are made from the saved directories whatever ended the run.
+once with --parallel). Every engine is stopped on success, error and Ctrl-C (SIGTERM reaches
+here as Ctrl-C: `kits.cli.common.sigterm_as_ctrl_c`), and the A/B reports are made from the
+saved directories whatever ended the run.
 """
 
 from __future__ import annotations
@@ -67,24 +68,18 @@ def strict_failures(report: ABReport) -> list[str]:
 
 
 async def _run_all(plan: Plan, console: Console, dashboard: bool) -> None:
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    if task is not None:
-        loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    try:
-        if plan.parallel:
-            await asyncio.gather(*(run_arm(arm, plan, console, dashboard) for arm in plan.arms))
-        else:
-            for arm in plan.arms:
-                await run_arm(arm, plan, console, dashboard)
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
+    if plan.parallel:
+        await asyncio.gather(*(run_arm(arm, plan, console, dashboard) for arm in plan.arms))
+    else:
+        for arm in plan.arms:
+            await run_arm(arm, plan, console, dashboard)
 
 
 def _worker_init() -> None:
-    # an idle worker ignores Ctrl-C (the parent stops the pool); a busy one stops its arm
+    # an idle worker ignores Ctrl-C (the parent stops the pool); a busy one stops its arm.
+    # SIGTERM is the pool's own way to end a worker, not the command line's Ctrl-C.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _virtual_job(kit: Kit, arm: str, spec: str, policy: str, arm_dir: Path) -> VirtualResult:
@@ -104,6 +99,14 @@ def _note(console: Console, done: VirtualResult) -> None:
     )
 
 
+def _cores() -> int:
+    """The cores this process may run on (a job pinned to one core runs its arms in process)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity outside Linux
+        return os.cpu_count() or 1
+
+
 def _run_virtual(plan: Plan, console: Console) -> None:
     """Every virtual arm over every seed, in parallel processes across the cores."""
     jobs = [
@@ -112,34 +115,25 @@ def _run_virtual(plan: Plan, console: Console) -> None:
         for arm in plan.arms
         if plan.virtual(arm)
     ]
-    workers = min(len(jobs), os.cpu_count() or 1)
+    workers = min(len(jobs), _cores())
     if workers <= 1:
         for job in jobs:
             _note(console, _virtual_job(*job))
         return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
-            futures: list[Future[VirtualResult]] = [pool.submit(_virtual_job, *j) for j in jobs]
-            try:
-                for future in as_completed(futures):
-                    _note(console, future.result())
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                # the running arms stop now and write their directories as interrupted
-                for child in multiprocessing.active_children():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(child.pid or 0, signal.SIGINT)
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM during virtual arms: stop as Ctrl-C does (the arms keep what they recorded)."""
-    raise KeyboardInterrupt
+    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
+        futures: list[Future[VirtualResult]] = [pool.submit(_virtual_job, *j) for j in jobs]
+        try:
+            for future in as_completed(futures):
+                _note(console, future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            # the running arms stop now and write their directories as interrupted
+            for child in multiprocessing.active_children():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid or 0, signal.SIGINT)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
 
 
 def _run_wall(plan: Plan, console: Console, dashboard: bool) -> None:

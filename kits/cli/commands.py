@@ -47,21 +47,23 @@ class LazyGroup(TyperGroup):
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Run the command line; a mistake in it (an unknown or missing option, a value of the
-        wrong type) is one red line with a hint and exit code 2, like every other user error."""
+        wrong type) is one red line with a hint and exit code 2, like every other user error.
+        SIGTERM stops any command as Ctrl-C does."""
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
-        from kits.cli.common import fail
+        from kits.cli.common import fail, sigterm_as_ctrl_c
 
         # typer's own copy of click (newer typer) or click itself: the one its classes use
         click: Any = getattr(typer.core, "_click", None) or importlib.import_module("click")
         try:
-            code = super().main(*args, **{**kwargs, "standalone_mode": False})
+            with sigterm_as_ctrl_c():
+                code = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.exceptions.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "kit"
             sys.exit(fail(exc.format_message(), f"see `{where} --help`", exc.exit_code).exit_code)
         except click.exceptions.ClickException as exc:
             sys.exit(fail(exc.format_message(), "", exc.exit_code).exit_code)
-        except click.exceptions.Abort:
+        except typer.Abort:  # click's own, or typer's where typer carries its copy of click
             print("Aborted!", file=sys.stderr)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)

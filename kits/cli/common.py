@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import ParamSpec, TypeVar
@@ -60,13 +61,19 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 @contextlib.contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
-    """Within: SIGTERM (a `kill`, a job's time limit, `timeout`) stops the command as Ctrl-C
-    does, so that what it recorded is kept and summed up before it exits 130."""
+    """Within: SIGTERM (a `kill`, a job's time limit, `timeout`) is Ctrl-C. The one place the
+    tool handles SIGTERM: every command runs within it (`kits.cli.commands`). The signal is
+    raised again as SIGINT, so whatever handles Ctrl-C at that moment handles it the same way
+    (`asyncio.run` cancels its task, other code gets KeyboardInterrupt): what was recorded is
+    kept and summed up before the command exits 130. Outside the main thread: no change."""
 
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
+    def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+        signal.raise_signal(signal.SIGINT)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
     try:
         yield
     finally:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kits.cli.common import sigterm_as_ctrl_c, user_errors
+from kits.cli.common import user_errors
 from kits.cli.fields import field_option, flags_by_field
 from loadgen.config import LoadConfig, sizes_for_context
 
@@ -70,9 +70,8 @@ def load(
         ) from None
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
     interrupted = False
-    try:
-        with sigterm_as_ctrl_c():
-            loop.run(_drive(url, cfg, out_dir))
+    try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
+        loop.run(_drive(url, cfg, out_dir))
     except KeyboardInterrupt:
         interrupted = True
     _finish(out_dir)

@@ -22,7 +22,7 @@ from kits.cli.alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli.common import fail, sigterm_as_ctrl_c, user_errors
+from kits.cli.common import fail, user_errors
 from kits.cli.fields import field_option, flags_by_field
 from monitor.config import MonitorConfig, monitor_config
 
@@ -145,21 +145,20 @@ def _watch(
     from monitor.session import run_monitor
 
     live = not no_dashboard and sys.stdout.isatty()
-    try:
-        with sigterm_as_ctrl_c():
-            return asyncio.run(
-                run_monitor(
-                    url,
-                    config,
-                    gpu,
-                    out_dir=out_dir,
-                    duration_s=duration,
-                    display="live" if live else "lines",
-                    console=Console(),
-                    exit_on_stall=exit_on_stall,
-                    sinks=[hooks],
-                )
+    try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
+        return asyncio.run(
+            run_monitor(
+                url,
+                config,
+                gpu,
+                out_dir=out_dir,
+                duration_s=duration,
+                display="live" if live else "lines",
+                console=Console(),
+                exit_on_stall=exit_on_stall,
+                sinks=[hooks],
             )
+        )
     except KeyboardInterrupt:
         raise fail("interrupted", code=130) from None
 

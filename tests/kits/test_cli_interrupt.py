@@ -1,4 +1,5 @@
-"""Ctrl-C during `kit run` on the simulator, at several moments, through a real process.
+"""Ctrl-C and SIGTERM during `kit run`, `kit ab`, `kit load` and `kit monitor`, through real
+processes: SIGTERM is Ctrl-C to every command.
 
 Whenever SIGINT lands (engine start, mid-run, while the reports are written) the run exits
 130 within seconds, stops its engine, and what it recorded is consistent: the agents' turns
@@ -9,6 +10,7 @@ arm's end after the monitor had stopped).
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -35,8 +37,15 @@ def _wait_for_turns(path: Path, count: int, deadline: float) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("moment", ["engine-start", "mid-run", "reports"])
-def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(moment: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("moment", "sig"),
+    [("engine-start", signal.SIGINT), ("mid-run", signal.SIGINT), ("reports", signal.SIGINT),
+     ("mid-run", signal.SIGTERM)],
+    ids=["engine-start", "mid-run", "reports", "mid-run-sigterm"],
+)  # fmt: skip
+def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(
+    moment: str, sig: signal.Signals, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
     duration = "30" if moment == "reports" else "3600"  # 3600 engine s: two wall minutes
     args = ["run", "--engine", "sim:base", "--duration", duration, "--time-scale", "30",
@@ -60,12 +69,12 @@ def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(moment: str, tmp_p
             break
     else:
         pytest.fail(f"the run ended before {moment}")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     sent = time.monotonic()
     stdout, stderr = proc.communicate(timeout=60)
     took = time.monotonic() - sent
     assert "Traceback" not in stderr + stdout
-    assert took < EXIT_WITHIN_S, f"{moment}: exited {took:.1f} s after SIGINT"
+    assert took < EXIT_WITHIN_S, f"{moment}: exited {took:.1f} s after {sig.name}"
     # after the arm's end the signal may come too late to interrupt anything: then it finished
     if not (moment == "reports" and proc.returncode == 0):
         assert proc.returncode == 130, (moment, stderr)
@@ -125,3 +134,38 @@ def test_sigterm_stops_load_and_monitor_as_ctrl_c_does(tmp_path: Path) -> None:
     summary = json.loads((load_out / "summary.json").read_text())
     assert summary["turns_ok"] >= 2 and "load summary" in done["load"][0]
     assert len(_lines(monitor_out / "timeline.jsonl")) >= 3
+
+
+@pytest.mark.parametrize("cpus", [1, 2], ids=["serial", "worker-processes"])
+def test_sigterm_stops_a_virtual_ab_as_ctrl_c_does(cpus: int, tmp_path: Path) -> None:
+    """`kit ab` on the virtual clock runs its arms in process on one core and in worker
+    processes on more: on either, SIGTERM ends the arms as interrupted, keeps what they
+    recorded and the reports, and exits 130 (on one core it died with nothing written)."""
+    usable = sorted(os.sched_getaffinity(0))
+    if len(usable) < cpus:
+        pytest.skip(f"needs {cpus} cores")
+    out = tmp_path / "ab"
+    # both arms the fix: neither stalls, so each runs until the signal
+    args = ["ab", "--base", "sim:fix", "--fix", "sim:fix", "--seeds", "1",
+            "--duration", "100000000", "--no-dashboard", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kits", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        preexec_fn=lambda: os.sched_setaffinity(0, usable[:cpus]),
+    )
+    _wait_for_turns(out / "base" / "turns.jsonl", 3, time.monotonic() + 60)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stdout + stderr
+    assert "error: interrupted; partial results kept" in stderr
+    arms = ["base", "fix"] if cpus > 1 else ["base"]  # one core: the fix arm never started
+    for arm in arms:
+        meta = json.loads((out / arm / "meta.json").read_text())
+        assert meta["end_reason"] == "interrupted", (arm, meta)
+        assert (out / arm / "summary.json").exists()
+    # the report of what ran (one arm's is run.md)
+    assert (out / ("ab.md" if cpus > 1 else "run.md")).exists()

@@ -254,3 +254,28 @@ def test_kit_sim_serve_and_python_m_engine_sim_are_one_command_line() -> None:
             )
             lines.add(done.stderr.replace(prog, "PROG"))
         assert len(lines) == 1, lines
+
+
+def test_an_unexpected_error_escapes_as_itself_and_abort_says_aborted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bug's own traceback, not the group's (it looked up click's Abort where typer's copy of
+    click has none, and raised AttributeError over every unexpected error)."""
+    from kits.cli.commands import LazyGroup
+
+    app = typer.Typer(cls=LazyGroup)
+
+    @app.command()
+    def boom() -> None:
+        raise RuntimeError("a bug")
+
+    @app.command()
+    def abort() -> None:
+        raise typer.Abort()
+
+    group = typer.main.get_command(app)
+    with pytest.raises(RuntimeError, match="a bug"):
+        group.main(["boom"], prog_name="kit")
+    with pytest.raises(SystemExit) as done:
+        group.main(["abort"], prog_name="kit")
+    assert done.value.code == 1 and "Aborted!" in capsys.readouterr().err
