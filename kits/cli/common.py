@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import signal
 import threading
@@ -50,13 +51,31 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
         except StallkitError as exc:
             raise fail(str(exc), exc.hint) from None
-        except OSError as exc:  # a path the user gave that cannot be read or written
-            where = f"{exc.filename}: " if exc.filename else ""
-            raise fail(
-                f"{where}{exc.strerror or exc}", "check the path and its permissions"
-            ) from None
+        except OSError as exc:  # the system refused: a path, the disk, the open-file limit
+            raise fail(*os_error_line(exc)) from None
 
     return wrapper
+
+
+#: errno -> what the user can do about it; any other OSError is its own message, no hint
+_OS_HINTS = {
+    **dict.fromkeys(
+        (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EROFS),
+        "check the path and its permissions",
+    ),
+    **dict.fromkeys((errno.ENOSPC, errno.EDQUOT), "free some disk space, or write elsewhere"),
+    **dict.fromkeys(
+        (errno.EMFILE, errno.ENFILE),
+        "raise the open-file limit (`ulimit -n`) or run fewer agents",
+    ),
+}
+
+
+def os_error_line(exc: OSError) -> tuple[str, str]:
+    """The message (the file, when the error names one) and the hint for an OSError."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    message = f"{where}{exc.strerror or exc}"
+    return message, _OS_HINTS.get(exc.errno or 0, "")
 
 
 @contextlib.contextmanager
