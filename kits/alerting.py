@@ -31,11 +31,11 @@ _KINDS |= {"docker": "docker", "url": "remote"}
 
 @dataclass
 class Alerting:
-    """The run-wide pieces: one exporter for every arm (told apart by the `arm` label)."""
+    """The run-wide pieces: one exporter for every arm (told apart by the `arm` label).
+    Forensics need no setting: every arm keeps its bundles."""
 
     exporter: StallExporter | None = None
     on_stall: OnStallCommand | None = None
-    forensics: bool = True
     metrics_url: str | None = None
 
     @classmethod
@@ -58,7 +58,7 @@ class Alerting:
             port = exporter.serve(metrics_host, metrics_port)
             host = f"[{metrics_host}]" if ":" in metrics_host else metrics_host
             url = f"http://{host}:{port}/metrics"
-        return cls(exporter, command, True, url)
+        return cls(exporter, command, url)
 
     def for_arm(
         self,
@@ -73,17 +73,16 @@ class Alerting:
         sinks = ArmAlerting()
         if self.exporter is not None:
             sinks.parts.append(self.exporter.sink(url, arm))
-        if self.forensics:
-            log = arm_dir / "engine.log"
-            target = EngineTarget(
-                _KINDS.get(spec.kind, "remote"),
-                pids=launcher.pids,
-                container=getattr(launcher, "name", None) if spec.kind == "docker" else None,
-                log_path=log if log.exists() else None,
-            )
-            collector = ForensicsCollector(arm_dir, url, target, stall_after_s)
-            sinks.parts.append(collector)
-            sinks.closers.append(collector.close)
+        log = arm_dir / "engine.log"
+        target = EngineTarget(
+            _KINDS.get(spec.kind, "remote"),
+            pids=launcher.pids,
+            container=getattr(launcher, "name", None) if spec.kind == "docker" else None,
+            log_path=log if log.exists() else None,
+        )
+        collector = ForensicsCollector(arm_dir, url, target, stall_after_s)
+        sinks.parts.append(collector)
+        sinks.closers.append(collector.close)
         if self.on_stall is not None:
             runner = OnStallRunner(self.on_stall, arm_dir, url, arm)
             sinks.parts.append(runner)

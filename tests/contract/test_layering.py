@@ -3,13 +3,18 @@
 No cycle between modules; the roles (`engine`, `loadgen`, `monitor`) never import each other
 or `kits`; the contract layer imports none of the roles; `reports` reads runs through the
 contract and itself only; the orchestration's modules (`kits`, its command line aside) import
-the roles through their public faces only, past a documented allowlist.
+the roles through their public faces only, past a documented allowlist. The distribution's
+runtime dependencies are what the packages import.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
+import tomllib
 from collections.abc import Iterator
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -225,3 +230,41 @@ def test_single_role_commands_touch_no_orchestration() -> None:
     ]
     assert wrong == [], wrong
     assert "loadgen.config" in graph["kits.cli.load"]
+
+
+#: runtime dependencies no module imports, with why they are declared
+UNIMPORTED_DEPENDENCIES = {"py-spy": "a program: forensics run it for the engine's stacks"}
+#: distributions imported without being declared, with why
+UNDECLARED_IMPORTS = {"pydantic-core": "pydantic's own core, installed and pinned by pydantic"}
+
+
+def _dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _third_party_distributions() -> set[str]:
+    """The installed distributions whose modules the packages import (optional ones that are
+    not installed, such as vllm or torch, cannot be told and are left out)."""
+    tops = set()
+    for path in _modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                tops |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                tops.add(node.module.split(".")[0])
+    installed = packages_distributions()
+    return {
+        _dist(dist)
+        for top in tops - set(sys.stdlib_module_names) - set(PACKAGES)
+        for dist in installed.get(top, [])
+    }
+
+
+def test_the_runtime_dependencies_are_what_the_packages_import() -> None:
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    names = {_dist(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0])
+             for d in declared["project"]["dependencies"]}  # fmt: skip
+    imported = _third_party_distributions()
+    assert "httpx" in imported and "scipy" in imported  # the scan sees lazy imports too
+    assert names - imported == set(UNIMPORTED_DEPENDENCIES), names - imported
+    assert imported - names == set(UNDECLARED_IMPORTS), imported - names
