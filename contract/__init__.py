@@ -16,30 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contract.faces import lazy_face
+from contract.faces import public_face
 
-if TYPE_CHECKING:
-    from contract.errors import StallkitError, validation_location, validation_message
-    from contract.gpu import GpuSource, GpuSourceError, GpuSourceField
+if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
+    from contract.errors import StallkitError as StallkitError
+    from contract.errors import validation_location as validation_location
+    from contract.errors import validation_message as validation_message
+    from contract.gpu import GpuSource as GpuSource
+    from contract.gpu import GpuSourceError as GpuSourceError
+    from contract.gpu import GpuSourceField as GpuSourceField
 
-#: public name -> the module that defines it
-_LAZY = {
-    "StallkitError": "contract.errors",
-    "validation_location": "contract.errors",
-    "validation_message": "contract.errors",
-    "GpuSource": "contract.gpu",
-    "GpuSourceError": "contract.gpu",
-    "GpuSourceField": "contract.gpu",
-}
-
-__all__ = [
-    "GpuSource",
-    "GpuSourceError",
-    "GpuSourceField",
-    "StallkitError",
-    "validation_location",
-    "validation_message",
-]
-
-if not TYPE_CHECKING:  # mypy reads the imports above; at run time names load on first use
-    __getattr__, __dir__ = lazy_face(__name__, _LAZY)
+if not TYPE_CHECKING:
+    __all__, __getattr__, __dir__ = public_face(__name__)

@@ -12,70 +12,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contract.faces import lazy_face
+from contract.faces import public_face
 
-if TYPE_CHECKING:
-    from loadgen.agent import Action, AgentMachine, Done, Send, Wait
-    from loadgen.config import LoadConfig, sizes_for_context
-    from loadgen.errors import LoadError
-    from loadgen.preflight import ServerInfo
-    from loadgen.progress import LoadProgress, live_progress, summary_table
-    from loadgen.records import TURNS_FILE, Outcome, RecordWriter, TurnRecord, read_records
-    from loadgen.run import AgentState, RunFinished, TurnFinished, run_agents
-    from loadgen.summary import LoadSummary, summarize
+if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
+    from loadgen.agent import Action as Action
+    from loadgen.agent import AgentMachine as AgentMachine
+    from loadgen.agent import Done as Done
+    from loadgen.agent import Send as Send
+    from loadgen.agent import Wait as Wait
+    from loadgen.config import LoadConfig as LoadConfig
+    from loadgen.config import sizes_for_context as sizes_for_context
+    from loadgen.errors import LoadError as LoadError
+    from loadgen.preflight import ServerInfo as ServerInfo
+    from loadgen.progress import LoadProgress as LoadProgress
+    from loadgen.progress import live_progress as live_progress
+    from loadgen.progress import summary_table as summary_table
+    from loadgen.records import TURNS_FILE as TURNS_FILE
+    from loadgen.records import Outcome as Outcome
+    from loadgen.records import RecordWriter as RecordWriter
+    from loadgen.records import TurnRecord as TurnRecord
+    from loadgen.records import read_records as read_records
+    from loadgen.run import AgentState as AgentState
+    from loadgen.run import RunFinished as RunFinished
+    from loadgen.run import TurnFinished as TurnFinished
+    from loadgen.run import run_agents as run_agents
+    from loadgen.summary import LoadSummary as LoadSummary
+    from loadgen.summary import summarize as summarize
 
-#: public name -> the module that defines it
-_LAZY = {
-    "LoadConfig": "loadgen.config",
-    "sizes_for_context": "loadgen.config",
-    "LoadError": "loadgen.errors",
-    "ServerInfo": "loadgen.preflight",
-    "AgentState": "loadgen.run",
-    "RunFinished": "loadgen.run",
-    "TurnFinished": "loadgen.run",
-    "run_agents": "loadgen.run",
-    "Action": "loadgen.agent",
-    "AgentMachine": "loadgen.agent",
-    "Done": "loadgen.agent",
-    "Send": "loadgen.agent",
-    "Wait": "loadgen.agent",
-    "TURNS_FILE": "loadgen.records",
-    "Outcome": "loadgen.records",
-    "RecordWriter": "loadgen.records",
-    "TurnRecord": "loadgen.records",
-    "read_records": "loadgen.records",
-    "LoadSummary": "loadgen.summary",
-    "summarize": "loadgen.summary",
-    "LoadProgress": "loadgen.progress",
-    "live_progress": "loadgen.progress",
-    "summary_table": "loadgen.progress",
-}
-
-__all__ = [
-    "TURNS_FILE",
-    "Action",
-    "AgentMachine",
-    "AgentState",
-    "Done",
-    "LoadConfig",
-    "LoadError",
-    "LoadProgress",
-    "LoadSummary",
-    "Outcome",
-    "RecordWriter",
-    "RunFinished",
-    "Send",
-    "ServerInfo",
-    "TurnFinished",
-    "TurnRecord",
-    "Wait",
-    "live_progress",
-    "read_records",
-    "run_agents",
-    "sizes_for_context",
-    "summarize",
-    "summary_table",
-]
-
-if not TYPE_CHECKING:  # mypy reads the imports above; at run time names load on first use
-    __getattr__, __dir__ = lazy_face(__name__, _LAZY)
+if not TYPE_CHECKING:
+    __all__, __getattr__, __dir__ = public_face(__name__)

@@ -12,106 +12,44 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contract.faces import lazy_face
+from contract.faces import public_face
 
-if TYPE_CHECKING:
-    from monitor.config import MonitorConfig, monitor_config
-    from monitor.dashboard import Dashboard, LogLines, fmt_s, live_dashboard
-    from monitor.detector import StallDetector
-    from monitor.errors import MonitorError
-    from monitor.events import (
-        GpuReading,
-        MonitorEvent,
-        Sample,
-        StallStarted,
-        StopRequested,
-        Verdict,
-    )
-    from monitor.exporter import StallExporter
-    from monitor.forensics import EngineTarget, ForensicsCollector, TargetKind
-    from monitor.gpu import GpuReader, gpu_source, probe_engine_dcgm
-    from monitor.onstall import OnStallCommand, OnStallRunner
-    from monitor.parse import EngineMetrics, MetricsSnapshot, SimClock, parse_metrics
-    from monitor.rates import snapshot_deltas
-    from monitor.rules import RulesSettings, rules_yaml
-    from monitor.session import Sink, run_monitor
-    from monitor.step import MonitorStep
-    from monitor.timeline import TimelineWriter
+if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
+    from monitor.config import MonitorConfig as MonitorConfig
+    from monitor.config import monitor_config as monitor_config
+    from monitor.dashboard import Dashboard as Dashboard
+    from monitor.dashboard import LogLines as LogLines
+    from monitor.dashboard import fmt_s as fmt_s
+    from monitor.dashboard import live_dashboard as live_dashboard
+    from monitor.detector import StallDetector as StallDetector
+    from monitor.errors import MonitorError as MonitorError
+    from monitor.events import GpuReading as GpuReading
+    from monitor.events import MonitorEvent as MonitorEvent
+    from monitor.events import Sample as Sample
+    from monitor.events import StallStarted as StallStarted
+    from monitor.events import StopRequested as StopRequested
+    from monitor.events import Verdict as Verdict
+    from monitor.exporter import StallExporter as StallExporter
+    from monitor.forensics import EngineTarget as EngineTarget
+    from monitor.forensics import ForensicsCollector as ForensicsCollector
+    from monitor.forensics import TargetKind as TargetKind
+    from monitor.gpu import GpuReader as GpuReader
+    from monitor.gpu import gpu_source as gpu_source
+    from monitor.gpu import probe_engine_dcgm as probe_engine_dcgm
+    from monitor.onstall import OnStallCommand as OnStallCommand
+    from monitor.onstall import OnStallRunner as OnStallRunner
+    from monitor.parse import EngineMetrics as EngineMetrics
+    from monitor.parse import MetricsSnapshot as MetricsSnapshot
+    from monitor.parse import SimClock as SimClock
+    from monitor.parse import parse_metrics as parse_metrics
+    from monitor.rates import snapshot_deltas as snapshot_deltas
+    from monitor.rules import RulesSettings as RulesSettings
+    from monitor.rules import rules_yaml as rules_yaml
+    from monitor.session import MonitorOutcome as MonitorOutcome
+    from monitor.session import Sink as Sink
+    from monitor.session import run_monitor as run_monitor
+    from monitor.step import MonitorStep as MonitorStep
+    from monitor.timeline import TimelineWriter as TimelineWriter
 
-#: public name -> the module that defines it
-_LAZY = {
-    "MonitorConfig": "monitor.config",
-    "monitor_config": "monitor.config",
-    "MonitorError": "monitor.errors",
-    "Sink": "monitor.session",
-    "run_monitor": "monitor.session",
-    "MonitorStep": "monitor.step",
-    "GpuReading": "monitor.events",
-    "MonitorEvent": "monitor.events",
-    "Sample": "monitor.events",
-    "StallStarted": "monitor.events",
-    "StopRequested": "monitor.events",
-    "Verdict": "monitor.events",
-    "StallDetector": "monitor.detector",
-    "EngineMetrics": "monitor.parse",
-    "MetricsSnapshot": "monitor.parse",
-    "parse_metrics": "monitor.parse",
-    "SimClock": "monitor.parse",
-    "snapshot_deltas": "monitor.rates",
-    "GpuReader": "monitor.gpu",
-    "gpu_source": "monitor.gpu",
-    "probe_engine_dcgm": "monitor.gpu",
-    "TimelineWriter": "monitor.timeline",
-    "Dashboard": "monitor.dashboard",
-    "LogLines": "monitor.dashboard",
-    "fmt_s": "monitor.dashboard",
-    "live_dashboard": "monitor.dashboard",
-    "StallExporter": "monitor.exporter",
-    "EngineTarget": "monitor.forensics",
-    "ForensicsCollector": "monitor.forensics",
-    "TargetKind": "monitor.forensics",
-    "OnStallCommand": "monitor.onstall",
-    "OnStallRunner": "monitor.onstall",
-    "RulesSettings": "monitor.rules",
-    "rules_yaml": "monitor.rules",
-}
-
-__all__ = [
-    "Dashboard",
-    "EngineMetrics",
-    "EngineTarget",
-    "ForensicsCollector",
-    "GpuReader",
-    "GpuReading",
-    "LogLines",
-    "MetricsSnapshot",
-    "MonitorConfig",
-    "MonitorError",
-    "MonitorEvent",
-    "MonitorStep",
-    "OnStallCommand",
-    "OnStallRunner",
-    "RulesSettings",
-    "Sample",
-    "SimClock",
-    "Sink",
-    "StallDetector",
-    "StallExporter",
-    "StallStarted",
-    "StopRequested",
-    "TargetKind",
-    "TimelineWriter",
-    "Verdict",
-    "fmt_s",
-    "gpu_source",
-    "live_dashboard",
-    "monitor_config",
-    "parse_metrics",
-    "probe_engine_dcgm",
-    "rules_yaml",
-    "run_monitor",
-    "snapshot_deltas",
-]
-
-if not TYPE_CHECKING:  # mypy reads the imports above; at run time names load on first use
-    __getattr__, __dir__ = lazy_face(__name__, _LAZY)
+if not TYPE_CHECKING:
+    __all__, __getattr__, __dir__ = public_face(__name__)

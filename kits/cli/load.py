@@ -14,7 +14,7 @@ import typer
 
 from kits.cli.common import user_errors
 from kits.cli.fields import field_option, flags_by_field
-from loadgen.config import LoadConfig, sizes_for_context
+from loadgen import LoadConfig, sizes_for_context
 
 
 def register(app: typer.Typer) -> None:
@@ -47,8 +47,7 @@ def load(
 
     from contract.errors import validation_message
     from contract.urls import URL_HINT, url_problem
-    from loadgen import loop
-    from loadgen.errors import LoadError
+    from loadgen import LoadError, loop
 
     # judged as the user wrote it, as `kit monitor` and `url:` specs judge theirs
     problem = url_problem(url)
@@ -85,9 +84,8 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
 
     from contract.files import LOAD_FILE
     from kits.cli.common import err_console
+    from loadgen import LoadProgress, live_progress, run_agents
     from loadgen.preflight import preflight
-    from loadgen.progress import LoadProgress, live_progress
-    from loadgen.run import run_agents
 
     info = await preflight(url, cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -111,7 +109,7 @@ def _finish(out_dir: Path) -> None:
     from contract.jsonl import write_json
     from contract.records import read_records
     from contract.summary import summarize
-    from loadgen.progress import summary_table
+    from loadgen import summary_table
 
     if not (out_dir / TURNS_FILE).exists():
         return

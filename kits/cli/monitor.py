@@ -24,13 +24,12 @@ from kits.cli.alerting import (
 )
 from kits.cli.common import fail, user_errors
 from kits.cli.fields import field_option, flags_by_field
-from monitor.config import MonitorConfig, monitor_config
+from monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
     from contract.gpu import GpuSource
     from kits.alerting import ArmAlerting
-    from monitor.gpu import GpuReader
-    from monitor.session import MonitorOutcome
+    from monitor import GpuReader, MonitorOutcome
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
 EXIT_STALL = 3
@@ -87,7 +86,7 @@ def monitor(
 
     from contract.gpu import GpuSource
     from contract.urls import URL_HINT, url_problem
-    from monitor.gpu import gpu_source as make_gpu_source
+    from monitor import gpu_source as make_gpu_source
 
     url = url.strip()
     problem = url_problem(url)
@@ -142,7 +141,7 @@ def _watch(
 
     from rich.console import Console
 
-    from monitor.session import run_monitor
+    from monitor import run_monitor
 
     live = not no_dashboard and sys.stdout.isatty()
     try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
@@ -179,7 +178,7 @@ def _report(outcome: MonitorOutcome) -> None:
 def _auto_gpu_source(url: str) -> GpuSource:
     """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
     from kits.cli.common import err_console
-    from monitor.gpu import probe_engine_dcgm
+    from monitor import probe_engine_dcgm
 
     chosen, why = probe_engine_dcgm(url)
     if why and chosen.kind == "none":

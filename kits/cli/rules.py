@@ -15,7 +15,7 @@ import typer
 from contract.errors import validation_message
 from kits.cli.common import fail, user_errors
 from kits.cli.fields import field_help, field_option, flags_by_field
-from monitor.rules import RulesSettings
+from monitor import RulesSettings
 
 RULES_FILE = "stallkit-rules.yml"
 DASHBOARD_FILE = "stallkit-dashboard.json"
@@ -59,7 +59,7 @@ def rules(
     from pydantic import ValidationError
 
     from kits.config import load_kit
-    from monitor.rules import rules_yaml
+    from monitor import rules_yaml
 
     monitor = load_kit(kit, {}).monitor
     try:

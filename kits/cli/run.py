@@ -24,7 +24,7 @@ from kits.cli.alerting import (
 from kits.cli.common import fail, user_errors
 from kits.cli.fields import flags_by_override, override_help
 from kits.config import SimSection
-from loadgen.config import LoadConfig
+from loadgen import LoadConfig
 
 if TYPE_CHECKING:
     from kits.ab import Plan, Result
@@ -333,8 +333,7 @@ def report(
     from rich.console import Console
 
     from kits.ab import strict_failures
-    from reports.view import ab_table
-    from reports.write import write_reports
+    from reports import ab_table, write_reports
 
     result = write_reports(run_dir)
     Console().print(ab_table(result))
