@@ -87,7 +87,10 @@ def sigterm_as_ctrl_c() -> Iterator[None]:
     kept and summed up before the command exits 130. Outside the main thread: no change."""
 
     def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
-        signal.raise_signal(signal.SIGINT)
+        if callable(signal.getsignal(signal.SIGINT)):
+            signal.raise_signal(signal.SIGINT)
+        else:  # Ctrl-C ignored (a script's background job): stop as Python's handler would
+            raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -37,15 +37,21 @@ def _wait_for_turns(path: Path, count: int, deadline: float) -> None:
         time.sleep(0.05)
 
 
+def _ignore_ctrl_c() -> None:  # as a shell script's `kit run ... &` starts it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.parametrize(
-    ("moment", "sig"),
-    [("engine-start", signal.SIGINT), ("mid-run", signal.SIGINT), ("reports", signal.SIGINT),
-     ("mid-run", signal.SIGTERM)],
-    ids=["engine-start", "mid-run", "reports", "mid-run-sigterm"],
+    ("moment", "sig", "ignore_ctrl_c"),
+    [("engine-start", signal.SIGINT, False), ("mid-run", signal.SIGINT, False),
+     ("reports", signal.SIGINT, False), ("mid-run", signal.SIGTERM, False),
+     ("mid-run", signal.SIGTERM, True)],
+    ids=["engine-start", "mid-run", "reports", "mid-run-sigterm", "mid-run-sigterm-no-ctrl-c"],
 )  # fmt: skip
 def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(
-    moment: str, sig: signal.Signals, tmp_path: Path
+    moment: str, sig: signal.Signals, ignore_ctrl_c: bool, tmp_path: Path
 ) -> None:
+    """A background job of a script ignores Ctrl-C: SIGTERM still stops it as Ctrl-C would."""
     out = tmp_path / "run"
     duration = "30" if moment == "reports" else "3600"  # 3600 engine s: two wall minutes
     args = ["run", "--engine", "sim:base", "--duration", duration, "--time-scale", "30",
@@ -56,6 +62,7 @@ def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
+        preexec_fn=_ignore_ctrl_c if ignore_ctrl_c else None,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 60
@@ -165,7 +172,7 @@ def test_sigterm_stops_a_virtual_ab_as_ctrl_c_does(cpus: int, tmp_path: Path) ->
     arms = ["base", "fix"] if cpus > 1 else ["base"]  # one core: the fix arm never started
     for arm in arms:
         meta = json.loads((out / arm / "meta.json").read_text())
-        assert meta["end_reason"] == "interrupted", (arm, meta)
+        assert meta["end_reason"] == "interrupted", (arm, meta["error"])
         assert (out / arm / "summary.json").exists()
     # the report of what ran (one arm's is run.md)
     assert (out / ("ab.md" if cpus > 1 else "run.md")).exists()
