@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contract.files import AB_FILE, RUN_FILE
-from contract.meta import Clock, EndReason
+from contract.meta import Clock, EndReason, EngineCapabilities
 from contract.time import ScaleBasis
 
 __all__ = [
@@ -81,6 +81,9 @@ class ArmFigures(BaseModel):
 
     model_config = _FROZEN
     spec: str = Field(description="The engine spec.")
+    capabilities: EngineCapabilities = Field(
+        default_factory=EngineCapabilities, description="What the arm's engine offers (meta.json)."
+    )
     stalls: list[Stall] = Field(description="Stalls in onset order.")
     stopped_by_monitor: bool = Field(description="The monitor stopped the run during a stall.")
     turns: int = Field(description="Completed turns.")

@@ -13,8 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contract.files import META_FILE
+from contract.names import SCHEDULER_STEPS
 
-__all__ = ["META_FILE", "ArmMeta", "Clock", "EndReason", "EngineKind"]
+__all__ = ["META_FILE", "ArmMeta", "Clock", "EndReason", "EngineCapabilities", "EngineKind"]
 
 #: the engine spec's kind (`sim:`, a docker image, `url:`, `vllm:`, `patched:`)
 EngineKind = Literal["sim", "docker", "url", "vllm", "patched"]
@@ -22,6 +23,34 @@ EngineKind = Literal["sim", "docker", "url", "vllm", "patched"]
 Clock = Literal["virtual", "wall"]
 #: why the arm ended ("starting" while it runs or when it never got going)
 EndReason = Literal["starting", "duration", "stall_stop", "interrupted", "error", "engine_died"]
+
+
+class EngineCapabilities(BaseModel):
+    """What an arm's engine offers the run and its reports, recorded from its engine spec.
+
+    Each engine spec case states its own (`engine.spec`), completed with what the kit gives the
+    arm (its GPUs, the scheduler its engine arguments load), so that a reader asks the field
+    rather than guessing from the spec's text. The defaults are a generic engine's; a meta.json
+    written before capabilities were recorded reads as those.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine_log: bool = Field(
+        True, description="The run keeps the engine's log (a url: arm attaches and reads none)."
+    )
+    step_counter: bool = Field(
+        False,
+        description=f"The engine exports {SCHEDULER_STEPS} (the patched scheduler plugin).",
+    )
+    gpu: bool | None = Field(
+        None, description="The engine runs on GPUs (None: not known, e.g. an attached engine)."
+    )
+    restore_admission: bool = Field(
+        True,
+        description="The scheduler has restore admission, so restore log rows count (the "
+        "patched scheduler plugin has none: they read n/a).",
+    )
 
 
 class ArmMeta(BaseModel):
@@ -32,6 +61,9 @@ class ArmMeta(BaseModel):
     arm: str = Field(description="The arm's name (base, fix, or the run's name).")
     spec: str = Field(description="The engine spec as given (sim:base, an image, url:...).")
     kind: EngineKind | None = Field(None, description="The engine spec's kind.")
+    capabilities: EngineCapabilities = Field(
+        default_factory=EngineCapabilities, description="What the arm's engine offers."
+    )
     clock: Clock = Field("wall", description="The clock the arm ran on.")
     seed: int | None = Field(None, description="The load's seed.")
     time_scale: float = Field(
@@ -67,6 +99,7 @@ class ArmMeta(BaseModel):
         spec: str,
         kind: EngineKind,
         clock: Clock,
+        capabilities: EngineCapabilities | None = None,
         seed: int | None,
         time_scale: float,
         planned_duration_s: float | None,
@@ -77,6 +110,7 @@ class ArmMeta(BaseModel):
             arm=arm,
             spec=spec,
             kind=kind,
+            capabilities=capabilities or EngineCapabilities(),
             clock=clock,
             seed=seed,
             time_scale=time_scale,

@@ -1,4 +1,4 @@
-"""Parse the engine spec strings given after --engine / --base / --fix.
+"""Parse the engine spec strings given after --engine / --base / --fix into a tagged union.
 
 Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, `patched:base` /
 `patched:fix` (optionally `patched:fix:MODEL_DIR`; else the kit's model), or a docker image
@@ -8,19 +8,41 @@ name (one built here, e.g. `myfork:fix`); otherwise it is read as a mistyped for
 `nosuch:thing`) and refused with the list of forms, in a dry run as in a run, instead of being
 handed to docker to pull. An image of Docker Hub's library is written with its path
 (`library/NAME:TAG`).
+
+`parse_spec` reads the text once into one model per case (`SimSpec`, `DockerSpec`, `UrlSpec`,
+`VllmSpec`, `PatchedSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
+to its case's fields. Each case states its capabilities (`contract.meta.EngineCapabilities`:
+an engine log, the plugin's step counter, GPUs, restore admission); `placed` completes them
+with what the kit gives the arm, and the run records them in meta.json.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Annotated, Literal, Self, get_args
 
-from contract.meta import EngineKind
+from pydantic import BaseModel, ConfigDict, Field
+
+from contract.meta import EngineCapabilities
 from contract.urls import url_problem
 from engine.errors import EngineError
+from engine.sim.controller import Policy
 
-SIM_POLICIES = ("base", "fix")
+__all__ = [
+    "POLICIES",
+    "DockerSpec",
+    "EngineSpec",
+    "PatchedSpec",
+    "SimSpec",
+    "UrlSpec",
+    "VllmSpec",
+    "loads_plugin",
+    "parse_spec",
+]
+
+POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 _IMAGE_RE = re.compile(
     r"^([A-Za-z0-9.\-]+:[0-9]+/)?"  # a registry with a port
@@ -32,22 +54,124 @@ _SPEC_HINT = (
 )
 _PATCHED_HINT = "write patched:base or patched:fix, optionally followed by :MODEL_DIR"
 
+#: the module of the patched scheduler plugin's classes (not imported here: it imports vLLM)
+_PLUGIN_MODULE = "engine.patched.scheduler"
+#: what the plugin changes, wherever it runs (a local vLLM or an image)
+_PLUGIN = {"step_counter": True, "restore_admission": False}
 
-@dataclass(frozen=True)
-class EngineSpec:
-    """A parsed engine spec: what to launch (or attach to) for one arm."""
 
-    kind: EngineKind
-    #: policy for sim and patched, image for docker, URL for url, model directory for vllm
-    target: str
-    raw: str
-    #: the model directory a patched arm serves, when the spec names one (else the kit's)
-    model: str | None = None
+class _Spec(BaseModel):
+    """What every case has: the text as given, its capabilities, and `target` (the case's main
+    field: policy, image, URL or model directory) for callers that predate the union."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    raw: str = Field(description="The spec as given, stripped.")
+    capabilities: EngineCapabilities = Field(default_factory=EngineCapabilities)
 
     @property
     def label(self) -> str:
         """A short name for tables and directory names."""
         return self.raw
+
+    def placed(self, *, gpus: Sequence[int], engine_args: Sequence[str]) -> Self:
+        """This spec with the capabilities its arm has on `gpus` with `engine_args`."""
+        changes = self._placed(list(gpus), list(engine_args))
+        if not changes:
+            return self
+        caps = self.capabilities.model_copy(update=changes)
+        return self.model_copy(update={"capabilities": caps})
+
+    def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
+        return {}  # what the kit gives the arm changes nothing (sim:, url:)
+
+
+class SimSpec(_Spec):
+    """`sim:base` / `sim:fix`: the embedded simulator with that scheduler policy."""
+
+    kind: Literal["sim"] = "sim"
+    policy: Policy
+    capabilities: EngineCapabilities = EngineCapabilities(gpu=False)
+
+    @property
+    def target(self) -> str:
+        return self.policy
+
+
+class DockerSpec(_Spec):
+    """A docker image, run with the kit's env profile on the kit's GPUs."""
+
+    kind: Literal["docker"] = "docker"
+    image: str
+
+    @property
+    def target(self) -> str:
+        return self.image
+
+    def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
+        return {"gpu": bool(gpus), **(_PLUGIN if loads_plugin(engine_args) else {})}
+
+
+class UrlSpec(_Spec):
+    """`url:http://HOST:PORT`: an engine already running; attach only, start and stop nothing."""
+
+    kind: Literal["url"] = "url"
+    url: str = Field(description="The engine's base URL, without a trailing slash.")
+    capabilities: EngineCapabilities = EngineCapabilities(engine_log=False)
+
+    @property
+    def target(self) -> str:
+        return self.url
+
+
+class VllmSpec(_Spec):
+    """`vllm:MODEL_DIR`: a local `vllm serve` of an installed vLLM."""
+
+    kind: Literal["vllm"] = "vllm"
+    model_dir: str
+
+    @property
+    def target(self) -> str:
+        return self.model_dir
+
+    def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
+        return dict(_PLUGIN) if loads_plugin(engine_args) else {}
+
+
+class PatchedSpec(_Spec):
+    """`patched:base` / `patched:fix[:MODEL_DIR]`: a local vLLM running the scheduler plugin."""
+
+    kind: Literal["patched"] = "patched"
+    policy: Policy
+    #: the model directory the arm serves, when the spec names one (else the kit's)
+    model: str | None = None
+    capabilities: EngineCapabilities = EngineCapabilities(**_PLUGIN)
+
+    @property
+    def target(self) -> str:
+        return self.policy
+
+    def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
+        return {"gpu": bool(gpus)}
+
+
+EngineSpec = Annotated[
+    SimSpec | DockerSpec | UrlSpec | VllmSpec | PatchedSpec, Field(discriminator="kind")
+]
+
+
+def loads_plugin(engine_args: Sequence[str]) -> bool:
+    """Whether vLLM arguments load a scheduler class of the patched plugin (`--scheduler-cls
+    engine.patched.scheduler.NAME`, or `--scheduler-cls=...`)."""
+    args = list(engine_args)
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag.replace("_", "-") != "--scheduler-cls":
+            continue
+        name = value if eq else args[i + 1] if i + 1 < len(args) else ""
+        if name.rpartition(".")[0] == _PLUGIN_MODULE:
+            return True
+    return False
 
 
 def _local_image(image: str) -> bool:
@@ -61,45 +185,55 @@ def _local_image(image: str) -> bool:
     return found.returncode == 0
 
 
+def _policy(text: str) -> Policy | None:
+    return next((p for p in POLICIES if p == text), None)
+
+
 def parse_spec(raw: str) -> EngineSpec:
     """Parse one engine spec string; raise EngineError with a hint on an unknown form."""
     text = raw.strip()
     if not text:
         raise EngineError("empty engine spec", _SPEC_HINT)
-    if text.startswith("sim:"):
-        policy = text[4:]
-        if policy not in SIM_POLICIES:
+    form, colon, rest = text.partition(":")
+    form = form if colon else ""  # a word without a colon is no form (nor an image)
+    if form == "sim":
+        policy = _policy(rest)
+        if policy is None:
             raise EngineError(
-                f"unknown simulator policy {policy!r} in {raw!r}", "use sim:base or sim:fix"
+                f"unknown simulator policy {rest!r} in {raw!r}", "use sim:base or sim:fix"
             )
-        return EngineSpec("sim", policy, text)
-    if text.startswith("url:"):
-        url = text[4:].rstrip("/")
+        return SimSpec(raw=text, policy=policy)
+    if form == "url":
+        url = rest.rstrip("/")
         problem = url_problem(url)
         if problem is not None:
             raise EngineError(f"bad engine URL in {raw!r}: {problem}", "write url:http://HOST:PORT")
-        return EngineSpec("url", url, text)
-    if text.startswith("vllm:"):
-        model = text[5:]
-        if not model:
+        return UrlSpec(raw=text, url=url)
+    if form == "vllm":
+        if not rest:
             raise EngineError(f"missing model directory in {raw!r}", "write vllm:MODEL_DIR")
-        return EngineSpec("vllm", model, text)
-    if text.startswith("patched:"):
-        policy, sep, model = text[8:].partition(":")
-        if policy not in SIM_POLICIES:
-            raise EngineError(f"unknown patched policy {policy!r} in {raw!r}", _PATCHED_HINT)
+        return VllmSpec(raw=text, model_dir=rest)
+    if form == "patched":
+        name, sep, model = rest.partition(":")
+        policy = _policy(name)
+        if policy is None:
+            raise EngineError(f"unknown patched policy {name!r} in {raw!r}", _PATCHED_HINT)
         if sep and not model:
             raise EngineError(f"missing model directory in {raw!r}", _PATCHED_HINT)
-        return EngineSpec("patched", policy, text, model or None)
+        return PatchedSpec(raw=text, policy=policy, model=model or None)
+    return _docker_spec(text, raw)
+
+
+def _docker_spec(text: str, raw: str) -> DockerSpec:
     prefix, colon, _ = text.partition(":")
     if colon and "/" not in text:
         if _IMAGE_RE.match(text) and _local_image(text):
-            return EngineSpec("docker", text, text)
+            return DockerSpec(raw=text, image=text)
         raise EngineError(
             f"unknown engine spec form {prefix + ':'!r} in {raw!r} (and no local docker image "
             "of that name)",
             _SPEC_HINT,
         )
     if "/" in text and _IMAGE_RE.match(text):
-        return EngineSpec("docker", text, text)
+        return DockerSpec(raw=text, image=text)
     raise EngineError(f"unknown engine spec {raw!r}", _SPEC_HINT)

@@ -34,6 +34,7 @@ from monitor import MonitorConfig
 __all__ = [
     "TimeBase",
     "Unit",
+    "arm_spec",
     "duration_unit",
     "load_config",
     "make_launcher",
@@ -48,9 +49,19 @@ MIN_INTERVAL_S = 0.05
 def time_scale(spec: EngineSpec, kit: Kit) -> float:
     """Engine seconds per wall second for an arm: the kit's for the simulator and for images
     (1 unless a simulator image runs faster), else 1."""
-    if spec.kind == "sim":
-        return kit.sim.time_scale
-    return kit.engine.time_scale if spec.kind == "docker" else 1.0
+    match spec.kind:
+        case "sim":
+            return kit.sim.time_scale
+        case "docker":
+            return kit.engine.time_scale
+        case _:
+            return 1.0
+
+
+def arm_spec(arm: str, spec: EngineSpec, kit: Kit) -> EngineSpec:
+    """An arm's spec with the capabilities the kit gives it (its GPUs, the scheduler its engine
+    arguments load: a docker image running the plugin has its step counter and no restores)."""
+    return spec.placed(gpus=kit.engine.gpus_for(arm), engine_args=kit.engine.engine_args_for(arm))
 
 
 def _in_wall(model: type[BaseModel], fields: dict[str, Any], base: TimeBase) -> dict[str, Any]:
@@ -79,6 +90,7 @@ def make_launcher(
 ) -> Launcher:
     """The launcher for one arm; logs go to `arm_dir/engine.log`."""
     log_path = arm_dir / ENGINE_LOG
+    gpus = kit.engine.gpus_for(arm)
     if spec.kind == "sim":
         from engine import SimLauncher
 
@@ -92,12 +104,31 @@ def make_launcher(
 
         return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
     if spec.kind == "patched":
-        return _patched_launcher(arm, spec, kit, arm_dir, log_path)
+        # a local vLLM with the patched scheduler: the kit's model, share and engine arguments
+        from engine import PatchedConfig, PatchedLauncher, PatchedOptions, resolve_model
+
+        section = kit.patched
+        asynchronous = bool(gpus) if section.async_scheduling is None else section.async_scheduling
+        config = PatchedConfig(spec.policy, section.prefill_compute_share)
+        return PatchedLauncher(
+            spec,
+            arm_dir,
+            resolve_model(spec, section.model),
+            PatchedOptions(config, asynchronous),
+            engine_args=kit.engine.engine_args,
+            gpus=gpus,
+            log_path=log_path,
+            extra_env=kit.engine.env,
+        )
+    return DockerLauncher(spec, _docker_options(arm, kit, overlays), log_path)
+
+
+def _docker_options(arm: str, kit: Kit, overlays: list[Overlay] | None) -> DockerOptions:
     host = kit.engine.host_for(arm)
     env = dict(kit.engine.env)
     if kit.engine.time_scale != 1.0:
         env["STALLKIT_TIME_SCALE"] = repr(kit.engine.time_scale)
-    opts = DockerOptions(
+    return DockerOptions(
         gpus=tuple(kit.engine.gpus_for(arm)),
         env=env,
         container_port=kit.engine.port,
@@ -111,27 +142,4 @@ def make_launcher(
         network=kit.engine.network,
         docker_host=host.docker_host,
         dcgm_url=host.dcgm_url,
-    )
-    return DockerLauncher(spec, opts, log_path)
-
-
-def _patched_launcher(
-    arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, log_path: Path
-) -> Launcher:
-    """A local vLLM with the patched scheduler: the kit's model, share and engine arguments."""
-    from engine import PatchedConfig, PatchedLauncher, PatchedOptions, resolve_model
-
-    gpus = kit.engine.gpus_for(arm)
-    section = kit.patched
-    asynchronous = bool(gpus) if section.async_scheduling is None else section.async_scheduling
-    config = PatchedConfig(spec.target, section.prefill_compute_share)  # type: ignore[arg-type]
-    return PatchedLauncher(
-        spec,
-        arm_dir,
-        resolve_model(spec, section.model),
-        PatchedOptions(config, asynchronous),
-        engine_args=kit.engine.engine_args,
-        gpus=gpus,
-        log_path=log_path,
-        extra_env=kit.engine.env,
     )

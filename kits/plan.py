@@ -29,7 +29,7 @@ from engine import (
 from kits.alerting import Alerting
 from kits.config import Kit, load_kit
 from kits.errors import KitError
-from kits.launch import time_scale
+from kits.launch import arm_spec, time_scale
 
 #: seeds an A/B of simulator arms on the virtual clock runs when neither --seeds nor --seed is
 #: given (engines on the wall clock run the kit's one seed unless told otherwise)
@@ -127,7 +127,8 @@ class Plan:
             )
         single = len(parsed) == 1
         arms = [
-            Arm(name, spec, out_dir if single else out_dir / name) for name, spec in parsed.items()
+            Arm(name, arm_spec(name, spec, kit), out_dir if single else out_dir / name)
+            for name, spec in parsed.items()
         ]
         if seeds is not None:
             seed_list = parse_seeds(seeds, kit.load.seed)

@@ -169,8 +169,9 @@ def _stall_cell(arm: ArmFigures) -> str:
 
 
 def _log_cell(arm: ArmFigures, name: str) -> str:
-    # the patched scheduler plugin has no restore admission (and on CPU no host tier)
-    if name.startswith("restores") and arm.spec.startswith("patched:"):
+    # an engine without restore admission (the patched scheduler plugin, locally or inside an
+    # image) recomputes no restores: a count of 0 would claim it had some to expire
+    if name.startswith("restores") and not arm.capabilities.restore_admission:
         return "n/a"
     count = arm.log_counts.get(name)
     return "n/a" if count is None else str(count)  # no log was read

@@ -225,6 +225,7 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
     seen = observe(events, scale, duration_s, onset, meta.end_reason)
     return ArmFigures(
         spec=meta.spec,
+        capabilities=meta.capabilities,
         stalls=stalls,
         stopped_by_monitor=meta.stopped_by_monitor,
         turns=load.turns_ok,

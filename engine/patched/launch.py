@@ -22,7 +22,7 @@ from engine.errors import EngineError
 from engine.launcher import engine_api_key, serve_first_request
 from engine.local import VllmLauncher
 from engine.patched.config import PatchedConfig
-from engine.spec import EngineSpec
+from engine.spec import EngineSpec, PatchedSpec, VllmSpec
 
 SYNC_SCHEDULER = "engine.patched.scheduler.PatchedScheduler"
 ASYNC_SCHEDULER = "engine.patched.scheduler.AsyncPatchedScheduler"
@@ -53,7 +53,7 @@ class PatchedOptions:
         return args
 
 
-def resolve_model(spec: EngineSpec, kit_model: str | None) -> str:
+def resolve_model(spec: PatchedSpec, kit_model: str | None) -> str:
     """The model a patched arm serves: the spec's, else the kit's with ${VAR} expanded."""
     model = spec.model or kit_model
     if not model:
@@ -95,7 +95,7 @@ class PatchedLauncher(VllmLauncher):
             raise EngineError(
                 f"{spec.raw} is not a patched: spec", "write patched:base or patched:fix"
             )
-        served = EngineSpec("vllm", model, spec.raw)
+        served = VllmSpec(raw=spec.raw, model_dir=model)
         args = [*options.engine_args(), *engine_args]
         super().__init__(served, work_dir, args, log_path=log_path, grace_s=grace_s)
         self.spec = spec

@@ -20,6 +20,7 @@ HOMES = {
     "STOP_MARKER": "contract/files.py",
     "EngineKind": "contract/meta.py",
     "Clock": "contract/meta.py",
+    "EngineCapabilities": "contract/meta.py",
     "Policy": "engine/sim/controller.py",
 }
 

@@ -20,7 +20,7 @@ import pytest
 from contract.files import STOP_MARKER
 from engine.launcher import ProcessLauncher
 from engine.local import default_args
-from engine.spec import EngineSpec
+from engine.spec import SimSpec
 from reports.rundir import count_log_patterns
 from tests.support import alive
 
@@ -52,7 +52,7 @@ def _launcher(tmp_path: Path) -> tuple[ProcessLauncher, Path]:
     script = tmp_path / "engine.py"
     script.write_text(ENGINE)
     pids = tmp_path / "pids"
-    spec = EngineSpec("sim", "base", "test-engine")
+    spec = SimSpec(raw="test-engine", policy="base")
     launcher = ProcessLauncher(
         spec, [sys.executable, str(script), str(pids)], tmp_path / "engine.log", grace_s=1.0
     )
