@@ -1,9 +1,10 @@
 """The simulated engine's public core: `SimEngine` and the records it hands out.
 
 Pure: no I/O, no clock. The caller passes engine time (`now_s`) to every call and advances its
-clock by each step's `duration_s`. The HTTP front, the trace and the virtual-clock harness all
-drive this one class; the scheduling itself lives in `engine.sim.scheduler`, the records it
-hands out in `engine.sim.records` (re-exported here).
+clock by each step's `duration_s`. The HTTP front, the trace and the virtual-clock driver all
+drive this one class (to the virtual clock it is an `engine.core.EngineCore`); the scheduling
+itself lives in `engine.sim.scheduler`, the records it hands out in `engine.sim.records`
+(re-exported here).
 """
 
 from __future__ import annotations
@@ -99,6 +100,15 @@ class SimEngine:
     def request_info(self, request_id: str) -> RequestInfo | None:
         """A live or recently finished request; None when unknown (or long forgotten)."""
         return self._sched.info(request_id)
+
+    def reply_words(self, request_id: str, count: int) -> list[str]:
+        """The first `count` words of a request's reply (deterministic per request id)."""
+        return output_words(request_id, 0, count)
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs the simulated utilisation is reported for."""
+        return self.config.num_gpus
 
     def debug_state(self, now_s: float, frozen: bool = False) -> SimState:
         """The scheduler's state (turn clocks, pool, queues with reasons), for forensics."""
