@@ -23,10 +23,10 @@ from typing import Any, Literal, TypeVar
 import httpx
 from asyncio_throttle.throttler import Throttler
 
-from loadgen import text
 from loadgen.agent import AgentMachine, Done, Wait
 from loadgen.client import StreamResult, make_client, stream_chat
 from loadgen.config import LoadConfig
+from loadgen.conversation import ChatConversation
 from loadgen.preflight import ServerInfo, auth_headers, make_counter
 from loadgen.records import TURNS_FILE, RecordWriter, TurnRecord
 from loadgen.tokens import Message, PromptSizer, TokenizeFailed
@@ -73,15 +73,6 @@ class _AgentExit:
     error: BaseException | None
 
 
-@dataclass
-class _Conversation:
-    """One session's messages; the last reply waits to be sent with the next turn."""
-
-    history: list[Message]
-    history_tokens: int | None = None
-    pending_reply: Message | None = None
-
-
 class _Run:
     """Shared state of the agents of one run."""
 
@@ -121,14 +112,21 @@ class _Run:
 
 
 async def run_agents(
-    info: ServerInfo, cfg: LoadConfig, out_dir: Path | None = None
+    info: ServerInfo,
+    cfg: LoadConfig,
+    out_dir: Path | None = None,
+    *,
+    records: RecordWriter | None = None,
 ) -> AsyncGenerator[LoadEvent, None]:
     """Drive ``cfg.agents`` agents against the server ``info`` describes, yielding events.
 
-    Records are appended to ``out_dir/turns.jsonl`` when ``out_dir`` is given.
+    Records are appended to ``records`` (the caller's writer, e.g. an arm recorder's) or to
+    ``out_dir/turns.jsonl`` when ``out_dir`` is given; the writer is closed at the end.
     """
     headers = auth_headers(cfg)
-    writer = RecordWriter(out_dir / TURNS_FILE) if out_dir is not None else None
+    writer = records
+    if writer is None and out_dir is not None:
+        writer = RecordWriter(out_dir / TURNS_FILE)
     client = make_client(cfg.read_timeout_s, cfg.connect_timeout_s, headers)
     tasks: list[asyncio.Task[None]] = []
     try:
@@ -189,7 +187,7 @@ async def _agent(run: _Run, agent: int) -> None:
     sizer = PromptSizer(run.counter, additive=run.info.additive)
     machine = AgentMachine(cfg, agent)
     run.state(agent, "waiting")
-    conversation = _Conversation(history=[])
+    conversation = ChatConversation()
     sent: tuple[list[Message], int] | None = None
     action = machine.start()
     while not isinstance(action, Done):
@@ -204,8 +202,7 @@ async def _agent(run: _Run, agent: int) -> None:
         plan = action.plan
         if action.attempt == 0:
             if plan.turn == 0:
-                system = text.text(plan.system_seed, cfg.system_prompt_tokens)
-                conversation = _Conversation(history=[{"role": "system", "content": system}])
+                conversation = ChatConversation.start(cfg, plan)
             sent = await _fit(run, sizer, conversation, plan)
         ok = sent is not None and await _send(run, sizer, conversation, plan, action.attempt, sent)
         action = machine.answered(ok)
@@ -213,7 +210,7 @@ async def _agent(run: _Run, agent: int) -> None:
 
 
 async def _fit(
-    run: _Run, sizer: PromptSizer, conversation: _Conversation, plan: TurnPlan
+    run: _Run, sizer: PromptSizer, conversation: ChatConversation, plan: TurnPlan
 ) -> tuple[list[Message], int] | None:
     """The turn's messages and their token count, or None (recorded) when sizing failed."""
     extra = [conversation.pending_reply] if conversation.pending_reply else []
@@ -235,7 +232,7 @@ async def _fit(
 async def _send(
     run: _Run,
     sizer: PromptSizer,
-    conversation: _Conversation,
+    conversation: ChatConversation,
     plan: TurnPlan,
     attempt: int,
     sent: tuple[list[Message], int],
