@@ -5,8 +5,8 @@ Every duration in a kit is in the unit its field declares (`json_schema_extra["u
 wall-clock simulator arm runs `time_scale` engine seconds per wall second; real engines and
 virtual-clock arms have scale 1. Inputs (the kit's durations) are converted with the nominal
 scale, since nothing is measured before the arm runs; reports convert an arm's recorded wall
-seconds back with the scale it measured (`REPORT_SCALE`), falling back to the nominal one when
-its engine clock could not be read, and say which they used.
+seconds back with the scale it measured, falling back to the nominal one when its engine
+clock could not be read, and say which they used (`report_scale`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Literal
 from pydantic import BaseModel
 
 __all__ = [
-    "REPORT_SCALE",
     "ScaleBasis",
     "TimeBase",
     "Unit",
@@ -29,8 +28,6 @@ __all__ = [
 Unit = Literal["engine", "wall"]
 #: which time scale converted a figure: the one the arm measured, or the nominal one
 ScaleBasis = Literal["measured", "nominal"]
-#: the scale reports convert recorded wall seconds with (the nominal one when not measured)
-REPORT_SCALE: ScaleBasis = "measured"
 
 
 @dataclass(frozen=True)
@@ -57,6 +54,6 @@ def duration_unit(model: type[BaseModel], name: str) -> Unit | None:
 
 def report_scale(nominal: float, measured: float | None) -> tuple[float, ScaleBasis]:
     """The scale a report converts an arm's wall seconds with, and which one it is."""
-    if REPORT_SCALE == "measured" and measured:
+    if measured:
         return float(measured), "measured"
     return float(nominal), "nominal"

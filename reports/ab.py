@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict
 
 from contract.ab import ABFile, ArmFigures, ArmReport, SeedRow, StallRate, Verdict
 from contract.files import META_FILE
-from contract.time import REPORT_SCALE
 from reports.errors import ReportError
 from reports.forensics import markdown_lines
 from reports.rundir import arm_dirs, arm_figures, read_kit, read_meta, seed_dirs
@@ -369,16 +368,15 @@ def _seeds_note(name: str, arm: ArmFigures, seeds: list[str]) -> str:
 
 
 def _scale_note(report: ABReport) -> str:
-    """Which time scale converted the wall-clock arms' times (the contract decides which)."""
+    """Which time scale converted the wall-clock arms' times (`contract.time.report_scale`)."""
     note = (
         "Times are engine seconds: wall-clock simulator arms convert with the time scale "
-        + ("they measured" if REPORT_SCALE == "measured" else "they were given")
-        + " (engine seconds covered per wall second)."
+        "they measured (engine seconds covered per wall second)."
     )
     nominal = [
         n for n, a in report.arms.items() if a.clock == "wall" and a.scale_basis == "nominal"
     ]
-    if nominal and REPORT_SCALE == "measured":
+    if nominal:
         note += (
             f" {', '.join(nominal)}: its engine clock could not be read; the nominal scale is used."
         )
