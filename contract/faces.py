@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["face_table", "lazy_face", "public_face"]
+__all__ = ["face_table", "public_face"]
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -65,14 +65,6 @@ def public_face(
         raise ImportError(f"{package}: its face is read from its source, which is missing")
     table = face_table(package, source)
     return (sorted(table), *_lookups(package, table))
-
-
-def lazy_face(
-    package: str, table: Mapping[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """The former form, a hand-kept `name -> module` table: `__getattr__` and `__dir__`.
-    Kept only until the engine's face moves to its imports with the spec rewrite."""
-    return _lookups(package, table)
 
 
 def _lookups(

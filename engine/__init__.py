@@ -10,80 +10,37 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contract.faces import lazy_face
+from contract.faces import public_face
 
-if TYPE_CHECKING:
-    from engine.attach import AttachLauncher
-    from engine.daemon import (
-        DaemonFacts,
-        DaemonProblem,
-        daemon_problems,
-        needs_bridge,
-        probe_daemon,
-    )
-    from engine.docker import DockerLauncher, DockerOptions, Overlay
-    from engine.errors import EngineError
-    from engine.launcher import Launcher, free_port, tail_lines
-    from engine.local import VllmLauncher
-    from engine.patched.config import PatchedConfig
-    from engine.patched.launch import PatchedLauncher, PatchedOptions, resolve_model
-    from engine.sim.config import SimConfig
-    from engine.simproc import SimLauncher
-    from engine.spec import EngineSpec, parse_spec
-    from engine.tinymodel import build_tiny_model
+if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
+    from engine.attach import AttachLauncher as AttachLauncher
+    from engine.daemon import DaemonFacts as DaemonFacts
+    from engine.daemon import DaemonProblem as DaemonProblem
+    from engine.daemon import daemon_problems as daemon_problems
+    from engine.daemon import needs_bridge as needs_bridge
+    from engine.daemon import probe_daemon as probe_daemon
+    from engine.docker import DockerLauncher as DockerLauncher
+    from engine.docker import DockerOptions as DockerOptions
+    from engine.docker import Overlay as Overlay
+    from engine.errors import EngineError as EngineError
+    from engine.launcher import Launcher as Launcher
+    from engine.launcher import free_port as free_port
+    from engine.launcher import tail_lines as tail_lines
+    from engine.local import VllmLauncher as VllmLauncher
+    from engine.patched.config import PatchedConfig as PatchedConfig
+    from engine.patched.launch import PatchedLauncher as PatchedLauncher
+    from engine.patched.launch import PatchedOptions as PatchedOptions
+    from engine.patched.launch import resolve_model as resolve_model
+    from engine.sim.config import SimConfig as SimConfig
+    from engine.simproc import SimLauncher as SimLauncher
+    from engine.spec import DockerSpec as DockerSpec
+    from engine.spec import EngineSpec as EngineSpec
+    from engine.spec import PatchedSpec as PatchedSpec
+    from engine.spec import SimSpec as SimSpec
+    from engine.spec import UrlSpec as UrlSpec
+    from engine.spec import VllmSpec as VllmSpec
+    from engine.spec import parse_spec as parse_spec
+    from engine.tinymodel import build_tiny_model as build_tiny_model
 
-#: public name -> the module that defines it
-_LAZY = {
-    "AttachLauncher": "engine.attach",
-    "DaemonFacts": "engine.daemon",
-    "DaemonProblem": "engine.daemon",
-    "daemon_problems": "engine.daemon",
-    "needs_bridge": "engine.daemon",
-    "probe_daemon": "engine.daemon",
-    "DockerLauncher": "engine.docker",
-    "DockerOptions": "engine.docker",
-    "Overlay": "engine.docker",
-    "EngineError": "engine.errors",
-    "Launcher": "engine.launcher",
-    "free_port": "engine.launcher",
-    "tail_lines": "engine.launcher",
-    "VllmLauncher": "engine.local",
-    "PatchedConfig": "engine.patched.config",
-    "PatchedLauncher": "engine.patched.launch",
-    "PatchedOptions": "engine.patched.launch",
-    "resolve_model": "engine.patched.launch",
-    "SimConfig": "engine.sim.config",
-    "SimLauncher": "engine.simproc",
-    "EngineSpec": "engine.spec",
-    "parse_spec": "engine.spec",
-    "build_tiny_model": "engine.tinymodel",
-}
-
-__all__ = [
-    "AttachLauncher",
-    "DaemonFacts",
-    "DaemonProblem",
-    "DockerLauncher",
-    "DockerOptions",
-    "EngineError",
-    "EngineSpec",
-    "Launcher",
-    "Overlay",
-    "PatchedConfig",
-    "PatchedLauncher",
-    "PatchedOptions",
-    "SimConfig",
-    "SimLauncher",
-    "VllmLauncher",
-    "build_tiny_model",
-    "daemon_problems",
-    "free_port",
-    "needs_bridge",
-    "parse_spec",
-    "probe_daemon",
-    "resolve_model",
-    "tail_lines",
-]
-
-if not TYPE_CHECKING:  # mypy reads the imports above; at run time names load on first use
-    __getattr__, __dir__ = lazy_face(__name__, _LAZY)
+if not TYPE_CHECKING:
+    __all__, __getattr__, __dir__ = public_face(__name__)

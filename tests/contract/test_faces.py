@@ -25,18 +25,7 @@ FACES = ("contract", "engine", "loadgen", "monitor", "reports")
 HEAVY = ("httpx", "pydantic", "rich", "prometheus_client", "vllm", "typer")
 
 
-#: faces still in the former form, a hand-kept `_LAZY` table beside `__all__`: the engine's
-#: moves to the one-table form with its spec rewrite (engine/spec.py, in progress)
-FORMER = {"engine"}
-
-
-def _former(package: str) -> bool:
-    return package in FORMER and hasattr(importlib.import_module(package), "_LAZY")
-
-
 def _table(package: str) -> dict[str, str]:
-    if _former(package):
-        return dict(importlib.import_module(package)._LAZY)
     return face_table(package, (REPO / package / "__init__.py").read_text(encoding="utf-8"))
 
 
@@ -44,7 +33,7 @@ def _table(package: str) -> dict[str, str]:
 def test_every_public_name_resolves_to_its_modules_object(package: str) -> None:
     face = importlib.import_module(package)
     table = _table(package)
-    assert sorted(face.__all__) == sorted(table)
+    assert face.__all__ == sorted(table)
     for name, module in table.items():
         value = getattr(face, name)
         assert value is getattr(importlib.import_module(module), name), name
@@ -94,8 +83,6 @@ def test_a_name_imported_from_a_face_is_the_modules_object() -> None:
 @pytest.mark.parametrize("package", FACES)
 def test_a_face_lists_its_names_once_in_its_imports(package: str) -> None:
     """No second list to keep in step: `__all__` and the lookup table come from the imports."""
-    if _former(package):
-        pytest.skip(f"{package}'s face is still in the former form")
     tree = ast.parse((REPO / package / "__init__.py").read_text(encoding="utf-8"))
     assigned = {
         target.id
