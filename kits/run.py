@@ -1,9 +1,11 @@
-"""One arm of a run: launch, wait, watch, drive the agents, stop, write the arm directory.
+"""The HTTP arm driver: launch, wait, watch, drive the agents over asyncio, stop.
 
-The monitor and the agents are two async event streams; this module merges them, writes
-the timeline, feeds the view, and ends the arm when the load's duration passes or the
-monitor requests a stop. Whatever ends it (duration, stall stop, error, Ctrl-C, SIGTERM),
-the engine is stopped and meta.json and summary.json are written from what was recorded.
+The monitor, the agents and the engine's liveness are async event streams; this module merges
+them, hands the monitor's events to the arm recorder (`kits.recorder`, whose sinks are the
+timeline, forensics, exporter, on-stall and the view) and the agents' to the view, and ends
+the arm when the load's duration passes or the monitor requests a stop. Whatever ends it
+(duration, stall stop, error, Ctrl-C, SIGTERM), the engine is stopped and the recorder closes
+the directory from the typed end.
 """
 
 from __future__ import annotations
@@ -12,26 +14,20 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 from rich.console import Console
 
-from contract.files import KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
-from contract.jsonl import write_json
-from contract.kitfile import KitFile
-from contract.meta import ArmMeta
-from contract.records import read_records
-from contract.summary import summarize
+from contract.meta import EndReason
 from engine import Launcher, tail_lines
-from kits.alerting import Alerting, ArmAlerting
+from kits.alerting import Alerting
 from kits.config import Kit
 from kits.errors import KitError
 from kits.launch import load_config, make_launcher, monitor_config, time_scale
 from kits.plan import Arm, Plan
+from kits.recorder import ArmEnd, ArmRecorder, error_line
 from kits.view import RunView
 from loadgen import LoadConfig, RunFinished, run_agents
 from loadgen.preflight import ServerInfo, preflight
@@ -41,7 +37,6 @@ from monitor import (
     MonitorError,
     SimClock,
     StopRequested,
-    TimelineWriter,
     gpu_source,
     parse_metrics,
 )
@@ -86,15 +81,16 @@ class _Done:
 
 
 async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]) -> None:
+    """Put each event of one stream on the arm's queue, tagged with the stream's name."""
     try:
         async for event in events:
-            await queue.put(event)
+            await queue.put((name, event))
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # handed to the arm, which decides; never lost in a task
-        await queue.put(_Done(name, exc))
+        await queue.put((name, _Done(name, exc)))
         return
-    await queue.put(_Done(name, None))
+    await queue.put((name, _Done(name, None)))
 
 
 async def _sim_clock(url: str, timeout_s: float) -> SimClock | None:
@@ -132,133 +128,119 @@ async def _drive(
     load: LoadConfig,
     mon: MonitorConfig,
     gpu: GpuReader,
+    recorder: ArmRecorder,
     view: RunView,
-    scale: float,
-    hooks: ArmAlerting,
-) -> str:
+) -> EndReason:
     """Run agents and monitor together until the duration passes or a stall stop; the end reason.
 
     Raises EngineDied when the engine ends on its own meanwhile.
     """
-    url = launcher.url
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    tasks = [
-        asyncio.create_task(
-            _pump("monitor", watch(url, mon, gpu, engine_cpu=launcher.cpu_seconds), queue)
-        ),
-        asyncio.create_task(_pump("load", run_agents(info, load, arm.dir), queue)),
-        asyncio.create_task(_pump("engine", _watch_engine(launcher), queue)),
-    ]
-    timeline = TimelineWriter(arm.dir / TIMELINE_FILE)
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    streams: dict[str, AsyncIterator[Any]] = {
+        "monitor": watch(launcher.url, mon, gpu, engine_cpu=launcher.cpu_seconds),
+        "load": run_agents(info, load, records=recorder.turns),
+        "engine": _watch_engine(launcher),
+    }
+    tasks = {name: asyncio.create_task(_pump(name, s, queue)) for name, s in streams.items()}
     try:
         while True:
-            event = await queue.get()
+            source, event = await queue.get()
             if isinstance(event, _Done):
                 if event.error is not None:
                     raise event.error
-                if event.stream == "load":
+                if source == "load":
                     return "duration"
-                continue
-            if isinstance(event, _EngineExited):
+            elif isinstance(event, _EngineExited):
                 raise EngineDied(_died_message(launcher, event.reason))
-            if isinstance(event, RunFinished):
+            elif isinstance(event, RunFinished):
                 # let the agents' generator finish its clean-up (it closes turns.jsonl and its
                 # client); a cancel landing inside that clean-up would leak them
-                await asyncio.wait({tasks[1]}, timeout=10.0)
+                await asyncio.wait({tasks["load"]}, timeout=10.0)
                 return "duration"
-            if view.handle(event):  # a monitor event
-                timeline.write(event)
-                hooks.handle(event)
+            elif source == "load":
+                view.load(event)
+            else:
+                recorder.event(event)
                 if isinstance(event, StopRequested):
-                    stall_s = event.stall_s * scale
+                    stall_s = event.stall_s * view.scale
                     view.note(f"{arm.name}: stall for {stall_s:.1f} engine s: stopping the run")
                     return "stall_stop"
     finally:
-        for task in tasks:
+        for task in tasks.values():
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        timeline.close()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
-def _write_summary(arm_dir: Path, scale: float) -> None:
-    records = read_records(arm_dir / TURNS_FILE) if (arm_dir / TURNS_FILE).exists() else []
-    write_json(arm_dir / SUMMARY_FILE, summarize(records).model_copy(update={"time_scale": scale}))
+async def _start(
+    arm: Arm, plan: Plan, launcher: Launcher, recorder: ArmRecorder, view: RunView
+) -> tuple[ServerInfo, GpuReader]:
+    """Start the engine, wait for it, check it serves the load; its alerting joins the sinks."""
+    kit = plan.kit
+    load, mon = load_config(kit, view.scale), monitor_config(kit, view.scale)
+    view.note(f"{arm.name}: starting {arm.spec.raw}")
+    await asyncio.to_thread(launcher.start)
+    await asyncio.to_thread(launcher.wait_healthy, kit.engine.startup_timeout_s)
+    source = kit.monitor.gpu_source
+    gpu = gpu_source(
+        source if source.kind != "auto" else launcher.gpu_source, timeout_s=mon.scrape_timeout_s
+    )
+    info = await preflight(launcher.url, load)
+    view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
+    if view.scale != 1.0:
+        view.note(f"{arm.name}: engine runs at {view.scale:g}x; times and rates shown are engine's")
+    hooks = (plan.alerting or Alerting()).for_arm(
+        arm.name, arm.spec, arm.dir, launcher, mon.stall_after_s
+    )
+    recorder.add(hooks, hooks.close)
+    return info, gpu
 
 
 async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> None:
     """Run one arm end to end; its directory is complete on every exit path."""
     kit = plan.kit
     scale = await _arm_scale(arm, kit)
-    arm.dir.mkdir(parents=True, exist_ok=True)
-    write_json(arm.dir / KIT_FILE, KitFile.of(kit.model_dump(mode="json"), scale))
-    meta = ArmMeta.starting(
+    spec = arm.spec
+    recorder = ArmRecorder.open(
+        arm.dir,
+        kit,
         arm=arm.name,
-        spec=arm.spec.raw,
-        kind=arm.spec.kind,
+        spec=spec.raw,
+        kind=spec.kind,
         clock="wall",
-        seed=kit.load.seed,
         time_scale=scale,
-        planned_duration_s=kit.load.duration_s,
-        started_at=datetime.now(UTC).isoformat(),
+        capabilities=spec.capabilities,
     )
-    write_json(arm.dir / META_FILE, meta)
-    end: dict[str, Any] = {"end_reason": "starting", "error": None}
     launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
     plan.launchers.append(launcher)
     load, mon = load_config(kit, scale), monitor_config(kit, scale)
     view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard, scale)
-    t_load = time.monotonic()
-    engine_t0: float | None = None
-    hooks = ArmAlerting()
+    recorder.add(view)
+    end = ArmEnd("starting")
+    t_load, engine_t0 = time.monotonic(), None
     try:
-        view.note(f"{arm.name}: starting {arm.spec.raw}")
-        await asyncio.to_thread(launcher.start)
-        await asyncio.to_thread(launcher.wait_healthy, kit.engine.startup_timeout_s)
-        source = (
-            kit.monitor.gpu_source if kit.monitor.gpu_source.kind != "auto" else launcher.gpu_source
-        )
-        gpu = gpu_source(source, timeout_s=mon.scrape_timeout_s)
-        info = await preflight(launcher.url, load)
-        view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
-        if scale != 1.0:
-            view.note(f"{arm.name}: engine runs at {scale:g}x; times and rates shown are engine's")
+        info, gpu = await _start(arm, plan, launcher, recorder, view)
         engine_t0 = await _engine_time_s(launcher.url)
-        alerting = plan.alerting or Alerting()
-        hooks = alerting.for_arm(arm.name, arm.spec, arm.dir, launcher, mon.stall_after_s)
         t_load = time.monotonic()
         async with view.live(launcher.url):
-            end["end_reason"] = await _drive(
-                arm, launcher, info, load, mon, gpu, view, scale, hooks
-            )
+            end = ArmEnd(await _drive(arm, launcher, info, load, mon, gpu, recorder, view))
     except asyncio.CancelledError:
-        end["end_reason"] = "interrupted"
+        end = ArmEnd("interrupted")
         raise
     except EngineDied as exc:
         # a result, not a failure of the run: the other arm still runs and the table says so
-        end["end_reason"], end["error"] = "engine_died", str(exc)
+        end = ArmEnd("engine_died", str(exc))
         view.note(f"{arm.name}: {str(exc).splitlines()[0]}")
     except BaseException as exc:
-        end["end_reason"], end["error"] = (
-            "error",
-            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-        )
+        end = ArmEnd("error", error_line(exc))
         raise
     finally:
         # the wall time is taken when the engine clock is read, so the two cover the same span
         engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
-        wall_s = round(time.monotonic() - t_load, 3)
-        end["wall_s"] = wall_s
-        end["stopped_by_monitor"] = end["end_reason"] == "stall_stop"
-        if engine_t0 is not None and engine_t1 is not None:
-            end["engine_s"] = engine_s = round(engine_t1 - engine_t0, 3)
-            end["engine_s_per_wall_s"] = round(engine_s / max(wall_s, 1e-9), 2)
-        await asyncio.to_thread(hooks.close)  # bundles and on-stall commands, before the stop
+        wall_s = time.monotonic() - t_load
+        engine_s = None if engine_t1 is None or engine_t0 is None else engine_t1 - engine_t0
+        await asyncio.to_thread(recorder.close_sinks)  # bundles and on-stall, before the stop
         with contextlib.suppress(Exception):
             await asyncio.to_thread(launcher.stop)
-        end["finished_at"] = datetime.now(UTC).isoformat()
-        # meta.json first: the arm's end is recorded even if the summary then fails
-        meta = meta.update(**end)
-        write_json(arm.dir / META_FILE, meta)
-        _write_summary(arm.dir, scale)
+        meta = recorder.finish(replace(end, wall_s=wall_s, engine_s=engine_s))
         ran = f"{meta.engine_s:.0f} engine s, " if meta.engine_s is not None else ""
         view.note(f"{arm.name}: {meta.end_reason} after {ran}{meta.wall_s:.1f} wall s")

@@ -1,58 +1,47 @@
-"""A simulator arm on the engine's own (virtual) clock: agents, engine core and detector in one process.
+"""The virtual-clock arm driver: agents, an engine core and the monitor's step on engine time.
 
 No sockets and no sleeping: the agents' state machines (`loadgen.agent`, the same logic the HTTP
-agents play), the simulator's pure core and the monitor's stall detector all advance on engine
-time. The core runs until the next thing that can happen (an agent's pause ends, a scrape is
-due, a request's read timeout expires, a request finishes); a read timeout (counted from the
-request's last token, as the HTTP client counts it) aborts the request at that engine time. At
-every scrape tick the detector gets the same typed sample the scraper would parse from the
-simulator's `/metrics` page for the same engine state, and a GPU reading that averages the
-busy share since the previous tick. The arm directory is written as an HTTP arm writes it,
-every time in engine seconds (`time_scale` 1, `clock` "virtual"), with a forensics bundle at
-each stall's onset (the scheduler's state, the detector's inputs, the engine log's tail). Deterministic: the same kit,
-policy and seed give the same files apart from the wall-clock timestamps in meta.json.
+agents play) with their prompts from the one conversation builder (`loadgen.conversation`), an
+engine core (`engine.core.EngineCore`: the simulator's) and the monitor's pure step
+(`monitor.step`) advance over a heap of engine times. The core runs until the next thing that
+can happen (an agent's pause ends, a scrape is due, a request's read timeout expires, a request
+finishes); a read timeout (counted from the request's last token, as the HTTP client counts
+it) aborts the request at that engine time. At every scrape tick the step gets the sample the
+scraper would parse from the simulator's `/metrics` page for the same engine state, and a GPU
+reading that averages the busy share since the previous tick. The arm recorder
+(`kits.recorder`) writes the directory as for an HTTP arm, every time in engine seconds
+(`time_scale` 1, `clock` "virtual"), with a forensics bundle at each stall's onset (the
+scheduler's state, the detector's inputs, the engine log's tail). Deterministic: the same kit,
+policy and seed give the same files apart from the wall-clock figures in meta.json.
 """
 
 from __future__ import annotations
 
 import heapq
 import logging
-import random
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import cache
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from contract.files import (
-    ENGINE_LOG,
-    KIT_FILE,
-    META_FILE,
-    SUMMARY_FILE,
-    TIMELINE_FILE,
-    TURNS_FILE,
-)
-from contract.jsonl import write_json
-from contract.kitfile import KitFile
-from contract.meta import ArmMeta
-from contract.records import read_records
+from contract.files import ENGINE_LOG
+from contract.meta import EndReason
 from contract.simstate import SimState
-from contract.summary import summarize
-from engine import SimConfig
-from engine.sim.core import EngineStats, SimEngine, SimRequestError, output_words
+from engine import EngineError, SimConfig, parse_spec
+from engine.core import EngineCore, EngineStats
+from engine.sim.core import SimEngine
 from engine.sim.metrics import FINISH_REASONS
 from kits.config import Kit
+from kits.recorder import ArmEnd, ArmRecorder, error_line
 from loadgen import (
     Action,
     AgentMachine,
     LoadConfig,
     Outcome,
-    RecordWriter,
     Send,
     TurnRecord,
     Wait,
 )
+from loadgen.conversation import WordConversation
 from monitor import (
     EngineMetrics,
     EngineTarget,
@@ -62,10 +51,9 @@ from monitor import (
     MonitorStep,
     StallStarted,
     StopRequested,
-    TimelineWriter,
 )
 
-__all__ = ["VirtualResult", "run_virtual_arm", "snapshot_of"]
+__all__ = ["VirtualDriver", "VirtualResult", "run_virtual_arm", "snapshot_of"]
 
 
 def snapshot_of(stats: EngineStats) -> MetricsSnapshot:
@@ -95,20 +83,6 @@ def snapshot_of(stats: EngineStats) -> MetricsSnapshot:
     return MetricsSnapshot(**values, engines={"0": engine})
 
 
-@cache
-def _word_pool() -> tuple[str, ...]:
-    # distinct words; every conversation starts with its own header, so two conversations
-    # never share a cache block even when their content slices overlap
-    return tuple(f"w{i}" for i in range(400_000))
-
-
-def _words(seed: int, count: int) -> tuple[str, ...]:
-    pool = _word_pool()
-    count = max(0, min(count, len(pool)))
-    start = random.Random(seed).randrange(0, len(pool) - count + 1)
-    return pool[start : start + count]
-
-
 @dataclass
 class _Flight:
     """One request in flight: what was sent, and what has come back so far."""
@@ -135,37 +109,26 @@ class VirtualResult:
     stalled: bool
 
 
-class _Harness:
-    """Joins the agents, the engine core and the detector on one engine clock."""
+class VirtualDriver:
+    """Moves the agents, one engine core and the monitor's step over a heap of engine times."""
 
     def __init__(
-        self, kit: Kit, policy: str, arm_dir: Path, mon: MonitorConfig, log: logging.Logger
+        self, core: EngineCore, load: LoadConfig, mon: MonitorConfig, recorder: ArmRecorder
     ) -> None:
-        self.load: LoadConfig = kit.load
-        self.mon = mon
-        cfg = kit.sim.engine.model_copy(update={"policy": policy})
-        self.sim: SimConfig = SimConfig.model_validate(cfg.model_dump())
-        self.engine = SimEngine(self.sim, log)
+        self.core, self.load, self.mon, self.recorder = core, load, mon, recorder
         self.step = MonitorStep(mon, gpu_checked=True)
-        self.machines = [AgentMachine(self.load, i) for i in range(self.load.agents)]
-        # each agent's conversation: the tokens of its last prompt (kept as a list, so a turn
-        # extends it instead of copying it) and how many of them the last finished turn (its
-        # prompt and reply) accounts for
-        self.conversation: list[list[str]] = [[] for _ in self.machines]
-        self.history_len = [0 for _ in self.machines]
-        # the request whose prompt and reply those are (the engine reuses its block hashes)
-        self.history_id: list[str | None] = [None for _ in self.machines]
+        self.machines = [AgentMachine(load, i) for i in range(load.agents)]
+        self.conversations = [WordConversation(load, i) for i in range(load.agents)]
         self.timers: list[tuple[float, int, int]] = []  # (due, sequence, agent)
         self.flights: dict[str, _Flight] = {}
         self.seq = 0
         self.now = 0.0
-        self.records = RecordWriter(arm_dir / TURNS_FILE)
-        self.timeline = TimelineWriter(arm_dir / TIMELINE_FILE)
         # the bundle at onset is written at once, in engine time, like every other file here
-        target = EngineTarget("virtual", log_path=arm_dir / ENGINE_LOG, state=self._state)
-        self.forensics = ForensicsCollector(
-            arm_dir, "", target, mon.stall_after_s, background=False
+        target = EngineTarget("virtual", log_path=recorder.dir / ENGINE_LOG, state=self._state)
+        forensics = ForensicsCollector(
+            recorder.dir, "", target, mon.stall_after_s, background=False
         )
+        recorder.add(forensics, forensics.close)
         self.prev: tuple[float, float] | None = None  # (t, busy s) at the last tick
         self.stalled = False
 
@@ -177,33 +140,16 @@ class _Harness:
         elif isinstance(action, Send):
             self._send(agent, action)
 
-    def _prompt(self, agent: int, plan_send: Send) -> list[str]:
-        """The turn's prompt: the conversation so far (or a new system prompt), new content.
-
-        The agent's own list, not a copy: the engine keeps no reference to a prompt's tokens.
-        """
-        plan = plan_send.plan
-        tokens = self.conversation[agent]
-        if plan.turn == 0:
-            tokens[:] = ("<|system|>", f"a{agent}", f"s{plan.system_seed}")
-            tokens += _words(plan.system_seed, self.load.system_prompt_tokens - 3)
-        else:
-            del tokens[self.history_len[agent] :]
-        tokens += _words(plan.text_seed, plan.target_prompt_tokens - len(tokens))
-        return tokens
-
     def _send(self, agent: int, send: Send) -> None:
-        if send.attempt == 0 and send.plan.turn == 0:
-            self.history_len[agent] = 0
-            self.history_id[agent] = None
-        prompt = self._prompt(agent, send)
+        conversation = self.conversations[agent]
+        prompt = conversation.prompt(send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
         flight = _Flight(agent, send, rid, len(prompt), self.now, self.now)
         try:
-            continues = self.history_id[agent] if plan.turn else None
-            self.engine.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
-        except SimRequestError as exc:
+            continues = conversation.continues(send)
+            self.core.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
+        except EngineError as exc:  # the core refused it: what an HTTP front answers with 400
             self._record(flight, "http_error", str(exc), status=400)
             self._act(agent, self.machines[agent].answered(False))
             return
@@ -211,8 +157,8 @@ class _Harness:
 
     def _record(
         self, flight: _Flight, outcome: Outcome, error: str | None, status: int | None = 200
-    ) -> TurnRecord:
-        info = self.engine.request_info(flight.request_id)
+    ) -> None:
+        info = self.core.request_info(flight.request_id)
         plan = flight.send.plan
         first = info.first_token_s if info is not None else None
         record = TurnRecord(
@@ -233,17 +179,16 @@ class _Harness:
             error=error,
             status=status,
         )
-        self.records.write(record)
-        return record
+        self.recorder.turns.write(record)
 
     # -- the engine -------------------------------------------------------------------------
     def _collect(self) -> None:
         """New tokens of every request in flight arrive as one chunk at the current time."""
-        engine = self.engine
+        core = self.core
         for flight in self.flights.values():
-            if (engine.output_tokens(flight.request_id) or 0) <= flight.seen_tokens:
+            if (core.output_tokens(flight.request_id) or 0) <= flight.seen_tokens:
                 continue
-            info = engine.request_info(flight.request_id)
+            info = core.request_info(flight.request_id)
             if info is not None and info.output_tokens > flight.seen_tokens:
                 at = info.finished_s if info.finished_s is not None else self.now
                 flight.chunks.append((at - flight.t_start, info.output_tokens - flight.seen_tokens))
@@ -256,22 +201,19 @@ class _Harness:
             return
         self._record(flight, "ok", None)
         # the agent's conversation holds this request's prompt (one request in flight per agent)
-        self.conversation[flight.agent] += output_words(request_id, 0, flight.seen_tokens)
-        self.history_len[flight.agent] = len(self.conversation[flight.agent])
-        self.history_id[flight.agent] = request_id
+        reply = self.core.reply_words(request_id, flight.seen_tokens)
+        self.conversations[flight.agent].answered(request_id, reply)
         self._act(flight.agent, self.machines[flight.agent].answered(True))
 
     def _timeouts(self) -> None:
         limit = self.load.read_timeout_s
         for rid, flight in list(self.flights.items()):
             if self.now - flight.last_byte_s >= limit:
-                self.engine.abort(rid, self.now)
+                self.core.abort(rid, self.now)
                 del self.flights[rid]
-                self._record(
-                    flight,
-                    "timeout",
-                    f"no byte within the read timeout (after {flight.seen_tokens} tokens)",
-                )
+                tokens = flight.seen_tokens
+                why = f"no byte within the read timeout (after {tokens} tokens)"
+                self._record(flight, "timeout", why)
                 self._act(flight.agent, self.machines[flight.agent].answered(False))
 
     def _next_deadline(self) -> float:
@@ -281,9 +223,9 @@ class _Harness:
         return min(due, default=float("inf"))
 
     # -- the monitor ------------------------------------------------------------------------
-    def _scrape(self) -> bool:
-        """One monitor tick at the current engine time; True when the detector asks to stop."""
-        stats = self.engine.stats
+    def _tick(self) -> bool:
+        """One monitor tick at the current engine time; True when the step asks to stop."""
+        stats = self.core.stats
         t = self.now
         util = 0.0
         if self.prev is not None:
@@ -291,21 +233,19 @@ class _Harness:
             dt = t - prev_t
             util = 100.0 * min(1.0, (stats.busy_s - prev_busy) / dt) if dt > 0 else 0.0
         self.prev = (t, stats.busy_s)
-        gpus = {str(i): round(util, 2) for i in range(self.sim.num_gpus)}
+        gpus = {str(i): round(util, 2) for i in range(self.core.num_gpus)}
         stop = False
         for event in self.step.events(t, snapshot_of(stats), gpus):
-            self.timeline.write(event)
-            self.forensics.handle(event)
-            if isinstance(event, StallStarted):
-                self.stalled = True
+            self.recorder.event(event)
+            self.stalled = self.stalled or isinstance(event, StallStarted)
             stop = stop or isinstance(event, StopRequested)
         return stop
 
     def _state(self) -> SimState:
         """What the simulator's `/debug/state` would serve now."""
-        return self.engine.debug_state(self.now)
+        return self.core.debug_state(self.now)
 
-    def run(self) -> str:
+    def run(self) -> EndReason:
         """Run to the load's duration or a stall stop; the end reason."""
         end_s = float(self.load.duration_s or 0.0)
         interval = self.mon.interval_s
@@ -314,7 +254,7 @@ class _Harness:
         next_tick = 0.0
         while True:
             if self.now >= next_tick:
-                if self._scrape():
+                if self._tick():
                     return "stall_stop"
                 next_tick = (int(self.now / interval) + 1) * interval
             if self.now >= end_s:
@@ -324,22 +264,26 @@ class _Harness:
                 self._act(agent, self.machines[agent].waited())
             self._timeouts()
             until = min(next_tick, end_s, self._next_deadline())
-            if not self.engine.has_work():
+            if not self.core.has_work():
                 self.now = max(self.now, until)
                 continue
-            step = self.engine.advance(self.now, until)
+            step = self.core.advance(self.now, until)
             self.now = step.now_s
             self._collect()
             for request_id in step.finished:
                 self._finished(request_id)
 
     def close(self) -> None:
-        """Requests still in flight end as `aborted`; the files are closed."""
+        """Requests still in flight end as `aborted`."""
         for flight in list(self.flights.values()):
             self._record(flight, "aborted", "the run stopped while the request was in flight")
         self.flights.clear()
-        self.records.close()
-        self.timeline.close()
+
+
+def sim_core(kit: Kit, policy: str, log: logging.Logger) -> SimEngine:
+    """The simulator's core with the kit's engine settings under `policy`."""
+    cfg = kit.sim.engine.model_copy(update={"policy": policy})
+    return SimEngine(SimConfig.model_validate(cfg.model_dump()), log)
 
 
 def _arm_logger(arm_dir: Path) -> tuple[logging.Logger, logging.Handler]:
@@ -359,55 +303,38 @@ def run_virtual_arm(
 
     `stop_on_stall=False` keeps running through a stall (the monitor's stop is disabled).
     """
-    arm_dir.mkdir(parents=True, exist_ok=True)
     mon_fields = kit.monitor.model_dump(exclude={"gpu_source"})
     if not stop_on_stall:
         mon_fields["stop_after_s"] = None
     mon = MonitorConfig.model_validate(mon_fields)
-    write_json(
-        arm_dir / KIT_FILE,
-        KitFile.of(kit.model_dump(mode="json"), 1.0),
-    )
-    meta = ArmMeta.starting(
+    caps = parse_spec(spec).capabilities
+    recorder = ArmRecorder.open(
+        arm_dir,
+        kit,
         arm=arm,
         spec=spec,
         kind="sim",
         clock="virtual",
-        seed=kit.load.seed,
         time_scale=1.0,
-        planned_duration_s=kit.load.duration_s,
-        started_at=datetime.now(UTC).isoformat(),
+        capabilities=caps,
     )
-    end: dict[str, Any] = {"end_reason": "starting", "error": None}
+    end = ArmEnd("starting")
     log, handler = _arm_logger(arm_dir)
-    harness = _Harness(kit, policy, arm_dir, mon, log)
+    driver = VirtualDriver(sim_core(kit, policy, log), kit.load, mon, recorder)
     t0 = time.perf_counter()
     try:
-        end["end_reason"] = harness.run()
+        end = ArmEnd(driver.run())
     except BaseException as exc:
-        end["end_reason"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
-        end["error"] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason: EndReason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
+        end = ArmEnd(reason, error_line(exc))
         raise
     finally:
-        harness.close()
+        driver.close()
         log.removeHandler(handler)
         handler.close()
-        end["stopped_by_monitor"] = end["end_reason"] == "stall_stop"
-        end["engine_s"] = round(harness.now, 3)
-        # the arm's files are in engine seconds: its length is its engine time
-        end["wall_s"] = round(harness.now, 3)
-        end["compute_wall_s"] = round(time.perf_counter() - t0, 3)
-        end["finished_at"] = datetime.now(UTC).isoformat()
-        # meta.json first: it marks the directory as an arm, even if the summary then fails
-        meta = meta.update(**end)
-        write_json(arm_dir / META_FILE, meta)
-        summary = summarize(read_records(arm_dir / TURNS_FILE))
-        write_json(arm_dir / SUMMARY_FILE, summary.model_copy(update={"time_scale": 1.0}))
-    return VirtualResult(
-        arm,
-        kit.load.seed,
-        meta.end_reason,
-        harness.now,
-        meta.compute_wall_s or 0.0,
-        harness.stalled,
-    )
+        compute_s = round(time.perf_counter() - t0, 3)
+        # the arm's files are in engine seconds; its wall time is the time it took to compute
+        meta = recorder.finish(
+            replace(end, wall_s=compute_s, engine_s=driver.now, compute_wall_s=compute_s)
+        )
+    return VirtualResult(arm, kit.load.seed, meta.end_reason, driver.now, compute_s, driver.stalled)

@@ -21,8 +21,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from loadgen import AgentState, RunFinished, TurnFinished
-from monitor import Dashboard, LogLines, Sample, Verdict, fmt_s, live_dashboard
+from loadgen import AgentState, TurnFinished
+from monitor import Dashboard, LogLines, MonitorEvent, Sample, Verdict, fmt_s, live_dashboard
 
 #: event fields that hold a time or a duration (wall seconds in the monitor's events)
 _TIME_FIELDS = ("t", "onset", "duration_s", "stall_s", "down_s", "since", "seconds")
@@ -55,7 +55,8 @@ _STATE_STYLE = {
 
 
 class RunView:
-    """Consumes the arm's events; renders live (terminal) or as log lines."""
+    """Shows an arm live (terminal) or as log lines: a sink of its monitor events, and the
+    agents' states and turns (`load`)."""
 
     def __init__(
         self,
@@ -78,31 +79,29 @@ class RunView:
         self.dashboard: Dashboard | None = None
         self.lines = LogLines(console, every_s=5.0)
 
-    def handle(self, event: Any) -> bool:
-        """Take one event; True when it came from the monitor (and belongs in the timeline)."""
+    def load(self, event: AgentState | TurnFinished) -> None:
+        """Take one event of the agents (their states and finished turns)."""
         if isinstance(event, AgentState):
             self.agents[event.agent] = event.state
-            return False
-        if isinstance(event, TurnFinished):
-            rec = event.record
-            self.outcomes[rec.outcome] += 1
-            if rec.outcome == "ok":
-                self.turns[rec.agent] += 1
-            elif not self.enabled and rec.outcome != "aborted":
-                self.console.print(
-                    f"[{rec.t_end * self.scale:8.1f}s] agent {rec.agent} turn {rec.turn}: {rec.outcome} {rec.error or ''}",
-                    markup=False,
-                    highlight=False,
-                )
-            return False
-        if isinstance(event, RunFinished):
-            return False
+            return
+        rec = event.record
+        self.outcomes[rec.outcome] += 1
+        if rec.outcome == "ok":
+            self.turns[rec.agent] += 1
+        elif not self.enabled and rec.outcome != "aborted":
+            self.console.print(
+                f"[{rec.t_end * self.scale:8.1f}s] agent {rec.agent} turn {rec.turn}: {rec.outcome} {rec.error or ''}",
+                markup=False,
+                highlight=False,
+            )
+
+    def handle(self, event: MonitorEvent) -> None:
+        """Take one monitor event (the view is one of the arm recorder's sinks)."""
         event = in_engine_time(event, self.scale)
         if self.dashboard is not None:
             self.dashboard.update(event)
         else:
             self.lines.handle(event)
-        return True
 
     def note(self, message: str) -> None:
         self.console.log(message)

@@ -275,3 +275,20 @@ def test_runs_match_their_pinned_digest(tmp_path: Path, policy: str, seed: int) 
     end_reason, engine_s, digest = GOLDEN[policy, seed]
     assert (result.end_reason, round(result.engine_s, 3)) == (end_reason, engine_s)
     assert _digest(tmp_path) == digest
+
+
+def test_a_shared_system_prompt_is_one_cached_prefix_on_the_virtual_clock_too(
+    tmp_path: Path,
+) -> None:
+    """`load.shared_system_prompt` shares the prefix as over HTTP (it was ignored here)."""
+    cached: dict[bool, int] = {}
+    for shared in (False, True):
+        overrides = {"load.duration_s": 300, "load.agents": 4, "load.shared_system_prompt": shared}
+        kit = load_kit("restore-stall", overrides)
+        run_virtual_arm(kit, "fix", "sim:fix", "fix", tmp_path / str(shared))
+        firsts = [
+            t for t in _turns(tmp_path / str(shared)) if t["turn"] == 0 and t["cached_tokens"]
+        ]
+        cached[shared] = sum(t["cached_tokens"] for t in firsts)
+    assert cached[False] == 0
+    assert cached[True] >= kit.load.system_prompt_tokens // 2
