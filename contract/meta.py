@@ -78,7 +78,8 @@ class ArmMeta(BaseModel):
     stopped_by_monitor: bool = Field(False, description="The monitor stopped it during a stall.")
     wall_s: float = Field(
         0.0,
-        description="Seconds the load ran on the arm's clock (wall s; a virtual arm: engine s).",
+        description="Wall seconds the load ran (a virtual arm: the wall seconds it took to "
+        "compute; older files held its engine seconds here, which engine_s also holds).",
     )
     engine_s: float | None = Field(
         None, description="Engine seconds the load ran (None: the engine's clock was not read)."
