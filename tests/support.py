@@ -1,12 +1,17 @@
-"""Helpers the test packages share: the checkout's root and `kit` run as a real child process."""
+"""Helpers the test packages share: the checkout's root, `kit` run as a real child process,
+and what a failed `kit ab` run left, written out for the assertion message."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -74,3 +79,102 @@ def descendants(pid: int) -> list[int]:
         return [child.pid for child in psutil.Process(pid).children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(errors="replace").splitlines() if line]
+
+
+def _quiet_spells(samples: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(start, end) of each span with work pending and no new token, longest first."""
+    spells: list[tuple[float, float]] = []
+    start: float | None = None
+    prev: dict[str, Any] | None = None
+    for s in samples:
+        pending = (s.get("running") or 0) > 0 or (s.get("waiting") or 0) > 0
+        quiet = prev is not None and pending and s.get("gen_tokens") == prev.get("gen_tokens")
+        if quiet and start is None:
+            start = prev["t"] if prev is not None else s["t"]
+        elif not quiet and start is not None:
+            spells.append((start, s["t"]))
+            start = None
+        prev = s
+    if start is not None and prev is not None:
+        spells.append((start, prev["t"]))
+    return sorted(spells, key=lambda span: span[0] - span[1])
+
+
+def _sample_row(s: dict[str, Any]) -> str:
+    keys = ("running", "waiting", "waiting_capacity", "kv_usage", "gen_tokens", "preemptions")
+    return f"t={s['t']:.1f} " + " ".join(f"{k}={s.get(k)}" for k in keys)
+
+
+def _arm_diagnosis(arm_dir: Path) -> list[str]:
+    lines = [f"--- arm {arm_dir.name}"]
+    meta_path = arm_dir / "meta.json"
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        fields = ("end_reason", "error", "wall_s", "started_at", "finished_at")
+        lines.append("meta: " + ", ".join(f"{k}={meta.get(k)!r}" for k in fields))
+    events = _json_lines(arm_dir / "timeline.jsonl")
+    samples = [e for e in events if e.get("type") == "sample"]
+    for event in events:
+        if event.get("type") in ("stall_started", "stall_ended", "stop_requested", "down"):
+            lines.append(f"timeline: {event}")
+            onset = event.get("onset", event["t"])
+            if event.get("type") == "stall_started":
+                lines += [
+                    "  " + _sample_row(s) for s in samples if onset - 3 <= s["t"] <= event["t"] + 1
+                ]
+    spells = _quiet_spells(samples)
+    longest = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in spells[:3]) or "none"
+    lines.append(f"{len(samples)} samples; longest spells pending with no new token: {longest}")
+    turns = _json_lines(arm_dir / "turns.jsonl")
+    outcomes = Counter(t.get("outcome") for t in turns)
+    ttfts = sorted(t["ttft_s"] for t in turns if t.get("ttft_s") is not None)
+    slowest = f"{ttfts[-1]:.1f} s" if ttfts else "n/a"
+    lines.append(f"turns: {dict(outcomes)}; slowest first token {slowest}")
+    for t in turns:
+        if t.get("outcome") not in ("ok", "aborted"):
+            keys = (
+                "agent",
+                "turn",
+                "outcome",
+                "error",
+                "t_start",
+                "ttft_s",
+                "expected_prompt_tokens",
+            )
+            lines.append("  failed turn: " + ", ".join(f"{k}={t.get(k)!r}" for k in keys))
+    bundles = (
+        sorted(p.name for p in (arm_dir / "forensics").glob("*"))
+        if (arm_dir / "forensics").is_dir()
+        else []
+    )
+    if bundles:
+        lines.append(f"forensics bundles: {bundles}")
+    log = arm_dir / "engine.log"
+    if log.is_file():
+        text = log.read_text(errors="replace").splitlines()
+        bad = [line for line in text if "Traceback" in line or "ERROR" in line][:10]
+        lines += ["engine.log error lines:", *bad] if bad else []
+        lines += ["engine.log tail:", *text[-12:]]
+    return lines
+
+
+def ab_diagnosis(out_dir: Path, output: str = "") -> str:
+    """What a failed `kit ab` run left, for the assertion message: the CLI's output, each
+    arm's end, stall events and the samples around their onsets, the longest quiet spells,
+    failed turns with their errors, and the engine log's errors and tail, with the machine's
+    load. Never raises: a diagnosis must not hide the failure it describes."""
+    lines = [f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}"]
+    if output:
+        lines += ["kit output (tail):", *output.splitlines()[-40:]]
+    for arm_dir in sorted(p for p in out_dir.glob("*") if (p / "meta.json").is_file()):
+        try:
+            lines += _arm_diagnosis(arm_dir)
+        except Exception as exc:  # the diagnosis is best effort
+            lines.append(f"--- arm {arm_dir.name}: diagnosis failed: {exc!r}")
+    return "\n".join(lines)
