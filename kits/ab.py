@@ -24,9 +24,10 @@ from contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
 from engine import Launcher
+from kits.alerting import Alerting
 from kits.config import Kit
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
-from kits.run import run_arm
+from kits.run import RunContext, run_arm
 from kits.vclock import VirtualResult, run_virtual_arm
 from reports import ABReport
 
@@ -67,12 +68,12 @@ def strict_failures(report: ABReport) -> list[str]:
     return problems
 
 
-async def _run_all(plan: Plan, console: Console, dashboard: bool) -> None:
+async def _run_all(plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
     if plan.parallel:
-        await asyncio.gather(*(run_arm(arm, plan, console, dashboard) for arm in plan.arms))
+        await asyncio.gather(*(run_arm(arm, plan, run, console, dashboard) for arm in plan.arms))
     else:
         for arm in plan.arms:
-            await run_arm(arm, plan, console, dashboard)
+            await run_arm(arm, plan, run, console, dashboard)
 
 
 def _worker_init() -> None:
@@ -136,7 +137,7 @@ def _run_virtual(plan: Plan, console: Console) -> None:
             raise
 
 
-def _run_wall(plan: Plan, console: Console, dashboard: bool) -> None:
+def _run_wall(plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
     """The wall-clock arms, one seed after another."""
     arms = [arm for arm in plan.arms if not plan.virtual(arm)]
     if not arms:
@@ -144,7 +145,7 @@ def _run_wall(plan: Plan, console: Console, dashboard: bool) -> None:
     for seed in plan.seeds:
         seeded = [replace(arm, dir=plan.seed_dir(arm, seed)) for arm in arms]
         asyncio.run(
-            _run_all(replace(plan, kit=plan.kit_for(seed), arms=seeded), console, dashboard)
+            _run_all(replace(plan, kit=plan.kit_for(seed), arms=seeded), run, console, dashboard)
         )
 
 
@@ -161,11 +162,20 @@ def _stop_all(launchers: list[Launcher]) -> None:
         raise first
 
 
-def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) -> Result:
-    """Run every arm over every seed, then write and print the reports. Engines always stop."""
+def execute(
+    plan: Plan,
+    dashboard: bool = True,
+    console: Console | None = None,
+    alerting: Alerting | None = None,
+) -> Result:
+    """Run every arm over every seed, then write and print the reports. Engines always stop.
+
+    `alerting`: the exporter and --on-stall of wall-clock arms (None: forensics only).
+    """
     from reports import ab_table, write_reports
 
     console = console or Console()
+    run = RunContext(alerting)
     # a directory the user made (an empty --out) is theirs: never removed, even if unused
     made = outermost_missing(plan.out_dir)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
@@ -174,11 +184,11 @@ def execute(plan: Plan, dashboard: bool = True, console: Console | None = None) 
     try:
         try:
             _run_virtual(plan, console)
-            _run_wall(plan, console, dashboard)
+            _run_wall(plan, run, console, dashboard)
         except (KeyboardInterrupt, asyncio.CancelledError):
             interrupted = True
         finally:
-            _stop_all(plan.launchers)
+            _stop_all(run.launchers)
     except Exception:
         if made is not None:
             discard_if_unrecorded(plan.out_dir, made)

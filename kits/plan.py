@@ -19,14 +19,12 @@ from contract.meta import Clock
 from engine import (
     DaemonProblem,
     EngineSpec,
-    Launcher,
     Overlay,
     daemon_problems,
     needs_bridge,
     parse_spec,
     probe_daemon,
 )
-from kits.alerting import Alerting
 from kits.config import Kit, load_kit
 from kits.errors import KitError
 from kits.launch import arm_spec, time_scale
@@ -86,10 +84,6 @@ class Plan:
     overlays: list[Overlay] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     clock: Clock = "wall"
-    #: launchers started so far, so that any exit path can stop them
-    launchers: list[Launcher] = field(default_factory=list)
-    #: exporter, --on-stall and forensics of wall-clock arms (None: forensics only)
-    alerting: Alerting | None = None
 
     @classmethod
     def build(

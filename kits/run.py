@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -44,6 +44,16 @@ from monitor.watch import watch
 
 #: how often a run asks whether its engine is still alive (wall seconds)
 ENGINE_POLL_S = 1.0
+
+
+@dataclass
+class RunContext:
+    """What a run holds while it runs, apart from its plan: the engines started so far (so
+    that any exit path can stop them) and the exporter and --on-stall of its wall-clock arms
+    (None: forensics only)."""
+
+    alerting: Alerting | None = None
+    launchers: list[Launcher] = field(default_factory=list)
 
 
 class EngineDied(KitError):
@@ -172,7 +182,7 @@ async def _drive(
 
 
 async def _start(
-    arm: Arm, plan: Plan, launcher: Launcher, recorder: ArmRecorder, view: RunView
+    arm: Arm, plan: Plan, run: RunContext, launcher: Launcher, recorder: ArmRecorder, view: RunView
 ) -> tuple[ServerInfo, GpuReader]:
     """Start the engine, wait for it, check it serves the load; its alerting joins the sinks."""
     kit = plan.kit
@@ -188,14 +198,14 @@ async def _start(
     view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
     if view.scale != 1.0:
         view.note(f"{arm.name}: engine runs at {view.scale:g}x; times and rates shown are engine's")
-    hooks = (plan.alerting or Alerting()).for_arm(
+    hooks = (run.alerting or Alerting()).for_arm(
         arm.name, arm.spec, arm.dir, launcher, mon.stall_after_s
     )
     recorder.add(hooks, hooks.close)
     return info, gpu
 
 
-async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> None:
+async def run_arm(arm: Arm, plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
     """Run one arm end to end; its directory is complete on every exit path."""
     kit = plan.kit
     scale = await _arm_scale(arm, kit)
@@ -211,14 +221,14 @@ async def run_arm(arm: Arm, plan: Plan, console: Console, dashboard: bool) -> No
         capabilities=spec.capabilities,
     )
     launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
-    plan.launchers.append(launcher)
+    run.launchers.append(launcher)
     load, mon = load_config(kit, scale), monitor_config(kit, scale)
     view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard, scale)
     recorder.add(view)
     end = ArmEnd("starting")
     t_load, engine_t0 = time.monotonic(), None
     try:
-        info, gpu = await _start(arm, plan, launcher, recorder, view)
+        info, gpu = await _start(arm, plan, run, launcher, recorder, view)
         engine_t0 = await _engine_time_s(launcher.url)
         t_load = time.monotonic()
         async with view.live(launcher.url):

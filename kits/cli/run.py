@@ -28,6 +28,7 @@ from loadgen import LoadConfig
 
 if TYPE_CHECKING:
     from kits.ab import Plan, Result
+    from kits.alerting import Alerting
 
 EXIT_STRICT = 1
 EXIT_INTERRUPTED = 130
@@ -158,12 +159,12 @@ def _wall_only(plan: Plan, asked: bool) -> None:
     )
 
 
-def _execute(plan: Plan, no_dashboard: bool) -> Result:
+def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Result:
     """Run a plan; an interrupted run exits 130 after its partial results are written."""
     from kits.ab import execute
 
     try:
-        result = execute(plan, dashboard=not no_dashboard)
+        result = execute(plan, dashboard=not no_dashboard, alerting=alerting)
     except KeyboardInterrupt:
         # after the arms: everything they recorded is on disk, only the reports are missing
         raise fail(
@@ -172,8 +173,8 @@ def _execute(plan: Plan, no_dashboard: bool) -> Result:
             code=EXIT_INTERRUPTED,
         ) from None
     finally:
-        if plan.alerting is not None:
-            plan.alerting.close()
+        if alerting is not None:
+            alerting.close()
     if result.interrupted and not plan.out_dir.exists():
         raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
     if result.interrupted:
@@ -219,10 +220,8 @@ def run(
             _overrides(duration, time_scale, seed, agents, min_context, max_context),
             overlay or [],
         )
-    plan.alerting = start_alerting(
-        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
-    )
-    result = _execute(plan, no_dashboard)
+    alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    result = _execute(plan, no_dashboard, alerting)
     arm = next(iter(result.report.arms.values())) if result.report is not None else None
     if arm is not None and arm.end_reason == "engine_died":
         raise fail(
@@ -303,10 +302,8 @@ def ab(
     if dry_run:
         typer.echo(plan.describe())
         return
-    plan.alerting = start_alerting(
-        metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
-    )
-    result = _execute(plan, no_dashboard)
+    alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    result = _execute(plan, no_dashboard, alerting)
     if strict and result.report is not None:
         problems = strict_failures(result.report)
         if problems:

@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 
 from kits.plan import Plan
-from kits.run import run_arm
+from kits.run import RunContext, run_arm
 from kits.vclock import run_virtual_arm
 
 pytestmark = pytest.mark.slow
@@ -62,10 +62,11 @@ def _wall_arm(out: Path) -> Path:
     plan = Plan.build("restore-stall", {"fix": "sim:fix"}, out, OVERRIDES, [], clock="wall")
     (arm,) = plan.arms
     console = Console(file=io.StringIO(), width=100)
+    run = RunContext()
     try:
-        asyncio.run(run_arm(arm, plan, console, dashboard=False))
+        asyncio.run(run_arm(arm, plan, run, console, dashboard=False))
     finally:
-        for launcher in plan.launchers:
+        for launcher in run.launchers:
             launcher.stop()
     return arm.dir
 
