@@ -24,15 +24,21 @@ from engine.patched.launch import (
     docker_engine_args,
     resolve_model,
 )
-from engine.spec import parse_spec
+from engine.spec import PatchedSpec, parse_spec
 from kits.config import load_kit
 from kits.launch import make_launcher
 
 
+def _patched(raw: str) -> PatchedSpec:
+    spec = parse_spec(raw)
+    assert isinstance(spec, PatchedSpec)
+    return spec
+
+
 def test_patched_specs_parse_with_and_without_a_model() -> None:
-    spec = parse_spec("patched:base")
+    spec = _patched("patched:base")
     assert (spec.kind, spec.target, spec.model) == ("patched", "base", None)
-    spec = parse_spec("patched:fix:/models/tiny")
+    spec = _patched("patched:fix:/models/tiny")
     assert (spec.kind, spec.target, spec.model) == ("patched", "fix", "/models/tiny")
 
 
@@ -91,13 +97,13 @@ def test_options_give_the_scheduler_class_and_config() -> None:
 
 def test_kit_model_expands_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TINY_DIR", "/models/tiny")
-    assert resolve_model(parse_spec("patched:fix"), "${TINY_DIR}") == "/models/tiny"
-    assert resolve_model(parse_spec("patched:fix:/m"), "${TINY_DIR}") == "/m"
+    assert resolve_model(_patched("patched:fix"), "${TINY_DIR}") == "/models/tiny"
+    assert resolve_model(_patched("patched:fix:/m"), "${TINY_DIR}") == "/m"
     monkeypatch.delenv("TINY_DIR")
     with pytest.raises(EngineError, match="unset environment variable"):
-        resolve_model(parse_spec("patched:fix"), "${TINY_DIR}")
+        resolve_model(_patched("patched:fix"), "${TINY_DIR}")
     with pytest.raises(EngineError, match="names no model"):
-        resolve_model(parse_spec("patched:base"), None)
+        resolve_model(_patched("patched:base"), None)
 
 
 def test_docker_arguments_load_the_plugin_from_the_overlay() -> None:
