@@ -14,6 +14,8 @@ from contract.faces import public_face
 
 if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
     from engine.attach import AttachLauncher as AttachLauncher
+    from engine.core import EngineCore as EngineCore
+    from engine.core import EngineStats as EngineStats
     from engine.daemon import DaemonFacts as DaemonFacts
     from engine.daemon import DaemonProblem as DaemonProblem
     from engine.daemon import daemon_problems as daemon_problems
@@ -32,6 +34,8 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.patched.launch import PatchedOptions as PatchedOptions
     from engine.patched.launch import resolve_model as resolve_model
     from engine.sim.config import SimConfig as SimConfig
+    from engine.sim.core import SimEngine as SimEngine
+    from engine.sim.metrics import FINISH_REASONS as FINISH_REASONS
     from engine.simproc import SimLauncher as SimLauncher
     from engine.spec import DockerSpec as DockerSpec
     from engine.spec import EngineSpec as EngineSpec

@@ -69,11 +69,6 @@ class _Spec(BaseModel):
     raw: str = Field(description="The spec as given, stripped.")
     capabilities: EngineCapabilities = Field(default_factory=EngineCapabilities)
 
-    @property
-    def label(self) -> str:
-        """A short name for tables and directory names."""
-        return self.raw
-
     def placed(self, *, gpus: Sequence[int], engine_args: Sequence[str]) -> Self:
         """This spec with the capabilities its arm has on `gpus` with `engine_args`."""
         changes = self._placed(list(gpus), list(engine_args))

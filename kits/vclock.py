@@ -26,10 +26,15 @@ from pathlib import Path
 from contract.files import ENGINE_LOG
 from contract.meta import EndReason
 from contract.simstate import SimState
-from engine import EngineError, SimConfig, parse_spec
-from engine.core import EngineCore, EngineStats
-from engine.sim.core import SimEngine
-from engine.sim.metrics import FINISH_REASONS
+from engine import (
+    FINISH_REASONS,
+    EngineCore,
+    EngineError,
+    EngineStats,
+    SimConfig,
+    SimEngine,
+    parse_spec,
+)
 from kits.config import Kit
 from kits.recorder import ArmEnd, ArmRecorder, error_line
 from loadgen import (
@@ -40,8 +45,8 @@ from loadgen import (
     Send,
     TurnRecord,
     Wait,
+    WordConversation,
 )
-from loadgen.conversation import WordConversation
 from monitor import (
     EngineMetrics,
     EngineTarget,

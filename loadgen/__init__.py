@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from loadgen.agent import Wait as Wait
     from loadgen.config import LoadConfig as LoadConfig
     from loadgen.config import sizes_for_context as sizes_for_context
+    from loadgen.conversation import WordConversation as WordConversation
     from loadgen.errors import LoadError as LoadError
     from loadgen.preflight import ServerInfo as ServerInfo
     from loadgen.progress import LoadProgress as LoadProgress

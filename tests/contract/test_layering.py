@@ -29,12 +29,6 @@ KNOWN_REPORTS_IMPORTS: set[str] = set()
 FACES = ("engine", "loadgen", "monitor", "reports")
 #: kits module -> role modules it imports past the face, with why
 KITS_INTERNAL_IMPORTS: dict[str, dict[str, str]] = {
-    "kits.vclock": {
-        "engine.core": "the engine-core protocol the virtual clock drives (records included)",
-        "loadgen.conversation": "the prompts of the agents whose clock the virtual clock owns",
-        "engine.sim.core": "the virtual clock drives the simulator's pure core in its own loop",
-        "engine.sim.metrics": "the finish reasons the simulator counts",
-    },
     "kits.run": {
         # a face cannot carry a name that is also a module of its package
         "monitor.watch": "the watch loop, `monitor.watch.watch`",
