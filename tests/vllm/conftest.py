@@ -1,4 +1,4 @@
-"""Fixtures of the real-vLLM tier: one tiny model per session, one real server per module.
+"""Fixtures of the real-vLLM tier: one tiny model per session, one real server the tier shares.
 
 The tiny model is built once (or taken from `STALLKIT_TINY_MODEL` when CI built it ahead).
 Servers bind 127.0.0.1 on a free port, keep their caches and temporary files in a pytest
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from engine.local import VllmLauncher, vllm_installed
-from engine.spec import parse_spec
+from tests.vllm.shared import SharedServer
 
 #: the cpu-smoke engine arguments: 4 sequences, 40 blocks of 128 tokens (5120 tokens) so a
 #: few concurrent requests of a few thousand tokens force preemptions; the explicit KV size
@@ -50,27 +50,20 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 
 
-@pytest.fixture(scope="module")
-def vllm_server(
+@pytest.fixture(scope="package")
+def shared_vllm(
     tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[VllmLauncher]:
-    """A real vLLM server with the smoke arguments, shared by one test module."""
+) -> Iterator[SharedServer]:
     if not HAVE_VLLM:
         pytest.skip(VLLM_MISSING)
-    launcher = VllmLauncher(
-        parse_spec(f"vllm:{tiny_model_dir}"),
-        tmp_path_factory.mktemp("vllm-run"),
-        SMOKE_ENGINE_ARGS,
-    )
+    shared = SharedServer(tiny_model_dir, tmp_path_factory, SMOKE_ENGINE_ARGS, STARTUP_TIMEOUT_S)
     try:
-        launcher.start()
-        launcher.wait_healthy(STARTUP_TIMEOUT_S)
-        yield launcher
+        yield shared
     finally:
-        launcher.stop()
+        shared.close()
 
 
-@pytest.fixture(scope="session")
-def smoke_engine_args() -> tuple[str, ...]:
-    """The engine arguments the shared servers use, for tests that start their own."""
-    return SMOKE_ENGINE_ARGS
+@pytest.fixture
+def vllm_server(shared_vllm: SharedServer) -> VllmLauncher:
+    """The tier's running vLLM server with the smoke arguments (shared: see SharedServer)."""
+    return shared_vllm.get()

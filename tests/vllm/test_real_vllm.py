@@ -1,6 +1,6 @@
 """The real engine's contract: metric families, token counts, preemptions and a frozen core.
 
-One vLLM server (the tiny model on CPU, the cpu-smoke engine arguments) serves the module.
+The tier's shared vLLM server (the tiny model on CPU, the cpu-smoke engine arguments) serves it.
 Speeds and memory are printed as `BENCH` lines, never asserted.
 """
 
@@ -23,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine.local import VllmLauncher, vllm_installed
+from tests.vllm.shared import SharedServer
 
 pytestmark = [
     pytest.mark.vllm,
@@ -86,7 +87,8 @@ def sample_value(text: str, name: str) -> float:
 
 
 @pytest.fixture(scope="module")
-def model_name(vllm_server: VllmLauncher) -> str:
+def model_name(shared_vllm: SharedServer) -> str:
+    vllm_server = shared_vllm.get()
     with httpx.Client(base_url=vllm_server.url, timeout=30) as client:
         name: str = client.get("/v1/models").json()["data"][0]["id"]
     # a couple of finished requests so every counter and histogram has samples

@@ -1,6 +1,6 @@
 """The agents and the monitor against real vLLM: exact prompt sizes, preemptions, a real hang.
 
-One server (the tiny model on CPU, the cpu-smoke engine arguments) serves the module. The
+The tier's shared server (the tiny model on CPU, the cpu-smoke engine arguments) serves it. The
 agents play the cpu-smoke kit's load, shortened; the hang is the engine-core process stopped
 with SIGSTOP while they stream, which the monitor must call a `frozen` stall. Delays and
 counts are printed as `BENCH` lines; only the bounds the design promises are asserted.
