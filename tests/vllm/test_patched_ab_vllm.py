@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from engine.local import vllm_installed
 from kits.cli import app
 from kits.config import load_kit
+from tests.support import ab_diagnosis
 
 pytestmark = [
     pytest.mark.vllm,
@@ -43,12 +44,12 @@ def test_kit_ab_patched_base_spins_and_is_stopped_fix_runs_clean(
     started = time.monotonic()
     result = CliRunner().invoke(app, args)
     elapsed = time.monotonic() - started
-    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert result.exit_code == 0, ab_diagnosis(out, result.output + repr(result.exception))
     assert "A/B: cpu-patched" in result.output
     arms = json.loads((out / "ab.json").read_text())["arms"]
 
     base = arms["base"]
-    assert [s["kind"] for s in base["stalls"]] == ["spinning"], base["stalls"]
+    assert [s["kind"] for s in base["stalls"]] == ["spinning"], ab_diagnosis(out, result.output)
     assert base["stopped_by_monitor"] and base["end_reason"] == "stall_stop"
     lines = (out / "base" / "timeline.jsonl").read_text().splitlines()
     events = [json.loads(line) for line in lines]
@@ -58,9 +59,9 @@ def test_kit_ab_patched_base_spins_and_is_stopped_fix_runs_clean(
     assert started_at["kind"] == "spinning"
 
     fix = arms["fix"]
-    assert fix["stalls"] == [], fix["stalls"]
+    assert fix["stalls"] == [], ab_diagnosis(out, result.output)
     assert fix["end_reason"] == "duration"
-    assert fix["errors"] == fix["timeouts"] == 0
+    assert fix["errors"] == fix["timeouts"] == 0, ab_diagnosis(out, result.output)
     assert fix["turns"] > base["turns"]
     assert fix["log_counts"].get("tracebacks", 0) == 0
     for arm, policy in (("base", "base"), ("fix", "fix")):
