@@ -1,9 +1,10 @@
 """Start, watch and stop inference engines: docker images, local vLLM, the embedded simulator.
 
 The names below are the package's public face, for the orchestration: engine specs, the
-launchers and their options, the simulator's and the patched scheduler's settings. Each is
-imported from its module on first use, so `import engine` itself imports nothing (vLLM's
-engine core imports this package on its way to `engine.patched.scheduler`).
+launchers and their options, the simulator's and the patched scheduler's settings, the step
+cost model and its calibrations. Each is imported from its module on first use, so `import
+engine` itself imports nothing (vLLM's engine core imports this package on its way to
+`engine.patched.scheduler`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from contract.faces import public_face
 
 if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
     from engine.attach import AttachLauncher as AttachLauncher
+    from engine.calibration import Calibration as Calibration
+    from engine.calibration import CostSample as CostSample
+    from engine.calibration import FitReport as FitReport
+    from engine.calibration import fit_cost as fit_cost
+    from engine.calibration import load_calibration as load_calibration
+    from engine.calibration import shipped_calibrations as shipped_calibrations
+    from engine.calibration import step_features as step_features
     from engine.core import EngineCore as EngineCore
     from engine.core import EngineStats as EngineStats
     from engine.daemon import DaemonFacts as DaemonFacts
@@ -33,6 +41,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.patched.launch import PatchedLauncher as PatchedLauncher
     from engine.patched.launch import PatchedOptions as PatchedOptions
     from engine.patched.launch import resolve_model as resolve_model
+    from engine.sim.config import CostModel as CostModel
     from engine.sim.config import SimConfig as SimConfig
     from engine.sim.core import SimEngine as SimEngine
     from engine.sim.metrics import FINISH_REASONS as FINISH_REASONS

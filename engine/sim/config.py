@@ -7,6 +7,8 @@ host tier, compute share 0.4), on which the `base` policy livelocks under sustai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from engine.sim.controller import Policy
@@ -44,6 +46,20 @@ class CostModel(BaseModel):
     def decode_s(self, num_seqs: int, context_tokens: int) -> float:
         """Engine seconds to decode one token for each of `num_seqs` sequences."""
         return num_seqs * self.decode_per_seq_s + context_tokens * self.decode_per_context_token_s
+
+    def step_s(self, prefills: Sequence[tuple[int, int]], decode_contexts: Sequence[int]) -> float:
+        """Engine seconds of one step: `prefills` are its (new tokens, cached context) chunks,
+        `decode_contexts` the context of each sequence it decodes one token for.
+
+        An empty step is 0 here: what an engine loop costs when nothing is scheduled is the
+        engine's own figure (`idle_tick_s`, a calibration's `empty_step_s`). Restores are not
+        part of it (the simulator adds them itself).
+        """
+        if not prefills and not decode_contexts:
+            return 0.0
+        prefill = sum(self.prefill_s(tokens, context) for tokens, context in prefills)
+        decode = self.decode_s(len(decode_contexts), sum(decode_contexts))
+        return self.step_overhead_s + prefill + decode
 
 
 class SimConfig(BaseModel):
