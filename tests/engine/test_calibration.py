@@ -153,10 +153,23 @@ def test_an_empty_step_must_cost_something() -> None:
         Calibration(cost=TRUE, empty_step_s=0, source="s", engine="e")
 
 
+def test_the_shipped_calibrations_load_and_validate() -> None:
+    names = shipped_calibrations()
+    assert "seed-gpu-tp2" in names
+    for name in names:
+        calibration = load_calibration(name)
+        assert calibration.empty_step_s > 0
+        assert calibration.source and calibration.notes
+    seed = load_calibration("seed-gpu-tp2").cost
+    # the published figures: 4 sequences at 421 tok/s at 40K context, 313 tok/s at 100K
+    assert 4 / seed.step_s([], [40_000] * 4) == pytest.approx(421, abs=0.01)
+    assert 4 / seed.step_s([], [100_000] * 4) == pytest.approx(313, abs=0.01)
+
+
 def test_a_missing_calibration_names_the_shipped_ones(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="no calibration 'nope'") as info:
         load_calibration("nope")
-    assert "shipped calibrations:" in info.value.hint
+    assert "seed-gpu-tp2" in info.value.hint
     with pytest.raises(EngineError, match=r"no .*absent\.json"):
         load_calibration(tmp_path / "absent.json")
 
@@ -178,4 +191,4 @@ def test_a_bad_calibration_file_is_one_line(tmp_path: Path, text: str, words: st
     path.write_text(text, encoding="utf-8")
     with pytest.raises(EngineError, match=words) as info:
         load_calibration(path)
-    assert "shipped calibrations:" in info.value.hint
+    assert "seed-gpu-tp2" in info.value.hint
