@@ -49,9 +49,9 @@ def _child(policy: str, seed: int) -> None:
         # a one-second arm first builds what a process builds once (kit ab's worker processes
         # run one arm after another): the timed arm is the steady state
         warm = load_kit("restore-stall", {"load.seed": seed, "load.duration_s": 1})
-        run_virtual_arm(warm, policy, f"sim:{policy}", policy, Path(tmp) / "warm-up")
+        run_virtual_arm(warm, policy, f"sim:{policy}", Path(tmp) / "warm-up")
         wall, cpu = time.perf_counter(), time.process_time()
-        done = run_virtual_arm(kit, policy, f"sim:{policy}", policy, Path(tmp) / "arm")
+        done = run_virtual_arm(kit, policy, f"sim:{policy}", Path(tmp) / "arm")
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     print(json.dumps({"engine_s": done.engine_s, "end": done.end_reason, "wall": wall, "cpu": cpu}))
 

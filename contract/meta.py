@@ -18,7 +18,7 @@ from contract.names import SCHEDULER_STEPS
 __all__ = ["META_FILE", "ArmMeta", "Clock", "EndReason", "EngineCapabilities", "EngineKind"]
 
 #: the engine spec's kind (`sim:`, a docker image, `url:`, `vllm:`, `patched:`)
-EngineKind = Literal["sim", "docker", "url", "vllm", "patched"]
+EngineKind = Literal["sim", "docker", "url", "vllm", "patched", "twin"]
 #: virtual: agents, engine and detector on the engine's clock in one process; wall: over HTTP
 Clock = Literal["virtual", "wall"]
 #: why the arm ended ("starting" while it runs or when it never got going)

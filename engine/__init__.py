@@ -50,10 +50,20 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.spec import EngineSpec as EngineSpec
     from engine.spec import PatchedSpec as PatchedSpec
     from engine.spec import SimSpec as SimSpec
+    from engine.spec import TwinSpec as TwinSpec
     from engine.spec import UrlSpec as UrlSpec
     from engine.spec import VllmSpec as VllmSpec
     from engine.spec import parse_spec as parse_spec
     from engine.tinymodel import build_tiny_model as build_tiny_model
+    from engine.twin.build import VLLM_MISSING as VLLM_MISSING
+    from engine.twin.build import quiet_vllm_logging as quiet_vllm_logging
+    from engine.twin.build import vllm_importable as vllm_importable
+    from engine.twin.config import PATCHED_SCHEDULER as PATCHED_SCHEDULER
+    from engine.twin.config import STOCK_SCHEDULER as STOCK_SCHEDULER
+    from engine.twin.config import TwinConfig as TwinConfig
+    from engine.twin.config import vllm_sizes as vllm_sizes
+    from engine.twin.core import TwinEngine as TwinEngine
+    from engine.twin.overlay import install_overlay as install_overlay
 
 if not TYPE_CHECKING:
     __all__, __getattr__, __dir__ = public_face(__name__)

@@ -1,7 +1,8 @@
 """Parse the engine spec strings given after --engine / --base / --fix into a tagged union.
 
 Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, `patched:base` /
-`patched:fix` (optionally `patched:fix:MODEL_DIR`; else the kit's model), or a docker image
+`patched:fix` (optionally `patched:fix:MODEL_DIR`; else the kit's model), the twin
+(`twin:stock`, `twin:patched:base`, `twin:patched:fix`, `twin:MODULE:CLASS`), or a docker image
 reference with its repository path (`vllm/vllm-openai:v0.32`, `registry:5000/team/engine`).
 A bare `word:rest` with no `/` is a docker image only when docker has a local image of that
 name (one built here, e.g. `myfork:fix`); otherwise it is read as a mistyped form (`sim2:base`,
@@ -10,7 +11,7 @@ handed to docker to pull. An image of Docker Hub's library is written with its p
 (`library/NAME:TAG`).
 
 `parse_spec` reads the text once into one model per case (`SimSpec`, `DockerSpec`, `UrlSpec`,
-`VllmSpec`, `PatchedSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
+`VllmSpec`, `PatchedSpec`, `TwinSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
 to its case's fields. Each case states its capabilities (`contract.meta.EngineCapabilities`:
 an engine log, the plugin's step counter, GPUs, restore admission); `placed` completes them
 with what the kit gives the arm, and the run records them in meta.json.
@@ -36,6 +37,7 @@ __all__ = [
     "EngineSpec",
     "PatchedSpec",
     "SimSpec",
+    "TwinSpec",
     "UrlSpec",
     "VllmSpec",
     "loads_plugin",
@@ -49,10 +51,13 @@ _IMAGE_RE = re.compile(
     r"[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
 _SPEC_HINT = (
-    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR, patched:base, patched:fix "
+    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR, patched:base, patched:fix, "
+    "twin:stock, twin:patched:base, twin:patched:fix, twin:MODULE:CLASS "
     "or a docker image with its repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
 )
 _PATCHED_HINT = "write patched:base or patched:fix, optionally followed by :MODEL_DIR"
+_TWIN_HINT = "write twin:stock, twin:patched:base, twin:patched:fix or twin:MODULE:CLASS"
+_IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 #: the module of the patched scheduler plugin's classes (not imported here: it imports vLLM)
 _PLUGIN_MODULE = "engine.patched.scheduler"
@@ -150,8 +155,27 @@ class PatchedSpec(_Spec):
         return {"gpu": bool(gpus)}
 
 
+class TwinSpec(_Spec):
+    """`twin:stock`, `twin:patched:base|fix`, `twin:MODULE:CLASS`: vLLM's own scheduler class
+    driven in process with no model, on the engine's clock (`engine.twin`)."""
+
+    kind: Literal["twin"] = "twin"
+    #: "stock" (vLLM's Scheduler), "patched" (the plugin, with `policy`) or "class" (`cls`)
+    scheduler: Literal["stock", "patched", "class"]
+    policy: Policy | None = None
+    cls: str | None = Field(None, description="The scheduler class, `module.Class`.")
+    capabilities: EngineCapabilities = EngineCapabilities(gpu=False, step_counter=True)
+
+    @property
+    def target(self) -> str:
+        if self.scheduler == "patched":
+            return self.policy or "fix"
+        return self.cls or "stock"
+
+
 EngineSpec = Annotated[
-    SimSpec | DockerSpec | UrlSpec | VllmSpec | PatchedSpec, Field(discriminator="kind")
+    SimSpec | DockerSpec | UrlSpec | VllmSpec | PatchedSpec | TwinSpec,
+    Field(discriminator="kind"),
 ]
 
 
@@ -216,7 +240,24 @@ def parse_spec(raw: str) -> EngineSpec:
         if sep and not model:
             raise EngineError(f"missing model directory in {raw!r}", _PATCHED_HINT)
         return PatchedSpec(raw=text, policy=policy, model=model or None)
+    if form == "twin":
+        return _twin_spec(text, rest, raw)
     return _docker_spec(text, raw)
+
+
+def _twin_spec(text: str, rest: str, raw: str) -> TwinSpec:
+    if rest == "stock":
+        return TwinSpec(raw=text, scheduler="stock")
+    name, sep, tail = rest.partition(":")
+    if name == "patched":
+        policy = _policy(tail)
+        if policy is None:
+            raise EngineError(f"unknown patched policy {tail!r} in {raw!r}", _TWIN_HINT)
+        return TwinSpec(raw=text, scheduler="patched", policy=policy)
+    dotted = f"{name}.{tail}" if sep else name
+    if not _IDENT_RE.match(dotted) or "." not in dotted:
+        raise EngineError(f"unknown twin scheduler {rest!r} in {raw!r}", _TWIN_HINT)
+    return TwinSpec(raw=text, scheduler="class", cls=dotted)
 
 
 def _docker_spec(text: str, raw: str) -> DockerSpec:

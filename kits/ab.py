@@ -1,7 +1,7 @@
 """Execute a `kit run` / `kit ab` plan: every arm over every seed, then the A/B reports.
 
-Virtual-clock simulator arms run in parallel processes across the cores (one job per arm and
-seed, each writing its own directory); wall-clock arms run one seed after another (both arms at
+Virtual-clock arms (`sim:` and `twin:`) run in parallel processes across the cores (one job
+per arm and seed, each writing its own directory); wall-clock arms run one seed after another (both arms at
 once with --parallel). Every engine is stopped on success, error and Ctrl-C (SIGTERM reaches
 here as Ctrl-C: `kits.cli.common.sigterm_as_ctrl_c`), and the A/B reports are made from the
 saved directories whatever ended the run.
@@ -23,7 +23,7 @@ from rich.console import Console
 from contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
-from engine import Launcher
+from engine import Launcher, install_overlay, quiet_vllm_logging
 from kits.alerting import Alerting
 from kits.config import Kit
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
@@ -76,17 +76,21 @@ async def _run_all(plan: Plan, run: RunContext, console: Console, dashboard: boo
             await run_arm(arm, plan, run, console, dashboard)
 
 
-def _worker_init() -> None:
+def _worker_init(twin: bool = False, overlay: str | None = None) -> None:
     # an idle worker ignores Ctrl-C (the parent stops the pool); a busy one stops its arm.
     # SIGTERM is the pool's own way to end a worker, not the command line's Ctrl-C.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if twin:  # before the worker imports vLLM: its log lines go to the arm's log, its
+        quiet_vllm_logging()  # modules come from the arm's source tree when it has one
+        if overlay is not None:
+            install_overlay(overlay)
 
 
-def _virtual_job(kit: Kit, arm: str, spec: str, policy: str, arm_dir: Path) -> VirtualResult:
+def _virtual_job(kit: Kit, arm: str, spec: str, arm_dir: Path) -> VirtualResult:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return run_virtual_arm(kit, arm, spec, policy, arm_dir)
+        return run_virtual_arm(kit, arm, spec, arm_dir)
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -108,21 +112,50 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+_Job = tuple[Kit, str, str, Path]
+
+
+def _job_groups(plan: Plan) -> dict[tuple[bool, str | None], list[_Job]]:
+    """The virtual jobs by (twin, overlay): each group needs workers of its own."""
+    groups: dict[tuple[bool, str | None], list[_Job]] = {}
+    for seed in plan.seeds:
+        for arm in plan.arms:
+            if not plan.virtual(arm):
+                continue
+            twin = arm.spec.kind == "twin"
+            overlay = plan.kit.twin.overlay_for(arm.name) if twin else None
+            job = (plan.kit_for(seed), arm.name, arm.spec.raw, plan.seed_dir(arm, seed))
+            groups.setdefault((twin, overlay), []).append(job)
+    return groups
+
+
 def _run_virtual(plan: Plan, console: Console) -> None:
-    """Every virtual arm over every seed, in parallel processes across the cores."""
-    jobs = [
-        (plan.kit_for(seed), arm.name, arm.spec.raw, arm.spec.target, plan.seed_dir(arm, seed))
-        for seed in plan.seeds
-        for arm in plan.arms
-        if plan.virtual(arm)
-    ]
-    workers = min(len(jobs), _cores())
-    if workers <= 1:
-        for job in jobs:
+    """Every virtual arm over every seed, in parallel processes across the cores.
+
+    Twin arms always run in fresh (spawned) worker processes, one pool per overlay, so that
+    each imports vLLM from its own tree and the calling process never imports it.
+    """
+    groups = _job_groups(plan)
+    if not groups:
+        return
+    cores = _cores()
+    (twin, _), first = next(iter(groups.items()))
+    if len(groups) == 1 and not twin and min(cores, len(first)) <= 1:
+        for job in first:
             _note(console, _virtual_job(*job))
         return
-    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
-        futures: list[Future[VirtualResult]] = [pool.submit(_virtual_job, *j) for j in jobs]
+    share = max(1, cores // len(groups))
+    with contextlib.ExitStack() as stack:
+        futures: list[Future[VirtualResult]] = []
+        for (twin, overlay), jobs in groups.items():
+            pool = ProcessPoolExecutor(
+                max_workers=min(len(jobs), share),
+                mp_context=multiprocessing.get_context("spawn") if twin else None,
+                initializer=_worker_init,
+                initargs=(twin, overlay),
+            )
+            stack.enter_context(pool)
+            futures += [pool.submit(_virtual_job, *job) for job in jobs]
         try:
             for future in as_completed(futures):
                 _note(console, future.result())
@@ -133,7 +166,6 @@ def _run_virtual(plan: Plan, console: Console) -> None:
             for child in multiprocessing.active_children():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid or 0, signal.SIGINT)
-            pool.shutdown(wait=True, cancel_futures=True)
             raise
 
 

@@ -155,6 +155,42 @@ class PatchedSection(BaseModel):
     )
 
 
+class TwinSection(BaseModel):
+    """The twin, for `twin:` arms: vLLM's own scheduler class on the engine's clock.
+
+    Its sizes are vLLM's flags in `[engine] engine_args` (`--max-num-seqs`, `--block-size`,
+    `--num-gpu-blocks-override`, `--max-model-len`, `--max-num-batched-tokens`), else the
+    simulator's (`[sim.engine]`), so one kit sizes its real, simulated and twin arms alike.
+    """
+
+    model_config = _FROZEN
+    calibration: str = Field(
+        "seed-gpu-tp2",
+        description="the step cost: a shipped calibration's name (seed-gpu-tp2, tiny-vllm-cpu) "
+        "or the path of a file written by `kit engine calibrate`",
+    )
+    empty_step_s: float | None = Field(
+        None, gt=0, description="engine seconds of an empty step (default: the calibration's)"
+    )
+    skip_empty_steps: bool = Field(
+        True, description="skip runs of identical empty steps to the next event (each counted)"
+    )
+    overlay: str | None = Field(
+        None, description="a source tree whose vllm/ modules shadow the installed vLLM's"
+    )
+    arm_overlay: dict[str, str] = Field(
+        default_factory=dict, description="per-arm overlay (arm name -> tree), over `overlay`"
+    )
+    additional_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="vLLM's --additional-config for a `twin:MODULE:CLASS` scheduler",
+    )
+
+    def overlay_for(self, arm: str) -> str | None:
+        """The source tree an arm's worker imports vLLM from (None: the installed one)."""
+        return self.arm_overlay.get(arm, self.overlay)
+
+
 class KitMonitor(MonitorConfig):
     """The monitor's settings plus where its GPU readings come from."""
 
@@ -193,6 +229,7 @@ class Kit(BaseModel):
     engine: EngineProfile = Field(default_factory=EngineProfile)
     sim: SimSection = Field(default_factory=SimSection)
     patched: PatchedSection = Field(default_factory=PatchedSection)
+    twin: TwinSection = Field(default_factory=TwinSection)
     load: LoadConfig = Field(default_factory=LoadConfig)
     monitor: KitMonitor = Field(default_factory=KitMonitor)
     report: ReportSettings = Field(default_factory=ReportSettings)

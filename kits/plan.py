@@ -17,6 +17,7 @@ from typing import Any
 from contract.files import seed_dir_name
 from contract.meta import Clock
 from engine import (
+    VLLM_MISSING,
     DaemonProblem,
     EngineSpec,
     Overlay,
@@ -24,6 +25,7 @@ from engine import (
     needs_bridge,
     parse_spec,
     probe_daemon,
+    vllm_importable,
 )
 from kits.config import Kit, load_kit
 from kits.errors import KitError
@@ -100,11 +102,17 @@ class Plan:
     ) -> Plan:
         kit = load_kit(kit_name, overrides)
         parsed = {name: parse_spec(raw) for name, raw in specs.items()}
-        overlay_objs = [Overlay.parse(text) for text in overlays]
-        if overlay_objs and not any(s.kind == "docker" for s in parsed.values()):
+        overlay_objs: list[Overlay] = []
+        if any(s.kind == "docker" for s in parsed.values()):
+            overlay_objs = [Overlay.parse(text) for text in overlays]
+        elif any(s.kind == "twin" for s in parsed.values()):
+            kit = _twin_overlays(kit, overlays, parsed)
+        elif overlays:
             raise KitError(
-                "--overlay applies to docker image arms only", "drop --overlay or use an image spec"
+                "--overlay applies to docker image arms and twin: arms only",
+                "drop --overlay, or use an image or twin: spec",
             )
+        _check_twin(parsed)
         if parallel:
             _check_disjoint_gpus(kit, parsed)
         out_dir = (
@@ -130,7 +138,7 @@ class Plan:
             clock == "virtual"
             and "load.seed" not in overrides
             and len(parsed) > 1
-            and all(spec.kind == "sim" for spec in parsed.values())
+            and all(spec.kind in ("sim", "twin") for spec in parsed.values())
         ):
             seed_list = list(range(kit.load.seed, kit.load.seed + DEFAULT_VIRTUAL_SEEDS))
         else:
@@ -139,8 +147,8 @@ class Plan:
         return cls(kit, arms, out_dir, parallel, overlay_objs, seeds=seed_list, clock=clock)
 
     def virtual(self, arm: Arm) -> bool:
-        """Whether an arm runs in process on the engine's clock."""
-        return arm.spec.kind == "sim" and self.clock == "virtual"
+        """Whether an arm runs in process on the engine's clock (twin arms always do)."""
+        return arm.spec.kind == "twin" or (arm.spec.kind == "sim" and self.clock == "virtual")
 
     def seed_dir(self, arm: Arm, seed: int) -> Path:
         """An arm's directory for one seed (the arm's own directory when one seed runs)."""
@@ -180,6 +188,45 @@ class Plan:
             wall = f"virtual arms in parallel processes, wall arms {wall}"
         lines.append("mode: " + wall)
         return "\n".join(lines)
+
+
+def _twin_overlays(kit: Kit, overlays: list[str], specs: dict[str, EngineSpec]) -> Kit:
+    """The kit with `--overlay TREE` (every twin arm) or `--overlay ARM=TREE` (one arm) set."""
+    if not overlays:
+        return kit
+    shared = kit.twin.overlay
+    per_arm = dict(kit.twin.arm_overlay)
+    for text in overlays:
+        arm, eq, tree = text.partition("=")
+        if not eq:
+            arm, tree = "", text
+        spec = specs.get(arm)
+        if arm and (spec is None or spec.kind != "twin"):
+            twins = ", ".join(n for n, s in specs.items() if s.kind == "twin")
+            raise KitError(
+                f"--overlay {text}: {arm!r} is not a twin arm", f"twin arms here: {twins}"
+            )
+        path = Path(tree).expanduser()
+        if not path.is_dir():
+            raise KitError(
+                f"--overlay {text}: {tree} is not a directory",
+                "pass a source tree holding vllm/ (a fork's checkout, or only its changed files)",
+            )
+        if arm:
+            per_arm[arm] = str(path.resolve())
+        else:
+            shared = str(path.resolve())
+    twin = kit.twin.model_copy(update={"overlay": shared, "arm_overlay": per_arm})
+    return kit.model_copy(update={"twin": twin})
+
+
+def _check_twin(specs: dict[str, EngineSpec]) -> None:
+    """A twin arm needs vLLM here: refuse it before anything runs."""
+    twins = [name for name, spec in specs.items() if spec.kind == "twin"]
+    if twins and not vllm_importable():
+        raise KitError(
+            f"{', '.join(twins)}: twin arms need vLLM, which is not installed", VLLM_MISSING
+        )
 
 
 def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:

@@ -26,16 +26,9 @@ from pathlib import Path
 from contract.files import ENGINE_LOG
 from contract.meta import EndReason
 from contract.simstate import SimState
-from engine import (
-    FINISH_REASONS,
-    EngineCore,
-    EngineError,
-    EngineStats,
-    SimConfig,
-    SimEngine,
-    parse_spec,
-)
+from engine import FINISH_REASONS, EngineCore, EngineError, EngineStats, parse_spec
 from kits.config import Kit
+from kits.cores import virtual_core
 from kits.recorder import ArmEnd, ArmRecorder, error_line
 from loadgen import (
     Action,
@@ -61,8 +54,12 @@ from monitor import (
 __all__ = ["VirtualDriver", "VirtualResult", "run_virtual_arm", "snapshot_of"]
 
 
-def snapshot_of(stats: EngineStats) -> MetricsSnapshot:
-    """The sample the monitor would parse from the simulator's /metrics for this engine state."""
+def snapshot_of(stats: EngineStats, step_counter: bool = False) -> MetricsSnapshot:
+    """The sample the monitor would parse from the engine's /metrics for this engine state.
+
+    `step_counter`: the engine exports `vllm:scheduler_steps_total` (the twin counts its
+    steps, as the patched plugin does on a real engine); the simulator's page has none.
+    """
     engine = EngineMetrics(
         running=stats.num_running,
         waiting=stats.num_waiting,
@@ -83,6 +80,7 @@ def snapshot_of(stats: EngineStats) -> MetricsSnapshot:
         compute_s={
             c: float(s) for c, s in ({"prefill": 0.0, "decode": 0.0} | stats.compute_s).items()
         },
+        steps=float(stats.steps) if step_counter else None,
     )
     values = {name: getattr(engine, name) for name in EngineMetrics.__slots__}
     return MetricsSnapshot(**values, engines={"0": engine})
@@ -118,9 +116,15 @@ class VirtualDriver:
     """Moves the agents, one engine core and the monitor's step over a heap of engine times."""
 
     def __init__(
-        self, core: EngineCore, load: LoadConfig, mon: MonitorConfig, recorder: ArmRecorder
+        self,
+        core: EngineCore,
+        load: LoadConfig,
+        mon: MonitorConfig,
+        recorder: ArmRecorder,
+        step_counter: bool = False,
     ) -> None:
         self.core, self.load, self.mon, self.recorder = core, load, mon, recorder
+        self.step_counter = step_counter
         self.step = MonitorStep(mon, gpu_checked=True)
         self.machines = [AgentMachine(load, i) for i in range(load.agents)]
         self.conversations = [WordConversation(load, i) for i in range(load.agents)]
@@ -240,7 +244,7 @@ class VirtualDriver:
         self.prev = (t, stats.busy_s)
         gpus = {str(i): round(util, 2) for i in range(self.core.num_gpus)}
         stop = False
-        for event in self.step.events(t, snapshot_of(stats), gpus):
+        for event in self.step.events(t, snapshot_of(stats, self.step_counter), gpus):
             self.recorder.event(event)
             self.stalled = self.stalled or isinstance(event, StallStarted)
             stop = stop or isinstance(event, StopRequested)
@@ -285,12 +289,6 @@ class VirtualDriver:
         self.flights.clear()
 
 
-def sim_core(kit: Kit, policy: str, log: logging.Logger) -> SimEngine:
-    """The simulator's core with the kit's engine settings under `policy`."""
-    cfg = kit.sim.engine.model_copy(update={"policy": policy})
-    return SimEngine(SimConfig.model_validate(cfg.model_dump()), log)
-
-
 def _arm_logger(arm_dir: Path) -> tuple[logging.Logger, logging.Handler]:
     log = logging.getLogger(f"stallkit.vclock.{arm_dir.resolve()}")
     log.propagate = False
@@ -302,9 +300,9 @@ def _arm_logger(arm_dir: Path) -> tuple[logging.Logger, logging.Handler]:
 
 
 def run_virtual_arm(
-    kit: Kit, arm: str, spec: str, policy: str, arm_dir: Path, *, stop_on_stall: bool = True
+    kit: Kit, arm: str, spec: str, arm_dir: Path, *, stop_on_stall: bool = True
 ) -> VirtualResult:
-    """Run one simulator arm of `kit` on the virtual clock and write its directory.
+    """Run one `sim:` or `twin:` arm of `kit` on the virtual clock and write its directory.
 
     `stop_on_stall=False` keeps running through a stall (the monitor's stop is disabled).
     """
@@ -312,34 +310,41 @@ def run_virtual_arm(
     if not stop_on_stall:
         mon_fields["stop_after_s"] = None
     mon = MonitorConfig.model_validate(mon_fields)
-    caps = parse_spec(spec).capabilities
+    parsed = parse_spec(spec)
+    caps = parsed.capabilities
     recorder = ArmRecorder.open(
         arm_dir,
         kit,
         arm=arm,
         spec=spec,
-        kind="sim",
+        kind=parsed.kind,
         clock="virtual",
         time_scale=1.0,
         capabilities=caps,
     )
     end = ArmEnd("starting")
     log, handler = _arm_logger(arm_dir)
-    driver = VirtualDriver(sim_core(kit, policy, log), kit.load, mon, recorder)
+    driver: VirtualDriver | None = None
     t0 = time.perf_counter()
     try:
+        core = virtual_core(kit, parsed, arm, log)
+        driver = VirtualDriver(core, kit.load, mon, recorder, caps.step_counter)
         end = ArmEnd(driver.run())
     except BaseException as exc:
         reason: EndReason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
         end = ArmEnd(reason, error_line(exc))
         raise
     finally:
-        driver.close()
+        engine_s = 0.0
+        if driver is not None:
+            driver.close()
+            engine_s = driver.now
         log.removeHandler(handler)
         handler.close()
         compute_s = round(time.perf_counter() - t0, 3)
         # the arm's files are in engine seconds; its wall time is the time it took to compute
         meta = recorder.finish(
-            replace(end, wall_s=compute_s, engine_s=driver.now, compute_wall_s=compute_s)
+            replace(end, wall_s=compute_s, engine_s=engine_s, compute_wall_s=compute_s)
         )
-    return VirtualResult(arm, kit.load.seed, meta.end_reason, driver.now, compute_s, driver.stalled)
+    stalled = driver is not None and driver.stalled
+    return VirtualResult(arm, kit.load.seed, meta.end_reason, engine_s, compute_s, stalled)

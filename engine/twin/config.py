@@ -1,0 +1,99 @@
+"""The twin's settings: which vLLM scheduler class, over what pool, at what step cost.
+
+Pure (no vLLM import), so a kit is validated and a `twin:` arm planned without vLLM. The sizes
+are vLLM's own (`max_num_seqs`, a pool of `num_blocks` usable blocks of `block_size` tokens,
+the per-step budget `max_num_batched_tokens`, `max_model_len`); `vllm_sizes` reads them from a
+vLLM command line, so the twin of a real engine takes the flags that engine was started with.
+The step cost is the simulator's cost model (`engine.sim.config.CostModel`, fitted on a real
+engine by `kit engine calibrate`) plus the cost of an empty step: the engine loop's overhead,
+which must be above zero or a scheduler that schedules nothing would never let time pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.sim.config import CostModel
+
+__all__ = ["PATCHED_SCHEDULER", "STOCK_SCHEDULER", "TwinConfig", "vllm_sizes"]
+
+#: vLLM's own v1 scheduler
+STOCK_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
+#: the fork's scheduling as a plugin (engine.patched)
+PATCHED_SCHEDULER = "engine.patched.scheduler.PatchedScheduler"
+
+#: vLLM flags the twin takes its sizes from, and the field each one sets
+_SIZE_FLAGS = {
+    "--max-num-seqs": "max_num_seqs",
+    "--block-size": "block_size",
+    "--num-gpu-blocks-override": "num_gpu_blocks",
+    "--max-model-len": "max_model_len",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+}
+
+
+class TwinConfig(BaseModel):
+    """One twin engine: a scheduler class, vLLM's sizes, the step cost."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheduler_cls: str = Field(
+        STOCK_SCHEDULER, min_length=1, description="The scheduler class, `module.Class`."
+    )
+    additional_config: dict[str, Any] = Field(
+        default_factory=dict, description="vLLM's --additional-config, as the scheduler reads it."
+    )
+    model_name: str = Field("stallkit-twin", min_length=1, description="Served model name.")
+    max_num_seqs: int = Field(4, gt=0, description="Running slots (max_num_seqs).")
+    num_blocks: int = Field(
+        319, gt=0, description="Usable KV blocks (vLLM's pool holds one more: its null block)."
+    )
+    block_size: int = Field(896, gt=0, description="Tokens per KV block.")
+    max_num_batched_tokens: int = Field(2048, gt=0, description="Per-step token budget.")
+    max_model_len: int = Field(131072, gt=0, description="Longest prompt plus output, tokens.")
+    enable_prefix_caching: bool = Field(True, description="vLLM's prefix cache over the pool.")
+    cost: CostModel = Field(default_factory=CostModel, description="Step cost of scheduled work.")
+    empty_step_s: float = Field(
+        0.002, gt=0, description="Engine seconds an empty step takes (the engine loop's overhead)."
+    )
+    skip_empty_steps: bool = Field(
+        True,
+        description="Skip a run of identical empty steps to the next event, counting each one "
+        "(only when the scheduler's state did not change over an empty step).",
+    )
+    num_gpus: int = Field(1, gt=0, description="GPUs the utilisation is reported for.")
+    overlay: str | None = Field(
+        None, description="A source tree whose modules shadow the installed ones (a fork's vLLM)."
+    )
+
+    @property
+    def max_request_tokens(self) -> int:
+        """Longest request (prompt plus output) the twin can ever hold."""
+        return min(self.max_model_len, self.num_blocks * self.block_size)
+
+
+def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int]:
+    """The twin's size fields that a vLLM command line sets (`--flag N` or `--flag=N`).
+
+    `--num-gpu-blocks-override N` is vLLM's whole pool, null block included: N - 1 usable.
+    """
+    args = list(engine_args)
+    sizes: dict[str, int] = {}
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        field = _SIZE_FLAGS.get(flag.replace("_", "-"))
+        if field is None:
+            continue
+        text = value if eq else args[i + 1] if i + 1 < len(args) else ""
+        try:
+            number = int(text)
+        except ValueError:
+            continue  # vLLM itself refuses it; the twin keeps its default
+        if field == "num_gpu_blocks":
+            sizes["num_blocks"] = number - 1
+        else:
+            sizes[field] = number
+    return sizes

@@ -1,0 +1,399 @@
+"""The twin's engine core: vLLM's own scheduler stepped on engine time, with no model.
+
+Each step is what vLLM's engine core does around a model: `schedule()`, then
+`update_from_output()` with one sampled token for every request whose scheduled tokens reached
+its end (the token of the request's next reply word, so a conversation's next turn finds its
+reply in the prefix cache; EOS never, the reply ends at `max_tokens`). The step's engine time
+comes from the cost model over what the scheduler decided (prefill chunks with their context,
+decode sequences with theirs); an empty step costs the engine loop's overhead. After an empty
+step that left the scheduler's state as the one before it (same requests, same computed tokens,
+same free blocks, same scalar state of the scheduler and its controller), the next steps would
+be the same: `advance` skips them to its horizon, counting each one, which is the signature a
+livelock leaves. Implements `engine.core.EngineCore`, plus `step` for the HTTP front.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from contract.simstate import SimState
+from engine.sim.records import (
+    AdvanceResult,
+    EngineStats,
+    RequestInfo,
+    SimRequestError,
+    StepResult,
+    output_words,
+)
+from engine.twin.build import make_scheduler, route_vllm_logging
+from engine.twin.config import TwinConfig
+from engine.twin.state import (
+    TwinCounters,
+    TwinRequest,
+    engine_stats,
+    iteration_bucket,
+    scheduler_state,
+)
+from engine.twin.tokens import TokenMap
+
+__all__ = ["TwinEngine"]
+
+#: finished requests remembered for their info, and for their token ids (a next turn's prefix)
+_KEEP_FINISHED = 4096
+_KEEP_TOKENS = 64
+
+
+class TwinEngine:
+    """vLLM's scheduler class of `config` over the twin's pool, driven on engine time."""
+
+    def __init__(self, config: TwinConfig, logger: logging.Logger | None = None) -> None:
+        self.config = config
+        self.log = logger or logging.getLogger("engine.twin")
+        self._now = 0.0
+        route_vllm_logging(self.log)
+        self._sched = make_scheduler(config)
+        if hasattr(self._sched, "clock"):  # the plugin times its steps with this clock
+            self._sched.clock = lambda: self._now
+        self._tokens = TokenMap()
+        self._reqs: OrderedDict[str, TwinRequest] = OrderedDict()
+        self._live: set[str] = set()
+        self._c = TwinCounters()
+        self._fixed_point: tuple[Any, ...] | None = None
+        self._last_empty: tuple[int, int] = (0, 0)  # prefix queries, hits of the last empty step
+        from vllm.sampling_params import SamplingParams
+        from vllm.utils.hashing import sha256
+        from vllm.v1.core.kv_cache_utils import get_request_block_hasher
+        from vllm.v1.outputs import ModelRunnerOutput
+        from vllm.v1.request import Request
+
+        self._request_cls, self._params_cls, self._output_cls = (
+            Request,
+            SamplingParams,
+            ModelRunnerOutput,
+        )
+        self._hasher = get_request_block_hasher(config.block_size, sha256)
+        self.log.info(
+            "twin engine: %s over %d blocks of %d tokens, %d seqs, %d tokens per step",
+            type(self._sched).__name__,
+            config.num_blocks,
+            config.block_size,
+            config.max_num_seqs,
+            config.max_num_batched_tokens,
+        )
+
+    # -- requests ---------------------------------------------------------------------------
+    def add_request(
+        self,
+        request_id: str,
+        prompt: Sequence[str],
+        max_tokens: int,
+        now_s: float,
+        *,
+        continues: str | None = None,
+    ) -> None:
+        """Queue a request of prompt words; SimRequestError when the engine cannot take it."""
+        longest = self.config.max_request_tokens
+        if not prompt:
+            raise SimRequestError("empty prompt")
+        if len(prompt) >= longest:
+            raise SimRequestError(
+                f"prompt of {len(prompt)} tokens does not fit the engine's {longest}"
+            )
+        if max_tokens < 1:
+            raise SimRequestError("max_tokens must be at least 1")
+        if request_id in self._reqs:
+            raise SimRequestError(f"request id {request_id!r} is already in use")
+        ids = self._prompt_ids(prompt, continues)
+        max_tokens = min(max_tokens, longest - len(prompt))
+        params = self._params_cls(max_tokens=max_tokens, ignore_eos=True)
+        request = self._request_cls(
+            request_id, ids, params, None, arrival_time=now_s, block_hasher=self._hasher
+        )
+        self._sched.add_request(request)
+        self._reqs[request_id] = TwinRequest(len(prompt), max_tokens, now_s, ids=ids)
+        self._live.add(request_id)
+        self._fixed_point = None
+
+    def _prompt_ids(self, prompt: Sequence[str], continues: str | None) -> list[int]:
+        prev = self._reqs.get(continues) if continues is not None else None
+        if prev is not None and prev.ids and len(prev.ids) <= len(prompt):
+            n = len(prev.ids)
+            if self._tokens.id_of(prompt[n - 1]) == prev.ids[-1]:
+                return prev.ids + self._tokens.ids(prompt[n:])
+        return self._tokens.ids(prompt)
+
+    def abort(self, request_id: str, now_s: float) -> None:
+        """Drop a waiting or running request (finish reason `abort`); unknown ids are ignored."""
+        if request_id not in self._live:
+            return
+        from vllm.v1.request import RequestStatus
+
+        self._sched.finish_requests(request_id, RequestStatus.FINISHED_ABORTED)
+        self._finish(request_id, "abort", now_s)
+        self._fixed_point = None
+
+    def _finish(self, request_id: str, reason: str, now_s: float) -> None:
+        self._live.discard(request_id)
+        req = self._reqs[request_id]
+        req.finished_s, req.reason = now_s, reason
+        self._c.success[reason] = self._c.success.get(reason, 0) + 1
+        self._reqs.move_to_end(request_id)
+        while len(self._reqs) - len(self._live) > _KEEP_FINISHED:
+            oldest = next(r for r in self._reqs if r not in self._live)
+            del self._reqs[oldest]
+        kept = 0
+        for rid in reversed(self._reqs):  # token ids of the newest finished requests only
+            old = self._reqs[rid]
+            if rid in self._live or not old.ids:
+                continue
+            kept += 1
+            if kept > _KEEP_TOKENS:
+                old.ids = []
+                break
+
+    # -- steps ------------------------------------------------------------------------------
+    def step(self, now_s: float) -> StepResult:
+        """Run one scheduler step starting at engine time `now_s`."""
+        return self._step(now_s, detail=True)
+
+    def _step(self, now_s: float, detail: bool) -> StepResult:
+        sched, cost, c = self._sched, self.config.cost, self._c
+        self._now = now_s
+        out = sched.schedule()
+        self._count_prefix_stats()
+        for new in out.scheduled_new_reqs:
+            req = self._reqs.get(new.req_id)
+            if req is not None and req.first_scheduled_s is None:
+                req.first_scheduled_s, req.cached = now_s, int(new.num_computed_tokens)
+        prefill_tokens = decode_ctx = decodes = 0
+        prefill_s = 0.0
+        requests = sched.requests
+        ids = list(out.num_scheduled_tokens)
+        sampled: list[list[int]] = []
+        for rid in ids:
+            n = out.num_scheduled_tokens[rid]
+            request = requests[rid]
+            before = request.num_computed_tokens - n  # vLLM counts this step's tokens already
+            if n == 1 and before >= request.num_tokens - 1:
+                decodes += 1
+                decode_ctx += before
+            else:
+                prefill_tokens += n
+                prefill_s += cost.prefill_s(n, before)
+            if request.num_computed_tokens >= request.num_tokens:
+                req = self._reqs[rid]
+                sampled.append([self._tokens.id_of(output_words(rid, req.words, 1)[0])])
+            else:
+                sampled.append([])
+        scheduled = out.total_num_scheduled_tokens
+        if scheduled:
+            duration = cost.step_overhead_s + prefill_s + cost.decode_s(decodes, decode_ctx)
+        else:
+            duration = self.config.empty_step_s
+        end_s = now_s + duration
+        self._now = end_s
+        runner = self._output_cls(
+            req_ids=ids,
+            req_id_to_index={r: i for i, r in enumerate(ids)},
+            sampled_token_ids=sampled,
+        )
+        engine_outputs = sched.update_from_output(out, runner)
+        preempted = len(out.preempted_req_ids or ())
+        for rid in out.preempted_req_ids or ():
+            if rid in self._reqs:
+                self._reqs[rid].preemptions += 1
+        outputs, finished = self._outputs(engine_outputs, end_s, detail)
+        c.steps += 1
+        c.preemptions += preempted
+        c.gpu_busy = scheduled > 0
+        if scheduled:
+            c.busy_s += duration
+            c.iteration[iteration_bucket(scheduled)] += 1
+            c.iteration_sum += scheduled
+        else:
+            c.empty_steps += 1
+        turn, vp, vd = self._turn()
+        return StepResult(
+            duration_s=duration,
+            turn=turn,
+            scheduled_tokens=scheduled,
+            prefill_tokens=prefill_tokens,
+            decode_tokens=decodes,
+            preemptions=preempted,
+            restores_polled=0,
+            kv_usage=float(sched.get_kv_cache_usage()) if detail else 0.0,
+            gpu_busy=scheduled > 0,
+            vruntime_prefill=vp,
+            vruntime_decode=vd,
+            outputs=outputs,
+            finished=finished,
+        )
+
+    def _outputs(
+        self, engine_outputs: Any, end_s: float, detail: bool
+    ) -> tuple[dict[str, list[str]], dict[str, str]]:
+        outputs: dict[str, list[str]] = {}
+        finished: dict[str, str] = {}
+        c = self._c
+        for client in engine_outputs.values():
+            for item in client.outputs:
+                rid = item.request_id
+                req = self._reqs.get(rid)
+                if req is None:
+                    continue
+                count = len(item.new_token_ids)
+                if count:
+                    if req.words == 0:
+                        req.first_token_s = end_s
+                        c.prompt += req.prompt_tokens
+                        c.prompt_cached += req.cached
+                    if detail:
+                        outputs[rid] = output_words(rid, req.words, count)
+                    req.words += count
+                    req.ids.extend(
+                        self._tokens.id_of(w) for w in output_words(rid, req.words - count, count)
+                    )
+                    c.generation += count
+                if item.finish_reason is not None and rid in self._live:
+                    reason = str(item.finish_reason)
+                    finished[rid] = reason
+                    self._finish(rid, reason, end_s)
+        return outputs, finished
+
+    def _count_prefix_stats(self) -> None:
+        stats = self._sched.kv_cache_manager.make_prefix_cache_stats()
+        if stats is not None:
+            queries = stats.queries + stats.preempted_queries
+            hits = stats.hits + stats.preempted_hits
+            self._c.prefix_queries += queries
+            self._c.prefix_hits += hits
+            self._last_empty = (queries, hits)
+
+    def _turn(self) -> tuple[str, float, float]:
+        turn = getattr(self._sched, "turn", None)
+        controller = getattr(self._sched, "controller", None)
+        vp = float(getattr(controller, "vruntime_prefill", 0.0))
+        vd = float(getattr(controller, "vruntime_decode", 0.0))
+        name = turn[0] if isinstance(turn, tuple) and turn[1] else "none"
+        return str(name), vp, vd
+
+    def _fingerprint(self) -> tuple[Any, ...]:
+        """What the next step reads: requests, their progress, free blocks, scalar state."""
+        sched = self._sched
+        queues = tuple(
+            tuple((r.request_id, r.num_computed_tokens, int(r.status)) for r in queue)
+            for queue in (sched.running, sched.waiting, getattr(sched, "kv_holding_waiting", ()))
+        )
+        scalars = [
+            (name, value)
+            for owner in (sched, getattr(sched, "controller", None))
+            for name, value in sorted(vars(owner).items() if owner is not None else ())
+            if isinstance(value, int | float | str | bool)
+        ]
+        free = sched.kv_cache_manager.block_pool.get_num_free_blocks()
+        return queues, free, tuple(scalars)
+
+    def advance(self, now_s: float, until_s: float, max_steps: int = 1_000_000) -> AdvanceResult:
+        """Run steps from `now_s` while work remains, until `until_s` or a request finishes."""
+        t = now_s
+        steps = empty = gen = 0
+        last_token: float | None = None
+        last_busy: float | None = None
+        finished: dict[str, str] = {}
+        while t < until_s and self._live and steps < max_steps:
+            before = self._c.generation
+            result = self._step(t, detail=False)
+            t += result.duration_s
+            steps += 1
+            if result.gpu_busy:
+                last_busy = t
+                self._fixed_point = None
+            if self._c.generation > before:
+                gen += self._c.generation - before
+                last_token = t
+            if result.finished:
+                finished.update(result.finished)
+                self._fixed_point = None
+                break
+            if result.scheduled_tokens or result.preemptions:
+                continue
+            empty += 1
+            if not self.config.skip_empty_steps:
+                continue
+            fingerprint = self._fingerprint()
+            if fingerprint == self._fixed_point and t < until_s:
+                skipped = math.ceil((until_s - t) / self.config.empty_step_s)
+                self._skip(skipped)
+                t += skipped * self.config.empty_step_s
+                steps += skipped
+                empty += skipped
+                break
+            self._fixed_point = fingerprint
+        self._now = t
+        return AdvanceResult(t, steps, empty, gen, last_token, last_busy, finished)
+
+    def _skip(self, count: int) -> None:
+        """Count `count` more empty steps like the last one (the state is a fixed point)."""
+        c = self._c
+        c.steps += count
+        c.empty_steps += count
+        queries, hits = self._last_empty
+        c.prefix_queries += queries * count
+        c.prefix_hits += hits * count
+        counter = getattr(self._sched, "patched_metrics", None)
+        turn = self._turn()[0]
+        if counter is not None and turn != "none":  # the plugin's own counter, as if it ran
+            counter.step(turn, True, count)
+
+    # -- state ------------------------------------------------------------------------------
+    def has_work(self) -> bool:
+        """Whether anything is running or waiting."""
+        return bool(self._live)
+
+    def output_tokens(self, request_id: str) -> int | None:
+        req = self._reqs.get(request_id)
+        return None if req is None else req.words
+
+    def request_info(self, request_id: str) -> RequestInfo | None:
+        req = self._reqs.get(request_id)
+        if req is None:
+            return None
+        if request_id not in self._live:
+            state = "finished"
+        else:
+            vllm_req = self._sched.requests.get(request_id)
+            running = vllm_req is not None and vllm_req in self._sched.running
+            state = "running" if running else "waiting"
+        return RequestInfo(
+            prompt_tokens=req.prompt_tokens,
+            cached_prompt_tokens=req.cached,
+            output_tokens=req.words,
+            arrival_s=req.arrival_s,
+            first_scheduled_s=req.first_scheduled_s,
+            first_token_s=req.first_token_s,
+            finished_s=req.finished_s,
+            state=state,
+            finish_reason=req.reason,
+            num_preemptions=req.preemptions,
+        )
+
+    def reply_words(self, request_id: str, count: int) -> list[str]:
+        """The first `count` words of a request's reply (deterministic per request id)."""
+        return output_words(request_id, 0, count)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.config.num_gpus
+
+    @property
+    def stats(self) -> EngineStats:
+        """The counters and gauges now, named as the simulator's (and vLLM's) /metrics."""
+        return engine_stats(self._sched, self._c, self._now)
+
+    def debug_state(self, now_s: float, frozen: bool = False) -> SimState:
+        """The scheduler's state for a forensics bundle (the simulator's state schema)."""
+        return scheduler_state(self._sched, self._c, self.config, now_s, self._now, frozen)

@@ -1,0 +1,39 @@
+"""The twin's tokens: one word of the agents' text is one token id, the same id every time.
+
+A real engine tokenizes a conversation's next turn into the same ids as the turn before plus
+the reply plus the new text, which is what makes its prefix cache hit. The twin gets the same
+effect from a fixed map: a word's id is a hash of the word, so the same words give the same
+ids (and block hashes) in any process, on any machine. Distinct words may share an id (a 2^24
+range); that only makes two prompts look alike where they hold the same text anyway.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+#: the ids the map uses start here (below: ids a tokenizer reserves for special tokens)
+FIRST_ID = 1000
+_RANGE = 1 << 24
+
+
+class TokenMap:
+    """Word -> token id, memoised (an agent's vocabulary is small; its prompts are long)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def id_of(self, word: str) -> int:
+        token = self._ids.get(word)
+        if token is None:
+            token = FIRST_ID + zlib.crc32(word.encode()) % _RANGE
+            self._ids[word] = token
+        return token
+
+    def ids(self, words: Sequence[str]) -> list[int]:
+        known = self._ids
+        get = known.get
+        out = [get(w, -1) for w in words]
+        if -1 in out:
+            out = [t if t >= 0 else self.id_of(w) for t, w in zip(out, words, strict=True)]
+        return out
