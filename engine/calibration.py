@@ -93,6 +93,19 @@ class CostSample(BaseModel):
         """The sample of a step with these prefill chunks and decode contexts."""
         return cls(features=step_features(prefills, decode_contexts), seconds=seconds, label=label)
 
+    @classmethod
+    def of_steps(
+        cls,
+        steps: Sequence[tuple[Sequence[tuple[int, int]], Sequence[int]]],
+        seconds: float,
+        label: str = "",
+    ) -> CostSample:
+        """The sample of several steps measured together (a prompt prefilled in chunks): the
+        cost is linear, so their total time is the sum of their rows times the coefficients."""
+        rows = [step_features(prefills, decodes) for prefills, decodes in steps]
+        a, b, c, d, e = (math.fsum(column) for column in zip(*rows, strict=True))
+        return cls(features=(a, b, c, d, e), seconds=seconds, label=label)
+
 
 class FitReport(BaseModel):
     """How well a fitted cost model predicts the samples it was fitted on."""

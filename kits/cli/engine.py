@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from kits.cli.calibrate import calibrate
 from kits.cli.common import err_console, help_when_bare, user_errors
 
 #: where `kit engine image` caches the Debian root file system (STALLKIT_IMAGE_CACHE overrides)
@@ -122,6 +123,11 @@ def image(
         highlight=False,
     )
     typer.echo(tag)
+
+
+engine_app.command("calibrate", short_help="Fit the twin's step cost model on a real engine.")(
+    calibrate
+)
 
 
 def register(app: typer.Typer) -> None:
