@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.docker import DockerLauncher as DockerLauncher
     from engine.docker import DockerOptions as DockerOptions
     from engine.docker import Overlay as Overlay
+    from engine.emptystep import time_empty_step as time_empty_step
     from engine.errors import EngineError as EngineError
     from engine.launcher import Launcher as Launcher
     from engine.launcher import free_port as free_port
