@@ -93,6 +93,11 @@ class CostSample(BaseModel):
         """The sample of a step with these prefill chunks and decode contexts."""
         return cls(features=step_features(prefills, decode_contexts), seconds=seconds, label=label)
 
+    def predicted_s(self, cost: CostModel) -> float:
+        """The seconds `cost` predicts for this sample's steps."""
+        pairs = zip(self.features, COEFFICIENTS, strict=True)
+        return math.fsum(f * getattr(cost, name) for f, name in pairs)
+
     @classmethod
     def of_steps(
         cls,

@@ -20,16 +20,30 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from engine import Calibration, EngineError, EngineSpec, fit_cost
+from engine import (
+    Calibration,
+    EngineError,
+    EngineSpec,
+    fit_cost,
+    time_empty_step,
+    vllm_importable,
+)
 from kits.config import Kit
 from kits.launch import make_launcher
 from kits.prober import Measured, Progress, engine_sizes, run_probes
-from kits.probes import CalibrateOptions, EngineSizes, decode_rates, plan_probes
+from kits.probes import (
+    CalibrateOptions,
+    DecodeProbe,
+    EngineSizes,
+    PrefillProbe,
+    decode_rates,
+    plan_probes,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["CalibrateOptions", "Calibrated", "calibrate", "summary_table"]
+__all__ = ["CalibrateOptions", "Calibrated", "calibrate", "samples_table", "summary_table"]
 
 #: token ids are drawn below this when the model's vocabulary is not known
 DEFAULT_VOCAB = 1000
@@ -71,7 +85,7 @@ def _vocab(model_dir: Path | None, options: CalibrateOptions) -> int:
 def calibrate(
     spec: EngineSpec, kit: Kit, options: CalibrateOptions, progress: Progress
 ) -> Calibrated:
-    """Start (or attach to) the engine, measure it, fit, stop it; EngineError on failure."""
+    """Start (or attach to) the engine, measure it, stop it, fit; EngineError on failure."""
     if spec.kind not in REAL_KINDS:
         raise EngineError(
             f"{spec.raw} has no real engine steps to time",
@@ -83,16 +97,28 @@ def calibrate(
             progress(f"starting {spec.raw}" if spec.kind != "url" else f"attaching to {spec.raw}")
             launcher.start()
             launcher.wait_healthy(kit.engine.startup_timeout_s)
-            return _measure(launcher.url, spec, kit, options, progress)
+            run = _measure(launcher.url, spec, kit, options, progress)
         finally:
             launcher.stop()
+    # timed once the engine is gone: importing vLLM here would slow the engine's steps
+    empty_s, empty_note = _empty_step(options, progress)
+    return Calibrated(_fit(run, spec, kit, options, empty_s, empty_note), run.measured, run.sizes)
+
+
+@dataclass(frozen=True)
+class _Run:
+    measured: Measured
+    sizes: EngineSizes
+    model: str
+    version: str
+    prefills: list[PrefillProbe]
+    decodes: list[DecodeProbe]
 
 
 def _measure(
     url: str, spec: EngineSpec, kit: Kit, options: CalibrateOptions, progress: Progress
-) -> Calibrated:
-    args = kit.engine.engine_args
-    sizes = engine_sizes(url, args, options)
+) -> _Run:
+    sizes = engine_sizes(url, kit.engine.engine_args, options)
     prefills, decodes = plan_probes(sizes, options.decode_tokens, options.max_batch)
     progress(
         f"sizes: max_model_len {sizes.max_model_len}, {sizes.max_num_seqs} seqs, budget "
@@ -105,7 +131,18 @@ def _measure(
     measured = asyncio.run(
         run_probes(url, model, vocab, sizes, prefills, decodes, options, progress)
     )
-    empty_s, empty_note = _empty_step(options)
+    return _Run(measured, sizes, model, version, prefills, decodes)
+
+
+def _fit(
+    run: _Run,
+    spec: EngineSpec,
+    kit: Kit,
+    options: CalibrateOptions,
+    empty_s: float,
+    empty_note: str,
+) -> Calibration:
+    measured, sizes = run.measured, run.sizes
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     spreads = sorted(measured.spread(s.label) for s in measured.samples)
     notes = [
@@ -113,9 +150,9 @@ def _measure(
         f"max_num_batched_tokens {sizes.max_num_batched_tokens}, {sizes.pool_blocks} usable "
         f"KV blocks of {sizes.block_size} tokens",
         "prefill: one request at a time, max_tokens 1, random token ids (no prefix-cache "
-        f"hit); {', '.join(str(p.prompt_tokens) for p in prefills)} tokens, chunked by the "
-        "budget where longer",
-        f"decode: batches {sorted({d.batch for d in decodes})} of {options.decode_tokens} "
+        f"hit); {', '.join(str(p.prompt_tokens) for p in run.prefills)} tokens, chunked by "
+        "the budget where longer",
+        f"decode: batches {sorted({d.batch for d in run.decodes})} of {options.decode_tokens} "
         "tokens each at three prompt lengths; the step is the batch's mean inter-token "
         "latency (its first and last steps may hold a prefill or fewer sequences)",
         f"timing: {' and '.join(sorted(measured.timing))} (engine: vLLM's own "
@@ -128,14 +165,14 @@ def _measure(
     ]
     if measured.skipped:
         notes.append(f"no sample from: {', '.join(measured.skipped)}")
-    calibration = fit_cost(
+    args = " ".join(kit.engine.engine_args) or "none"
+    return fit_cost(
         measured.samples,
         empty_step_s=empty_s,
         source=f"kit engine calibrate {spec.kind}: {len(measured.samples)} probes",
-        engine=f"vLLM {version} serving {model}, engine arguments: {' '.join(args) or 'none'}",
+        engine=f"vLLM {run.version} serving {run.model}, engine arguments: {args}",
         notes=notes,
     )
-    return Calibrated(calibration, measured, sizes)
 
 
 def _served(url: str) -> tuple[str, str]:
@@ -148,12 +185,20 @@ def _served(url: str) -> tuple[str, str]:
     return model, version
 
 
-def _empty_step(options: CalibrateOptions) -> tuple[float, str]:
+def _empty_step(options: CalibrateOptions, progress: Progress) -> tuple[float, str]:
     if options.empty_step_s is not None:
         return options.empty_step_s, f"empty_step_s: {options.empty_step_s * 1e3:g} ms, given"
+    if vllm_importable():
+        progress("timing an empty step of the installed vLLM's scheduler")
+        took_s = time_empty_step()
+        return took_s, (
+            f"empty_step_s: {took_s * 1e6:.1f} µs, the installed vLLM's own Scheduler timed in "
+            "this process over empty steps (schedule + update with a waiting request that "
+            "never fits): a floor, without the engine core's queue polling and executor call"
+        )
     return DEFAULT_EMPTY_STEP_S, (
         f"empty_step_s: {DEFAULT_EMPTY_STEP_S * 1e3:g} ms, assumed (the order of vLLM's engine "
-        "loop with an empty schedule on a GPU host); not measured"
+        "loop with an empty schedule on a GPU host); not measured (vLLM is not installed here)"
     )
 
 
@@ -180,4 +225,24 @@ def summary_table(calibrated: Calibrated) -> Table:
     batches = [b for b in (1, 2, 4, 8) if b <= sizes.max_num_seqs]
     for batch, rate in decode_rates(cost, batches, context):
         table.add_row(f"decode tok/s, {batch} seqs at {context} context", f"{rate:.0f}")
+    return table
+
+
+def samples_table(calibrated: Calibrated) -> Table:
+    """Each probe's median time beside the fitted model's prediction, and its spread."""
+    from rich.table import Table
+
+    cost, measured = calibrated.calibration.cost, calibrated.measured
+    table = Table(title="probes (median of the repetitions)")
+    for name in ("probe", "measured", "predicted", "error", "spread"):
+        table.add_column(name, justify="left" if name == "probe" else "right")
+    for sample in measured.samples:
+        predicted = sample.predicted_s(cost)
+        table.add_row(
+            sample.label,
+            f"{sample.seconds * 1e3:.3f} ms",
+            f"{predicted * 1e3:.3f} ms",
+            f"{predicted / sample.seconds - 1:+.0%}",
+            f"{measured.spread(sample.label):.0%}",
+        )
     return table

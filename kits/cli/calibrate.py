@@ -64,7 +64,7 @@ def calibrate(
     """
     from engine import parse_spec
     from kits.calibrate import calibrate as run_calibration
-    from kits.calibrate import summary_table
+    from kits.calibrate import samples_table, summary_table
     from kits.config import Kit, load_kit
 
     fields = {
@@ -106,5 +106,7 @@ def calibrate(
     done.calibration.save(out)
     from rich.console import Console
 
-    Console().print(summary_table(done))
+    console = Console()
+    console.print(samples_table(done))
+    console.print(summary_table(done))
     err_console.print(f"calibration written to {out}", highlight=False)

@@ -95,6 +95,7 @@ def test_the_fit_report_is_the_error_of_the_fitted_model_on_its_samples() -> Non
     samples = _samples(noise=0.05, seed=1)
     calibration = _fit(samples)
     predicted = [_dot(s.features, calibration.cost) for s in samples]
+    assert [s.predicted_s(calibration.cost) for s in samples] == pytest.approx(predicted)
     errors = [p - s.seconds for p, s in zip(predicted, samples, strict=True)]
     mean = statistics.fmean(s.seconds for s in samples)
     total = sum((s.seconds - mean) ** 2 for s in samples)
