@@ -1,0 +1,113 @@
+"""How fast the twin runs: vLLM's own scheduler on the virtual clock, with the kit's agents.
+
+One arm of a kit (default: restore-stall, 12 agents at 40-100K tokens, its sizes; `twin:` spec
+default `twin:patched:fix`, which runs the whole duration) in a fresh process per repetition,
+after a short warm-up arm in the same process (vLLM's import and configs excluded, as in
+`kit ab`'s workers). Prints engine seconds per wall second and per CPU second
+(`time.process_time`, steadier on a shared machine) for every repetition, their median and
+spread, and the median's ratio to the goal of 50x. `--profile` prints where one arm's CPU goes
+(cProfile, top functions by own time and by cumulative time). Beside it, the same arm's `sim:`
+counterpart for scale (`--with-sim`).
+
+    python benchmarks/twin_speed.py [--kit restore-stall] [--spec twin:patched:fix]
+                                    [--seed 8] [--repeat 3] [--duration S] [--profile] [--with-sim]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOAL = 50.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _arm(kit_name: str, spec: str, seed: int, duration: float | None, out: Path) -> float:
+    from kits.config import load_kit
+    from kits.vclock import run_virtual_arm
+
+    kit = load_kit(kit_name)
+    load = {"seed": seed} | ({"duration_s": duration} if duration else {})
+    kit = kit.model_copy(update={"load": kit.load.model_copy(update=load)})
+    return run_virtual_arm(kit, "arm", spec, out).engine_s
+
+
+def _child(kit_name: str, spec: str, seed: int, duration: float | None, profile: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        _arm(kit_name, spec, seed + 1000, 30.0, Path(tmp) / "warm-up")
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        profiler = cProfile.Profile() if profile else None
+        if profiler is not None:
+            profiler.enable()
+        engine_s = _arm(kit_name, spec, seed, duration, Path(tmp) / "arm")
+        if profiler is not None:
+            profiler.disable()
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    print(json.dumps({"engine_s": engine_s, "wall_s": wall, "cpu_s": cpu}))
+    if profiler is not None:
+        for order in ("tottime", "cumulative"):
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(18)
+            print(text.getvalue(), file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, spec: str, profile: bool) -> dict[str, float]:
+    argv = [sys.executable, __file__, "--child", "--kit", args.kit, "--spec", spec]
+    argv += ["--seed", str(args.seed)] + (
+        ["--duration", str(args.duration)] if args.duration else []
+    )
+    argv += ["--profile"] if profile else []
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=True)
+    if profile:
+        print(done.stderr[-12000:])
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _line(name: str, values: list[float]) -> str:
+    median = statistics.median(values)
+    shown = ", ".join(f"{v:.0f}" for v in values)
+    return f"{name}: {shown}; median {median:.0f}x (min {min(values):.0f}, max {max(values):.0f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kit", default="restore-stall")
+    parser.add_argument("--spec", default="twin:patched:fix")
+    parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=None)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--with-sim", action="store_true")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.kit, args.spec, args.seed, args.duration, args.profile)
+        return
+    specs = [args.spec] + (["sim:" + args.spec.rpartition(":")[2]] if args.with_sim else [])
+    for spec in specs:
+        runs = [_run(args, spec, profile=False) for _ in range(args.repeat)]
+        wall = [r["engine_s"] / r["wall_s"] for r in runs]
+        cpu = [r["engine_s"] / r["cpu_s"] for r in runs]
+        print(f"{spec} on {args.kit}, seed {args.seed}, {runs[0]['engine_s']:.0f} engine s:")
+        print("  " + _line("engine s per wall s", wall))
+        print("  " + _line("engine s per CPU s", cpu))
+        if spec.startswith("twin:"):
+            print(
+                f"  goal {GOAL:.0f}x: median per CPU s is {statistics.median(cpu) / GOAL:.1f}x it"
+            )
+    if args.profile:
+        _run(args, args.spec, profile=True)
+
+
+if __name__ == "__main__":
+    main()
