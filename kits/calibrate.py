@@ -91,13 +91,14 @@ def calibrate(
             f"{spec.raw} has no real engine steps to time",
             "calibrate vllm:MODEL_DIR, patched:base|fix, an image or url:http://HOST:PORT",
         )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     with tempfile.TemporaryDirectory(prefix="stallkit-calibrate-") as work:
         launcher = make_launcher("calibrate", spec, kit, Path(work))
         try:
             progress(f"starting {spec.raw}" if spec.kind != "url" else f"attaching to {spec.raw}")
             launcher.start()
             launcher.wait_healthy(kit.engine.startup_timeout_s)
-            run = _measure(launcher.url, spec, kit, options, progress)
+            run = _measure(launcher.url, spec, kit, options, progress, load)
         finally:
             launcher.stop()
     # timed once the engine is gone: importing vLLM here would slow the engine's steps
@@ -113,10 +114,17 @@ class _Run:
     version: str
     prefills: list[PrefillProbe]
     decodes: list[DecodeProbe]
+    #: the machine's load average before the engine started (others' work on it)
+    load: float
 
 
 def _measure(
-    url: str, spec: EngineSpec, kit: Kit, options: CalibrateOptions, progress: Progress
+    url: str,
+    spec: EngineSpec,
+    kit: Kit,
+    options: CalibrateOptions,
+    progress: Progress,
+    load: float,
 ) -> _Run:
     sizes = engine_sizes(url, kit.engine.engine_args, options)
     prefills, decodes = plan_probes(sizes, options.decode_tokens, options.max_batch)
@@ -131,7 +139,7 @@ def _measure(
     measured = asyncio.run(
         run_probes(url, model, vocab, sizes, prefills, decodes, options, progress)
     )
-    return _Run(measured, sizes, model, version, prefills, decodes)
+    return _Run(measured, sizes, model, version, prefills, decodes, load)
 
 
 def _fit(
@@ -143,7 +151,6 @@ def _fit(
     empty_note: str,
 ) -> Calibration:
     measured, sizes = run.measured, run.sizes
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     spreads = sorted(measured.spread(s.label) for s in measured.samples)
     notes = [
         f"sizes: max_model_len {sizes.max_model_len}, max_num_seqs {sizes.max_num_seqs}, "
@@ -158,8 +165,9 @@ def _fit(
         f"timing: {' and '.join(sorted(measured.timing))} (engine: vLLM's own "
         "request_prefill_time and inter_token_latency histograms; client: the stream's times)",
         f"each sample is the median of {options.repeats} repetitions run round-robin; spread "
-        f"(max - min) / median: median {spreads[len(spreads) // 2]:.0%}, worst {spreads[-1]:.0%}"
-        f" (machine: {os.cpu_count()} CPUs, load average {load:.1f} at the end)",
+        f"(interquartile range / median): median {spreads[len(spreads) // 2]:.0%}, worst "
+        f"{spreads[-1]:.0%} (machine: {os.cpu_count()} CPUs, load average {run.load:.1f} before "
+        "the engine started)",
         empty_note,
         "restore_per_block_s: the simulator's default, not measured (the twin ignores it)",
     ]

@@ -137,9 +137,14 @@ class Measured:
         self.skipped = [label for label in labels if label not in self.runs]
 
     def spread(self, label: str) -> float:
-        """(max - min) / median of a probe's repetitions."""
-        values = [s.seconds for s in self.runs[label]]
-        return (max(values) - min(values)) / statistics.median(values)
+        """A probe's interquartile range over its median (the full range below 4 repetitions):
+        a shared machine's outliers widen the full range, not the median it is fitted on."""
+        values = sorted(s.seconds for s in self.runs[label])
+        middle = statistics.median(values)
+        if len(values) < 4:
+            return (values[-1] - values[0]) / middle
+        low, _, high = statistics.quantiles(values, n=4)
+        return (high - low) / middle
 
 
 class _Prober:

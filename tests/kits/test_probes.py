@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -88,7 +89,11 @@ def test_repetitions_become_one_median_sample_each() -> None:
         measured.add(prefill_sample(PrefillProbe(64), 256, seconds), "engine")
     measured.finish(["prefill 64", "decode 2x16"])
     assert [s.seconds for s in measured.samples] == [0.012]
-    assert measured.spread("prefill 64") == pytest.approx((0.030 - 0.010) / 0.012)
+    assert measured.spread("prefill 64") == pytest.approx((0.030 - 0.010) / 0.012)  # < 4: range
+    for seconds in (0.011, 0.013, 0.100):  # six: the interquartile range, the outlier left out
+        measured.add(prefill_sample(PrefillProbe(64), 256, seconds), "engine")
+    low, _, high = statistics.quantiles([0.010, 0.011, 0.012, 0.013, 0.030, 0.100], n=4)
+    assert measured.spread("prefill 64") == pytest.approx((high - low) / 0.0125)
     assert measured.skipped == ["decode 2x16"]
     assert measured.timing == {"engine"}
 
