@@ -22,6 +22,12 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.calibration import load_calibration as load_calibration
     from engine.calibration import shipped_calibrations as shipped_calibrations
     from engine.calibration import step_features as step_features
+    from engine.conformance import ConformanceReport as ConformanceReport
+    from engine.conformance import ConformanceRequest as ConformanceRequest
+    from engine.conformance import default_out_dir as default_out_dir
+    from engine.conformance import parse_additional_config as parse_additional_config
+    from engine.conformance import run_conformance as run_conformance
+    from engine.conformance_view import conformance_lines as conformance_lines
     from engine.core import EngineCore as EngineCore
     from engine.core import EngineStats as EngineStats
     from engine.daemon import DaemonFacts as DaemonFacts
@@ -59,9 +65,8 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.twin.build import VLLM_MISSING as VLLM_MISSING
     from engine.twin.build import quiet_vllm_logging as quiet_vllm_logging
     from engine.twin.build import vllm_importable as vllm_importable
-    from engine.twin.config import PATCHED_SCHEDULER as PATCHED_SCHEDULER
-    from engine.twin.config import STOCK_SCHEDULER as STOCK_SCHEDULER
     from engine.twin.config import TwinConfig as TwinConfig
+    from engine.twin.config import twin_config_for as twin_config_for
     from engine.twin.config import vllm_sizes as vllm_sizes
     from engine.twin.core import TwinEngine as TwinEngine
     from engine.twin.overlay import install_overlay as install_overlay

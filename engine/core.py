@@ -5,8 +5,9 @@ A core takes requests (`add_request`, `abort`), runs its scheduler forward on en
 (`has_work`, `output_tokens`, `request_info`, `reply_words`), its counters (`stats`, the
 figures a `/metrics` page would show) and its scheduler's state for forensics (`debug_state`).
 It does no I/O and keeps no clock: the caller passes engine time to every call. The
-simulator's core (`engine.sim.core.SimEngine`) is one; another engine (vLLM's own scheduler
-driven with no model) is another class with the same methods, never another driver.
+simulator's core (`engine.sim.core.SimEngine`) is one; the twin (`engine.twin.core.TwinEngine`,
+vLLM's own scheduler driven with no model) is another with the same methods, never another
+driver. A `SteppedCore` also steps one at a time, for the HTTP front.
 
 The records a core hands out are the simulator's (`engine.sim.records`), re-exported here.
 """
@@ -17,9 +18,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from contract.simstate import SimState
-from engine.sim.records import AdvanceResult, EngineStats, RequestInfo
+from engine.sim.records import AdvanceResult, EngineStats, RequestInfo, StepResult
 
-__all__ = ["AdvanceResult", "EngineCore", "EngineStats", "RequestInfo"]
+__all__ = ["AdvanceResult", "EngineCore", "EngineStats", "RequestInfo", "SteppedCore"]
 
 
 class EngineCore(Protocol):
@@ -76,4 +77,16 @@ class EngineCore(Protocol):
     @property
     def stats(self) -> EngineStats:
         """The counters and gauges now."""
+        ...
+
+
+class SteppedCore(EngineCore, Protocol):
+    """A core the HTTP front drives step by step on the wall clock (`kit sim serve`)."""
+
+    def step(self, now_s: float) -> StepResult:
+        """Run one scheduler step starting at `now_s` (its outputs and finishes)."""
+        ...
+
+    def debug_state(self, now_s: float, frozen: bool = False) -> SimState:
+        """The scheduler's state at `now_s`; `frozen` as the front reports it."""
         ...

@@ -10,11 +10,8 @@ patched policies take the kit's `[patched] prefill_compute_share`, its cost the 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from engine import (
-    PATCHED_SCHEDULER,
-    STOCK_SCHEDULER,
     EngineCore,
     EngineSpec,
     SimConfig,
@@ -23,6 +20,7 @@ from engine import (
     TwinEngine,
     TwinSpec,
     load_calibration,
+    twin_config_for,
     vllm_sizes,
 )
 from kits.config import Kit
@@ -33,7 +31,7 @@ __all__ = ["twin_config", "virtual_core"]
 def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
     """The twin engine an arm of `kit` runs for `spec`."""
     sim = kit.sim.engine
-    sizes: dict[str, Any] = {
+    sizes: dict[str, int | bool] = {
         "max_num_seqs": sim.max_num_seqs,
         "num_blocks": sim.num_blocks,
         "block_size": sim.block_size,
@@ -42,26 +40,16 @@ def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
         **vllm_sizes(kit.engine.engine_args_for(arm)),
     }
     twin = kit.twin
-    if spec.scheduler == "patched":
-        cls = PATCHED_SCHEDULER
-        section = {
-            "policy": spec.policy,
-            "prefill_compute_share": kit.patched.prefill_compute_share,
-        }
-        additional: dict[str, Any] = {"patched_scheduler": section}
-    else:
-        cls = STOCK_SCHEDULER if spec.scheduler == "stock" else spec.cls or STOCK_SCHEDULER
-        additional = dict(twin.additional_config)
-    calibration = load_calibration(twin.calibration)
-    return TwinConfig(
-        scheduler_cls=cls,
-        additional_config=additional,
-        cost=calibration.cost,
-        empty_step_s=twin.empty_step_s or calibration.empty_step_s,
+    return twin_config_for(
+        spec,
+        sizes,
+        load_calibration(twin.calibration),
+        prefill_compute_share=kit.patched.prefill_compute_share,
+        additional_config=twin.additional_config,
+        empty_step_s=twin.empty_step_s,
         skip_empty_steps=twin.skip_empty_steps,
         num_gpus=sim.num_gpus,
         overlay=twin.overlay_for(arm),
-        **sizes,
     )
 
 

@@ -66,6 +66,8 @@ def parser(prog: str = PROG) -> _Parser:
     option("--freeze-at", "freeze_at_s", "(fault injection)", type=float, metavar="S")
     option("--fail-metrics-at", "fail_metrics_at_s", "(fault injection)", type=float, metavar="S")
     option("--log-level", "log_level", choices=get_args(fields["log_level"].annotation))
+    option("--core", "core", metavar="SPEC")
+    option("--calibration", "calibration", "(twin cores)", metavar="NAME|FILE")
     return p
 
 
@@ -93,6 +95,8 @@ def _serve(args: argparse.Namespace, p: _Parser) -> int:
             freeze_at_s=args.freeze_at,
             fail_metrics_at_s=args.fail_metrics_at,
             log_level=args.log_level,
+            core=args.core,
+            calibration=args.calibration,
         )
     except EngineError as exc:
         _fail(str(exc), exc.hint)

@@ -18,6 +18,7 @@ import itertools
 import logging
 import time
 
+from engine.core import SteppedCore
 from engine.sim.config import SimConfig
 from engine.sim.core import SimEngine, StepResult
 from engine.sim.metrics import SimMetrics
@@ -61,7 +62,8 @@ class RequestStream:
 
 
 class EngineDriver:
-    """Owns a `SimEngine`, its engine clock, and the streams of the requests in flight."""
+    """Owns an engine core (a `SimEngine` unless given another), its engine clock, and the
+    streams of the requests in flight."""
 
     def __init__(
         self,
@@ -69,12 +71,14 @@ class EngineDriver:
         time_scale: float = 1.0,
         freeze_at_s: float | None = None,
         logger: logging.Logger | None = None,
+        core: SteppedCore | None = None,
     ) -> None:
         self.config = config
         self.time_scale = time_scale
         self.freeze_at_s = freeze_at_s
-        self.engine = SimEngine(config, logger=logger or log)
-        self.metrics = SimMetrics(config, time_scale)
+        # the simulator's core, or another one (the twin) sized like `config`
+        self.engine: SteppedCore = core if core is not None else SimEngine(config, logger or log)
+        self.metrics = SimMetrics(config, time_scale, step_counter=core is not None)
         self.frozen = False
         self.sim_now = 0.0
         self._wall0 = time.monotonic()

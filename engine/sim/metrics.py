@@ -157,9 +157,12 @@ class BusyWindow:
 class SimMetrics:
     """Per-request and per-step recordings of one engine, and the two metric renderings."""
 
-    def __init__(self, config: SimConfig, time_scale: float) -> None:
+    def __init__(self, config: SimConfig, time_scale: float, step_counter: bool = False) -> None:
         self.config = config
         self.time_scale = time_scale
+        #: steps by (turn, empty), served as `vllm:scheduler_steps_total` (the twin's core;
+        #: the simulator's page has no step counter, as the fork's images have none)
+        self.steps: dict[tuple[str, str], int] | None = {} if step_counter else None
         self._labels = [config.model_name, "0"]
         self._specs = _hist_specs(config.max_model_len)
         self.hists = {spec.name: Histogram(spec.bounds) for spec in self._specs}
@@ -174,6 +177,9 @@ class SimMetrics:
     def on_step(self, result: StepResult, start_s: float, end_s: float) -> None:
         if result.gpu_busy:
             self.busy.add(start_s, end_s)
+        if self.steps is not None:
+            key = (result.turn, "true" if result.scheduled_tokens == 0 else "false")
+            self.steps[key] = self.steps.get(key, 0) + 1
 
     def on_tokens(self, request_id: str, count: int, now_s: float) -> None:
         meta = self._requests.get(request_id)
@@ -266,6 +272,15 @@ class SimMetrics:
             f.histogram(names.ITERATION_TOKENS, "Tokens per engine step.",
                         iteration.buckets(), iteration.sum),
         ]  # fmt: skip
+        if self.steps is not None:
+            steps = CounterMetricFamily(
+                names.SCHEDULER_STEPS.removesuffix("_total"),
+                "Scheduler steps by turn, and whether the step scheduled nothing.",
+                labels=["model_name", "engine", "turn", "empty"],
+            )
+            for (turn, empty), count in sorted(self.steps.items()):
+                steps.add_metric([*self._labels, turn, empty], count)
+            out.append(steps)
         out += [f.scalar(GaugeMetricFamily, *gauge) for gauge in gauges]
         out += [f.scalar(CounterMetricFamily, *counter) for counter in counters]
         for spec in self._specs:

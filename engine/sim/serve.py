@@ -23,10 +23,12 @@ import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contract.errors import validation_message
+from engine.core import SteppedCore
 from engine.errors import EngineError
 from engine.sim.app import build_app
 from engine.sim.config import SimConfig
 from engine.sim.driver import EngineDriver
+from engine.twin.build import VLLM_MISSING
 
 log = logging.getLogger("engine.sim")
 
@@ -52,6 +54,19 @@ class ServeOptions(BaseModel):
         None, ge=0, description="Engine time from which /metrics answers 503."
     )
     log_level: LogLevel = Field("info", description="Level of the engine's log lines.")
+    core: str = Field(
+        "sim",
+        min_length=1,
+        description="The engine core: `sim` (the simulator) or a twin spec (twin:stock, "
+        "twin:patched:base, twin:patched:fix, twin:MODULE:CLASS: vLLM's own scheduler, sized "
+        "by the config's max_num_seqs, num_blocks, block_size, max_num_batched_tokens and "
+        "max_model_len; needs vLLM).",
+    )
+    calibration: str = Field(
+        "seed-gpu-tp2",
+        min_length=1,
+        description="The twin's step cost: a shipped calibration or a `kit engine calibrate` file.",
+    )
 
 
 def load_sim_config(path: Path | None, policy: str | None = None) -> SimConfig:
@@ -122,10 +137,41 @@ class _Server(uvicorn.Server):
         await super().shutdown(sockets)
 
 
+def make_core(opts: ServeOptions) -> SteppedCore | None:
+    """The twin core that `--core twin:...` names (None: the simulator's own)."""
+    if opts.core == "sim":
+        return None
+    from engine.calibration import load_calibration
+    from engine.spec import parse_spec
+    from engine.twin.build import vllm_importable
+    from engine.twin.config import twin_config_for
+    from engine.twin.core import TwinEngine
+
+    spec = parse_spec(opts.core)
+    if spec.kind != "twin":
+        raise EngineError(f"--core {opts.core}: not a core", "use sim or a twin: spec")
+    if not vllm_importable():
+        raise EngineError(f"--core {opts.core} needs vLLM, which is not installed", VLLM_MISSING)
+    cfg = opts.config
+    sizes: dict[str, int | bool] = {
+        name: getattr(cfg, name)
+        for name in ("max_num_seqs", "num_blocks", "block_size", "max_num_batched_tokens")
+    }
+    twin = twin_config_for(
+        spec,
+        sizes | {"max_model_len": cfg.max_model_len},
+        load_calibration(opts.calibration),
+        prefill_compute_share=cfg.prefill_compute_share or 0.4,
+        model_name=cfg.model_name,
+        num_gpus=cfg.num_gpus,
+    )
+    return TwinEngine(twin, log)
+
+
 @contextlib.asynccontextmanager
 async def _serving(opts: ServeOptions) -> AsyncIterator[tuple[str, asyncio.Task[None]]]:
     logging.getLogger("engine.sim").setLevel(opts.log_level.upper())
-    driver = EngineDriver(opts.config, opts.time_scale, opts.freeze_at_s, log)
+    driver = EngineDriver(opts.config, opts.time_scale, opts.freeze_at_s, log, make_core(opts))
     app = build_app(driver, opts.fail_metrics_at_s)
     sock = _bind(opts.host, opts.port)
     config = uvicorn.Config(

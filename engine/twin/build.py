@@ -158,6 +158,7 @@ def make_scheduler(config: TwinConfig) -> Any:
         enable_chunked_prefill=True,
         is_encoder_decoder=False,
         async_scheduling=False,
+        scheduler_reserve_full_isl=config.reserve_full_isl,
     )
     model_config = ModelConfig(
         model=str(_model_dir(config.max_model_len)),

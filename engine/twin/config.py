@@ -11,14 +11,16 @@ which must be above zero or a scheduler that schedules nothing would never let t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.calibration import Calibration
 from engine.sim.config import CostModel
+from engine.spec import TwinSpec
 
-__all__ = ["PATCHED_SCHEDULER", "STOCK_SCHEDULER", "TwinConfig", "vllm_sizes"]
+__all__ = ["PATCHED_SCHEDULER", "STOCK_SCHEDULER", "TwinConfig", "twin_config_for", "vllm_sizes"]
 
 #: vLLM's own v1 scheduler
 STOCK_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
@@ -55,6 +57,11 @@ class TwinConfig(BaseModel):
     max_num_batched_tokens: int = Field(2048, gt=0, description="Per-step token budget.")
     max_model_len: int = Field(131072, gt=0, description="Longest prompt plus output, tokens.")
     enable_prefix_caching: bool = Field(True, description="vLLM's prefix cache over the pool.")
+    reserve_full_isl: bool = Field(
+        True,
+        description="vLLM's scheduler_reserve_full_isl: admit a request only when its whole "
+        "prompt fits the pool (vLLM's default), not only its first chunk",
+    )
     cost: CostModel = Field(default_factory=CostModel, description="Step cost of scheduled work.")
     empty_step_s: float = Field(
         0.002, gt=0, description="Engine seconds an empty step takes (the engine loop's overhead)."
@@ -75,15 +82,28 @@ class TwinConfig(BaseModel):
         return min(self.max_model_len, self.num_blocks * self.block_size)
 
 
-def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int]:
-    """The twin's size fields that a vLLM command line sets (`--flag N` or `--flag=N`).
+#: vLLM switches the twin follows, and the field each one sets
+_SWITCHES = {
+    "--scheduler-reserve-full-isl": ("reserve_full_isl", True),
+    "--no-scheduler-reserve-full-isl": ("reserve_full_isl", False),
+    "--enable-prefix-caching": ("enable_prefix_caching", True),
+    "--no-enable-prefix-caching": ("enable_prefix_caching", False),
+}
+
+
+def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int | bool]:
+    """The twin's fields that a vLLM command line sets (`--flag N` or `--flag=N`, switches).
 
     `--num-gpu-blocks-override N` is vLLM's whole pool, null block included: N - 1 usable.
     """
     args = list(engine_args)
-    sizes: dict[str, int] = {}
+    sizes: dict[str, int | bool] = {}
     for i, arg in enumerate(args):
         flag, eq, value = arg.partition("=")
+        switch = _SWITCHES.get(flag.replace("_", "-"))
+        if switch is not None and not eq:
+            sizes[switch[0]] = switch[1]
+            continue
         field = _SIZE_FLAGS.get(flag.replace("_", "-"))
         if field is None:
             continue
@@ -97,3 +117,35 @@ def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int]:
         else:
             sizes[field] = number
     return sizes
+
+
+def twin_config_for(
+    spec: TwinSpec,
+    sizes: Mapping[str, int | bool],
+    calibration: Calibration,
+    *,
+    prefill_compute_share: float,
+    additional_config: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> TwinConfig:
+    """The twin a `twin:` spec names, over `sizes`, at the step cost of `calibration`.
+
+    `twin:patched:POLICY` configures the plugin with `prefill_compute_share`; `twin:stock` and
+    `twin:MODULE:CLASS` get `additional_config` as vLLM's --additional-config. `fields` sets
+    any other TwinConfig field (empty_step_s overrides the calibration's).
+    """
+    if spec.scheduler == "patched":
+        cls = PATCHED_SCHEDULER
+        section = {"policy": spec.policy, "prefill_compute_share": prefill_compute_share}
+        additional: dict[str, Any] = {"patched_scheduler": section}
+    else:
+        cls = STOCK_SCHEDULER if spec.scheduler == "stock" else spec.cls or STOCK_SCHEDULER
+        additional = dict(additional_config or {})
+    empty = fields.pop("empty_step_s", None) or calibration.empty_step_s
+    return TwinConfig(
+        scheduler_cls=cls,
+        additional_config=additional,
+        cost=calibration.cost,
+        empty_step_s=empty,
+        **{**dict(sizes), **fields},
+    )

@@ -13,12 +13,13 @@ import importlib.util
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from engine.local import vllm_installed
 from kits.config import load_kit
 from kits.vclock import run_virtual_arm
-from tests.support import kit
+from tests.support import kit, served_sim
 
 pytestmark = [
     pytest.mark.vllm,
@@ -107,3 +108,35 @@ def test_a_fork_tree_run_with_overlay_livelocks_and_its_fix_does_not(tmp_path: P
         "base": str(base_tree.resolve()),
         "fix": str(fix_tree.resolve()),
     }
+
+
+def test_kit_sim_serve_with_a_twin_core_answers_a_streaming_client(tmp_path: Path) -> None:
+    config = tmp_path / "sizes.toml"
+    config.write_text("block_size = 16\nnum_blocks = 64\nmax_model_len = 1024\n")
+    args = ("--core", "twin:stock", "--config", str(config), "--time-scale", "20")
+    with served_sim(*args) as url, httpx.Client(base_url=url, timeout=60) as client:
+        body = {
+            "model": "stallkit-sim",
+            "messages": [{"role": "user", "content": "alpha beta gamma delta " * 40}],
+            "max_tokens": 12,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        chunks = []
+        for _ in range(2):  # the second time, the prompt's full blocks come from the cache
+            with client.stream("POST", "/v1/chat/completions", json=body) as resp:
+                assert resp.status_code == 200
+                lines = [line for line in resp.iter_lines() if line]
+            assert lines[-1] == "data: [DONE]"
+            chunks = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+        usage = chunks[-1]["usage"]
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks[:-1])
+        assert usage["completion_tokens"] == len(text.split()) == 12
+        assert usage["prompt_tokens"] > 160
+        page = client.get("/metrics").text
+    steps = [line for line in page.splitlines() if line.startswith("vllm:scheduler_steps_total{")]
+    assert steps and sum(float(line.split()[-1]) for line in steps) >= 24
+    hits = next(
+        line for line in page.splitlines() if line.startswith("vllm:prefix_cache_hits_total")
+    )
+    assert float(hits.split()[-1]) >= 160
