@@ -78,7 +78,10 @@ MaxContextOpt = Annotated[
 OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--overlay", help="SRC:DEST bind-mounted read-only over DEST in docker images (repeatable)"
+        "--overlay",
+        help="Docker arms: SRC:DEST bind-mounted read-only over DEST in the image. Twin arms: "
+        "TREE (every twin arm) or ARM=TREE, a source tree whose vllm/ files shadow the installed "
+        "vLLM's (a fork's checkout, or only its changed files). Repeatable",
     ),
 ]
 SeedsOpt = Annotated[
@@ -86,7 +89,7 @@ SeedsOpt = Annotated[
     typer.Option(
         "--seeds",
         help="Run each arm over several seeds: N (N seeds from the kit's seed), A-B or A,B,C "
-        "(default for simulator A/Bs on the virtual clock: 10 seeds)",
+        "(default for sim: and twin: A/Bs on the virtual clock: 10 seeds)",
     ),
 ]
 ClockOpt = Annotated[
@@ -190,7 +193,8 @@ def run(
         typer.Option(
             "--engine",
             "-e",
-            help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR, patched:base|patched:fix",
+            help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR, patched:base|patched:fix, "
+            "twin:stock|twin:patched:base|twin:patched:fix|twin:MODULE:CLASS",
         ),
     ],
     kit: KitOpt = "restore-stall",
@@ -236,7 +240,9 @@ def ab(
     ctx: typer.Context,
     base: Annotated[
         str,
-        typer.Option("--base", help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:)"),
+        typer.Option(
+            "--base", help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:)"
+        ),
     ] = "sim:base",
     fix: Annotated[
         str, typer.Option("--fix", help="Spec of the fix arm (the same forms)")
