@@ -10,6 +10,7 @@ import typer
 
 from kits.cli.calibrate import calibrate
 from kits.cli.common import err_console, help_when_bare, user_errors
+from kits.cli.conformance import conformance
 
 #: where `kit engine image` caches the Debian root file system (STALLKIT_IMAGE_CACHE overrides)
 DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
@@ -128,6 +129,9 @@ def image(
 engine_app.command("calibrate", short_help="Fit the twin's step cost model on a real engine.")(
     calibrate
 )
+engine_app.command(
+    "conformance", short_help="vLLM's own scheduler tests on stock and on a scheduler class."
+)(conformance)
 
 
 def register(app: typer.Typer) -> None:
