@@ -161,6 +161,7 @@ class _Prober:
         return [self.rng.randrange(3, self.vocab) for _ in range(tokens)]
 
     async def stream(self, prompt_tokens: int, max_tokens: int) -> tuple[float, list[StreamPoint]]:
+        """One streamed request: when it was sent, and its chunks."""
         body = {
             "model": self.model,
             "prompt": self.prompt(prompt_tokens),
@@ -197,14 +198,16 @@ class _Prober:
     async def histogram(self, name: str) -> tuple[float, float] | None:
         return _histogram((await self.client.get("/metrics")).text, name)
 
-    async def engine_mean(self, name: str, before: tuple[float, float], count: int) -> float | None:
-        """The mean of the `count` observations a histogram gained since `before`, once they
-        are on /metrics; None when it gained more (another client) or did not get there."""
+    async def settled(
+        self, name: str, before: tuple[float, float], count: int
+    ) -> tuple[float, float] | None:
+        """A histogram's (sum, count) once it holds `count` observations more than `before`;
+        None when it gained more (another client) or did not get there in time."""
         deadline = time.perf_counter() + METRIC_WAIT_S
         while time.perf_counter() < deadline:
             after = await self.histogram(name)
             if after is not None and after[1] >= before[1] + count:
-                return (after[0] - before[0]) / count if after[1] == before[1] + count else None
+                return after if after[1] == before[1] + count else None
             await asyncio.sleep(0.01)
         return None
 
@@ -212,22 +215,26 @@ class _Prober:
         """One prefill: the engine's scheduled-to-first-token time, else the client's TTFT."""
         before = await self.histogram(PREFILL_TIME)
         sent, points = await self.stream(probe.prompt_tokens, 1)
-        took_s = await self.engine_mean(PREFILL_TIME, before, 1) if before else None
+        after = await self.settled(PREFILL_TIME, before, 1) if before else None
+        took_s = after[0] - before[0] if after and before else None
         how = "engine" if took_s is not None else "client"
         took_s = took_s if took_s is not None else points[0].at_s - sent
         return prefill_sample(probe, self.budget, took_s), how
 
     async def decode(self, probe: DecodeProbe) -> tuple[CostSample | None, str]:
-        """One decode batch: the engine's mean inter-token latency over the batch (its first
-        and last steps may hold a prefill or fewer sequences: a few of `decode_tokens`), else
-        the streams' seconds per token while all of them decode."""
+        """One decode batch: the engine's mean inter-token latency over the batch, else the
+        streams' seconds per token while all of them decode. The mean counts the batch's first
+        steps too, which may hold the later requests' prefills: on the tiny CPU model that
+        moved it by 2-5 % against the steps after the last prefill (too few to time there
+        alone: the engine finishes before /metrics is read twice)."""
         before = await self.histogram(INTER_TOKEN_LATENCY)
         runs = [self.stream(probe.prompt_tokens, probe.decode_tokens) for _ in range(probe.batch)]
         streams = [points for _, points in await asyncio.gather(*runs)]
         gaps = probe.batch * (probe.decode_tokens - 1)
-        step_s = await self.engine_mean(INTER_TOKEN_LATENCY, before, gaps) if before else None
-        if step_s is None:
+        end = await self.settled(INTER_TOKEN_LATENCY, before, gaps) if before else None
+        if end is None or before is None:
             return decode_sample(probe, streams), "client"
+        step_s = (end[0] - before[0]) / gaps
         # token k (2..decode_tokens) is made attending over the prompt and k - 1 tokens
         context = round(probe.prompt_tokens + probe.decode_tokens / 2)
         return CostSample.of([], [context] * probe.batch, step_s, probe.label), "engine"
