@@ -50,6 +50,13 @@ DEFAULT_VOCAB = 1000
 #: an empty step's cost when it is neither given nor timed: the order of vLLM's engine loop
 #: with an empty schedule on a GPU host (the seed calibration's assumption)
 DEFAULT_EMPTY_STEP_S = 0.003
+#: how a sample was timed, for the notes
+TIMING = {
+    "engine": "vLLM's own request_prefill_time and inter_token_latency histograms (engine core "
+    "timestamps)",
+    "client": "the client's time to first token and the streams' seconds per token (the "
+    "engine serves no histograms)",
+}
 #: the kinds of engine a calibration can drive (the simulator and the twin have no real steps)
 REAL_KINDS = ("url", "vllm", "patched", "docker")
 
@@ -162,8 +169,7 @@ def _fit(
         f"decode: batches {sorted({d.batch for d in run.decodes})} of {options.decode_tokens} "
         "tokens each at three prompt lengths; the step is the batch's mean inter-token "
         "latency (its first and last steps may hold a prefill or fewer sequences)",
-        f"timing: {' and '.join(sorted(measured.timing))} (engine: vLLM's own "
-        "request_prefill_time and inter_token_latency histograms; client: the stream's times)",
+        "timing: " + "; ".join(TIMING[how] for how in sorted(measured.timing)),
         f"each sample is the median of {options.repeats} repetitions run round-robin; spread "
         f"(interquartile range / median): median {spreads[len(spreads) // 2]:.0%}, worst "
         f"{spreads[-1]:.0%} (machine: {os.cpu_count()} CPUs, load average {run.load:.1f} before "
