@@ -156,7 +156,7 @@ def test_an_empty_step_must_cost_something() -> None:
 
 def test_the_shipped_calibrations_load_and_validate() -> None:
     names = shipped_calibrations()
-    assert "seed-gpu-tp2" in names
+    assert {"seed-gpu-tp2", "tiny-vllm-cpu"} <= set(names)
     for name in names:
         calibration = load_calibration(name)
         assert calibration.empty_step_s > 0
@@ -165,6 +165,15 @@ def test_the_shipped_calibrations_load_and_validate() -> None:
     # the published figures: 4 sequences at 421 tok/s at 40K context, 313 tok/s at 100K
     assert 4 / seed.step_s([], [40_000] * 4) == pytest.approx(421, abs=0.01)
     assert 4 / seed.step_s([], [100_000] * 4) == pytest.approx(313, abs=0.01)
+
+
+def test_the_tiny_cpu_calibration_is_a_fit_on_the_cpu_patched_sizes() -> None:
+    tiny = load_calibration("tiny-vllm-cpu")
+    assert tiny.fit is not None and tiny.fit.samples >= 10
+    assert "--max-model-len 256" in tiny.engine and "--max-num-seqs 2" in tiny.engine
+    # a step of the tiny model on CPU takes milliseconds, a 200-token prefill a few more
+    assert 0.5e-3 < tiny.cost.step_s([], [100, 100]) < 20e-3
+    assert tiny.cost.step_s([(200, 0)], []) > tiny.cost.step_s([], [100, 100])
 
 
 def test_a_missing_calibration_names_the_shipped_ones(tmp_path: Path) -> None:
