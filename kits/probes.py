@@ -53,7 +53,9 @@ class CalibrateOptions(BaseModel):
         None, gt=0, description="The engine's per-step budget (default: its flag, else 2048)."
     )
     vocab_size: int | None = Field(
-        None, gt=8, description="Token ids are drawn below this (default: the model's config)."
+        None,
+        gt=8,
+        description="Token ids are drawn below this (default: the model's config.json, else 1000).",
     )
     seed: int = Field(0, description="Seed of the random prompts.")
     empty_step_s: float | None = Field(
