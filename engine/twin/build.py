@@ -76,8 +76,11 @@ def quiet_vllm_logging() -> None:
 
 
 def route_vllm_logging(target: logging.Logger) -> None:
-    """vLLM's log records from now on go to `target` (the arm's engine log) as well."""
+    """vLLM's log records from now on go to `target` (the arm's engine log) as well, where
+    `quiet_vllm_logging` cut them off (elsewhere they reach the root logger as before)."""
     vllm_log = logging.getLogger("vllm")
+    if vllm_log.propagate:
+        return
     for handler in list(vllm_log.handlers):
         if isinstance(handler, _Forward):
             vllm_log.removeHandler(handler)

@@ -29,15 +29,10 @@ from engine.sim.records import (
     StepResult,
     output_words,
 )
+from engine.sim.stats import Counters
 from engine.twin.build import make_scheduler, route_vllm_logging
 from engine.twin.config import TwinConfig
-from engine.twin.state import (
-    TwinCounters,
-    TwinRequest,
-    engine_stats,
-    iteration_bucket,
-    scheduler_state,
-)
+from engine.twin.state import TwinRequest, engine_stats, scheduler_state
 from engine.twin.tokens import TokenMap
 
 __all__ = ["TwinEngine"]
@@ -61,7 +56,8 @@ class TwinEngine:
         self._tokens = TokenMap()
         self._reqs: OrderedDict[str, TwinRequest] = OrderedDict()
         self._live: set[str] = set()
-        self._c = TwinCounters()
+        self._c = Counters()
+        self._gpu_busy = False
         self._fixed_point: tuple[Any, ...] | None = None
         self._last_empty: tuple[int, int] = (0, 0)  # prefix queries, hits of the last empty step
         from vllm.sampling_params import SamplingParams
@@ -140,7 +136,7 @@ class TwinEngine:
         self._live.discard(request_id)
         req = self._reqs[request_id]
         req.finished_s, req.reason = now_s, reason
-        self._c.success[reason] = self._c.success.get(reason, 0) + 1
+        self._c.request_success[reason] = self._c.request_success.get(reason, 0) + 1
         self._reqs.move_to_end(request_id)
         while len(self._reqs) - len(self._live) > _KEEP_FINISHED:
             oldest = next(r for r in self._reqs if r not in self._live)
@@ -208,12 +204,11 @@ class TwinEngine:
                 self._reqs[rid].preemptions += 1
         outputs, finished = self._outputs(engine_outputs, end_s, detail)
         c.steps += 1
-        c.preemptions += preempted
-        c.gpu_busy = scheduled > 0
+        c.num_preemptions += preempted
+        self._gpu_busy = scheduled > 0
         if scheduled:
             c.busy_s += duration
-            c.iteration[iteration_bucket(scheduled)] += 1
-            c.iteration_sum += scheduled
+            c.observe_iteration(scheduled)
         else:
             c.empty_steps += 1
         turn, vp, vd = self._turn()
@@ -249,15 +244,14 @@ class TwinEngine:
                 if count:
                     if req.words == 0:
                         req.first_token_s = end_s
-                        c.prompt += req.prompt_tokens
-                        c.prompt_cached += req.cached
+                        c.count_prompt(req.prompt_tokens, req.cached, 0)
                     if detail:
                         outputs[rid] = output_words(rid, req.words, count)
                     req.words += count
                     req.ids.extend(
                         self._tokens.id_of(w) for w in output_words(rid, req.words - count, count)
                     )
-                    c.generation += count
+                    c.generation_tokens += count
                 if item.finish_reason is not None and rid in self._live:
                     reason = str(item.finish_reason)
                     finished[rid] = reason
@@ -269,8 +263,8 @@ class TwinEngine:
         if stats is not None:
             queries = stats.queries + stats.preempted_queries
             hits = stats.hits + stats.preempted_hits
-            self._c.prefix_queries += queries
-            self._c.prefix_hits += hits
+            self._c.prefix_cache_queries += queries
+            self._c.prefix_cache_hits += hits
             self._last_empty = (queries, hits)
 
     def _turn(self) -> tuple[str, float, float]:
@@ -305,15 +299,15 @@ class TwinEngine:
         last_busy: float | None = None
         finished: dict[str, str] = {}
         while t < until_s and self._live and steps < max_steps:
-            before = self._c.generation
+            before = self._c.generation_tokens
             result = self._step(t, detail=False)
             t += result.duration_s
             steps += 1
             if result.gpu_busy:
                 last_busy = t
                 self._fixed_point = None
-            if self._c.generation > before:
-                gen += self._c.generation - before
+            if self._c.generation_tokens > before:
+                gen += self._c.generation_tokens - before
                 last_token = t
             if result.finished:
                 finished.update(result.finished)
@@ -342,8 +336,8 @@ class TwinEngine:
         c.steps += count
         c.empty_steps += count
         queries, hits = self._last_empty
-        c.prefix_queries += queries * count
-        c.prefix_hits += hits * count
+        c.prefix_cache_queries += queries * count
+        c.prefix_cache_hits += hits * count
         counter = getattr(self._sched, "patched_metrics", None)
         turn = self._turn()[0]
         if counter is not None and turn != "none":  # the plugin's own counter, as if it ran
@@ -392,8 +386,10 @@ class TwinEngine:
     @property
     def stats(self) -> EngineStats:
         """The counters and gauges now, named as the simulator's (and vLLM's) /metrics."""
-        return engine_stats(self._sched, self._c, self._now)
+        return engine_stats(self._sched, self._c, self._now, self._gpu_busy)
 
     def debug_state(self, now_s: float, frozen: bool = False) -> SimState:
         """The scheduler's state for a forensics bundle (the simulator's state schema)."""
-        return scheduler_state(self._sched, self._c, self.config, now_s, self._now, frozen)
+        return scheduler_state(
+            self._sched, self._c, self.config, now_s, self._now, self._gpu_busy, frozen
+        )

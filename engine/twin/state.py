@@ -2,11 +2,11 @@
 
 vLLM's scheduler forgets a request once it finishes and counts little of what `/metrics`
 shows (that is the engine front's job on a real engine), so the twin keeps its own record per
-request (`TwinRequest`) and its own counters (`TwinCounters`: steps, empty steps, busy time,
-preemptions, prefix-cache queries and hits, tokens, finished requests, the iteration-size
-histogram). `engine_stats` and `scheduler_state` read those and the scheduler into the
-simulator's records (`EngineStats`, `SimState`), so the virtual clock, the monitor and the
-forensics bundle treat the twin as any other engine core.
+request (`TwinRequest`) and the simulator's counters (`engine.sim.stats.Counters`: steps,
+empty steps, busy time, preemptions, prefix-cache queries and hits, tokens, finished
+requests, the iteration-size histogram). `engine_stats` and `scheduler_state` read those and
+the scheduler into the simulator's records (`EngineStats`, `SimState`), so the virtual clock,
+the monitor and the forensics bundle treat the twin as any other engine core.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contract.simstate import SimState
-from engine.sim.records import ITERATION_TOKEN_BOUNDS, EngineStats, HistogramSnapshot
+from engine.sim.records import EngineStats
+from engine.sim.stats import Counters
 from engine.twin.config import TwinConfig
 
-__all__ = ["TwinCounters", "TwinRequest", "engine_stats", "iteration_bucket", "scheduler_state"]
+__all__ = ["TwinRequest", "engine_stats", "scheduler_state"]
 
 
 @dataclass
@@ -39,33 +40,6 @@ class TwinRequest:
     ids: list[int] = field(default_factory=list)
 
 
-@dataclass
-class TwinCounters:
-    """Counters since the start (monotonic), and whether the last step kept the GPU busy."""
-
-    steps: int = 0
-    empty_steps: int = 0
-    busy_s: float = 0.0
-    preemptions: int = 0
-    prefix_queries: int = 0
-    prefix_hits: int = 0
-    generation: int = 0
-    prompt: int = 0
-    prompt_cached: int = 0
-    success: dict[str, int] = field(default_factory=dict)
-    iteration: list[int] = field(default_factory=lambda: [0] * (len(ITERATION_TOKEN_BOUNDS) + 1))
-    iteration_sum: float = 0.0
-    gpu_busy: bool = False
-
-
-def iteration_bucket(tokens: int) -> int:
-    """The iteration-tokens histogram bucket of a step that scheduled `tokens`."""
-    for i, bound in enumerate(ITERATION_TOKEN_BOUNDS):
-        if tokens <= bound:
-            return i
-    return len(ITERATION_TOKEN_BOUNDS)
-
-
 def _controller(sched: Any) -> Any:
     return getattr(sched, "controller", None)
 
@@ -76,52 +50,36 @@ def _compute_seconds(sched: Any) -> dict[str, float]:
     return metrics.compute_seconds() if metrics is not None else {}
 
 
-def engine_stats(sched: Any, c: TwinCounters, now_s: float) -> EngineStats:
+def engine_stats(sched: Any, c: Counters, now_s: float, gpu_busy: bool) -> EngineStats:
     """The counters and gauges now, as the simulator's core hands them out."""
     running, waiting = sched.get_request_counts()
     controller = _controller(sched)
-    cumulative, total = [], 0
-    for count in c.iteration:
-        total += count
-        cumulative.append(total)
-    return EngineStats(
+    charged = _compute_seconds(sched)
+    c.compute_prefill_s = charged.get("prefill", 0.0)
+    c.compute_decode_s = charged.get("decode", 0.0)
+    return c.snapshot(
         now_s=now_s,
-        num_running=running,
-        num_waiting=waiting,
-        waiting_by_reason={"capacity": waiting, "deferred": 0},
+        running=running,
+        waiting=waiting,
+        deferred=0,
         kv_usage=float(sched.get_kv_cache_usage()),
-        num_preemptions=c.preemptions,
-        prefix_cache_queries=c.prefix_queries,
-        prefix_cache_hits=c.prefix_hits,
-        external_prefix_cache_queries=0,
-        external_prefix_cache_hits=0,
-        generation_tokens=c.generation,
-        prompt_tokens=c.prompt,
-        prompt_tokens_by_source={
-            "local_compute": c.prompt - c.prompt_cached,
-            "local_cache_hit": c.prompt_cached,
-            "external_kv_transfer": 0,
-        },
-        prompt_tokens_cached=c.prompt_cached,
-        iteration_tokens=HistogramSnapshot(
-            ITERATION_TOKEN_BOUNDS, tuple(cumulative), total, c.iteration_sum
+        share=float(getattr(controller, "share", 0.0)),
+        gpu_busy=gpu_busy,
+        vruntimes=(
+            float(getattr(controller, "vruntime_prefill", 0.0)),
+            float(getattr(controller, "vruntime_decode", 0.0)),
         ),
-        request_success=dict(c.success),
-        compute_s=_compute_seconds(sched),
-        prefill_compute_share=float(getattr(controller, "share", 0.0)),
-        restores_done=0,
-        restores_recomputed=0,
-        steps=c.steps,
-        empty_steps=c.empty_steps,
-        busy_s=c.busy_s,
-        gpu_busy=c.gpu_busy,
-        vruntime_prefill=float(getattr(controller, "vruntime_prefill", 0.0)),
-        vruntime_decode=float(getattr(controller, "vruntime_decode", 0.0)),
     )
 
 
 def scheduler_state(
-    sched: Any, c: TwinCounters, config: TwinConfig, now_s: float, last_s: float, frozen: bool
+    sched: Any,
+    c: Counters,
+    config: TwinConfig,
+    now_s: float,
+    last_s: float,
+    gpu_busy: bool,
+    frozen: bool,
 ) -> SimState:
     """The scheduler's state for a forensics bundle, in the simulator's state schema."""
     manager = sched.kv_cache_manager
@@ -151,7 +109,7 @@ def scheduler_state(
             "prefill_compute_share": float(getattr(controller, "share", 0.0)),
             "vruntime_prefill": float(getattr(controller, "vruntime_prefill", 0.0)),
             "vruntime_decode": float(getattr(controller, "vruntime_decode", 0.0)),
-            "gpu_busy": c.gpu_busy,
+            "gpu_busy": gpu_busy,
             "empty_steps": c.empty_steps,
             "pool": {
                 "num_blocks": config.num_blocks,
