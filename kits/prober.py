@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from engine import CostSample, EngineError
+from contract import names
+from engine import CostSample, EngineError, vllm_sizes
 from kits.probes import (
     CalibrateOptions,
     DecodeProbe,
@@ -33,11 +34,11 @@ from kits.probes import (
     prefill_sample,
 )
 
-__all__ = ["Measured", "engine_flag", "engine_sizes", "run_probes"]
+__all__ = ["Measured", "engine_sizes", "run_probes"]
 
 Progress = Callable[[str], None]
-PREFILL_TIME = "vllm:request_prefill_time_seconds"
-INTER_TOKEN_LATENCY = "vllm:inter_token_latency_seconds"
+PREFILL_TIME = names.REQUEST_PREFILL_TIME
+INTER_TOKEN_LATENCY = names.INTER_TOKEN_LATENCY
 #: vLLM's OpenAI server's per-step budget and running slots when its flags do not say
 DEFAULT_BATCHED_TOKENS = 2048
 DEFAULT_NUM_SEQS = 128
@@ -46,17 +47,6 @@ WARMUP_TOKENS = 16
 #: how long a finished prefill may take to appear on /metrics (it is recorded after the
 #: response's last chunk is handed over)
 METRIC_WAIT_S = 2.0
-
-
-def engine_flag(args: Sequence[str], flag: str) -> int | None:
-    """The integer value of a vLLM flag in a command line (`--flag N` or `--flag=N`), last wins."""
-    value = None
-    for i, arg in enumerate(args):
-        name, sep, inline = arg.partition("=")
-        if name == flag:
-            text = inline if sep else (args[i + 1] if i + 1 < len(args) else "")
-            value = int(text) if text.isdigit() else value
-    return value
 
 
 def engine_sizes(url: str, engine_args: Sequence[str], options: CalibrateOptions) -> EngineSizes:
@@ -73,15 +63,13 @@ def engine_sizes(url: str, engine_args: Sequence[str], options: CalibrateOptions
         if cache.get("num_gpu_blocks", "None").isdigit()
         else 0
     )
+    flags = vllm_sizes(engine_args)  # the twin reads the same flags the same way
     return EngineSizes(
-        max_model_len=int(
-            card.get("max_model_len") or engine_flag(engine_args, "--max-model-len") or 2048
-        ),
-        max_num_seqs=engine_flag(engine_args, "--max-num-seqs") or DEFAULT_NUM_SEQS,
+        max_model_len=int(card.get("max_model_len") or flags.get("max_model_len") or 2048),
+        max_num_seqs=int(flags.get("max_num_seqs") or DEFAULT_NUM_SEQS),
         max_num_batched_tokens=options.max_num_batched_tokens
-        or engine_flag(engine_args, "--max-num-batched-tokens")
-        or DEFAULT_BATCHED_TOKENS,
-        block_size=int(cache.get("block_size") or engine_flag(engine_args, "--block-size") or 16),
+        or int(flags.get("max_num_batched_tokens") or DEFAULT_BATCHED_TOKENS),
+        block_size=int(cache.get("block_size") or flags.get("block_size") or 16),
         pool_blocks=blocks - 1 if blocks > 1 else None,  # vLLM keeps one block as its null block
     )
 
@@ -90,7 +78,7 @@ def _cache_info(metrics: str) -> dict[str, str]:
     from prometheus_client.parser import text_string_to_metric_families
 
     for family in text_string_to_metric_families(metrics):
-        if family.name == "vllm:cache_config_info" and family.samples:
+        if family.name == names.CACHE_CONFIG_INFO and family.samples:
             return dict(family.samples[0].labels)
     return {}
 

@@ -9,7 +9,7 @@ import pytest
 
 from engine.calibration import step_features
 from engine.sim.config import CostModel
-from kits.prober import Measured, engine_flag
+from kits.prober import Measured
 from kits.probes import (
     DecodeProbe,
     EngineSizes,
@@ -96,13 +96,6 @@ def test_repetitions_become_one_median_sample_each() -> None:
     assert measured.spread("prefill 64") == pytest.approx((high - low) / 0.0125)
     assert measured.skipped == ["decode 2x16"]
     assert measured.timing == {"engine"}
-
-
-def test_engine_flags_are_read_in_both_forms_the_last_winning() -> None:
-    args = ["--max-num-seqs", "4", "--enforce-eager", "--max-num-seqs=2", "--block-size"]
-    assert engine_flag(args, "--max-num-seqs") == 2
-    assert engine_flag(args, "--block-size") is None
-    assert engine_flag(args, "--max-model-len") is None
 
 
 def test_decode_rates_are_sequences_over_the_step_time() -> None:
