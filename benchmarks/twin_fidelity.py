@@ -57,6 +57,7 @@ def _figures(arm_dir: Path) -> dict[str, float]:
     cached = sum(t["cached_tokens"] or 0 for t in turns)
     return {
         "turns": float(len(turns)),
+        "prompt tokens per turn": prompt / len(turns) if turns else 0.0,
         "throughput tok/s": sum(t["completion_tokens"] or 0 for t in turns) / length,
         "TTFT p50 s": statistics.median(ttft) if ttft else float("nan"),
         "TTFT p90 s": _quantile(ttft, 0.9),
@@ -80,12 +81,14 @@ def main() -> None:
     parser.add_argument("--calibration", default="tiny-vllm-cpu")
     parser.add_argument("--real", default="patched:fix")
     parser.add_argument("--twin", default="twin:patched:fix")
+    parser.add_argument("--keep", type=Path, default=None, help="keep both runs under DIR")
     args = parser.parse_args()
     overrides: dict[str, Any] = {"load.seed": args.seed, "load.duration_s": args.duration}
     with tempfile.TemporaryDirectory() as tmp:
-        real = _figures(_run(args.kit, args.real, Path(tmp) / "real", overrides))
+        root = args.keep or Path(tmp)
+        real = _figures(_run(args.kit, args.real, root / "real", overrides))
         twin_overrides = overrides | {"twin.calibration": args.calibration}
-        twin = _figures(_run(args.kit, args.twin, Path(tmp) / "twin", twin_overrides))
+        twin = _figures(_run(args.kit, args.twin, root / "twin", twin_overrides))
     print(f"{args.kit}, seed {args.seed}, {args.duration:g} s: {args.real} vs {args.twin}")
     print(f"{'figure':<24}{'real':>12}{'twin':>12}{'twin/real':>11}  target")
     for name, value in real.items():
