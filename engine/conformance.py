@@ -12,16 +12,11 @@ vLLM's `tests/conftest.py` is loaded when its imports resolve here and left out 
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,14 +29,8 @@ from engine.conformance_fetch import (
     write_offline_hub,
 )
 from engine.conformance_junit import Comparison, Outcome, compare, counts, parse_junit
-from engine.conformance_shim import (
-    OPTION_CLASS,
-    OPTION_CONFIG,
-    OPTION_RECORD,
-    ShimRecord,
-    class_name,
-    load_class,
-)
+from engine.conformance_pytest import PytestRun, conftest_blockers, run_all, runs_env
+from engine.conformance_shim import ShimRecord, class_name, load_class
 from engine.errors import EngineError
 from engine.patched.config import PatchedConfig
 from engine.twin.config import PATCHED_SCHEDULER, STOCK_SCHEDULER
@@ -52,11 +41,8 @@ DEFAULT_CONFIG = PatchedConfig(policy="fix").to_additional_config()
 DEFAULT_TESTS = ("tests/v1/core",)
 DEFAULT_CACHE = Path.home() / ".cache" / "stallkit" / "vllm-tests"
 REPORT_FILE = "conformance.json"
-#: a test that runs longer fails (a scheduler that livelocks must not hang the run)
-TEST_TIMEOUT_S = 120
-RUN_TIMEOUT_S = 3600
 Label = Literal["stock", "candidate"]
-_OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+LABELS: tuple[Label, Label] = ("stock", "candidate")
 
 
 class ConformanceRequest(BaseModel):
@@ -150,20 +136,6 @@ def parse_additional_config(text: str | None, scheduler_class: str | None) -> di
     return value
 
 
-def conftest_blockers(tree: Path) -> tuple[str, ...]:
-    """The modules vLLM's `tests/conftest.py` imports at its top that this Python lacks."""
-    path = tree / "tests" / "conftest.py"
-    if not path.is_file():
-        return ()
-    wanted: set[str] = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Import):
-            wanted |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            wanted.add(node.module.split(".")[0])
-    return tuple(sorted(n for n in wanted - {"tests"} if importlib.util.find_spec(n) is None))
-
-
 def _tree(request: ConformanceRequest, release: str, progress: Callable[[str], None]) -> Path:
     tree = request.vllm_tests
     if tree is None:
@@ -181,62 +153,6 @@ def _tree(request: ConformanceRequest, release: str, progress: Callable[[str], N
                 "--tests takes paths in the vLLM tree, e.g. tests/v1/core",
             )
     return tree.resolve()
-
-
-def _command(
-    tree: Path, request: ConformanceRequest, label: Label, work: Path, noconftest: bool
-) -> list[str]:
-    out = request.out_dir.resolve()
-    ini = tree / "pyproject.toml"
-    command = [
-        sys.executable, "-m", "pytest", *(str(tree / t) for t in request.tests),
-        "--rootdir", str(tree), "-c", str(ini if ini.is_file() else work / "pytest.ini"),
-        "-p", "engine.conformance_shim", "-p", "no:cacheprovider", "-p", "no:randomly",
-        "--junitxml", str(out / f"{label}.junit.xml"), "-o", "junit_family=xunit1",
-        "-q", "--tb=short", "--continue-on-collection-errors",
-        OPTION_RECORD, str(work / "record.json"),
-    ]  # fmt: skip
-    if label == "candidate":
-        command += [OPTION_CLASS, request.scheduler_class]
-        command += [OPTION_CONFIG, json.dumps(request.additional_config)]
-    if noconftest:
-        command.append("--noconftest")
-    if importlib.util.find_spec("pytest_timeout") is not None:
-        command.append(f"--timeout={TEST_TIMEOUT_S}")
-    return command
-
-
-class _Processes:
-    """The pytest processes running, so that an interrupt stops them all."""
-
-    def __init__(self) -> None:
-        self.running: list[subprocess.Popen[bytes]] = []
-
-    def run(
-        self, command: list[str], log: Path, work: Path, env: dict[str, str]
-    ) -> tuple[int, float]:
-        """Run one pytest to its end; its exit code and wall seconds."""
-        (work / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-        started = time.monotonic()
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                command, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
-            self.running.append(process)
-            try:
-                code = process.wait(timeout=RUN_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                raise EngineError(
-                    f"the tests ran past {RUN_TIMEOUT_S} s; see {log}", "run fewer --tests"
-                ) from None
-        return code, time.monotonic() - started
-
-    def stop(self) -> None:
-        for process in self.running:
-            if process.poll() is None:
-                process.terminate()
 
 
 def _summary(
@@ -274,11 +190,7 @@ def _schedulers(record: ShimRecord, candidate: str) -> tuple[SchedulersBuilt, ..
     )
 
 
-def run_conformance(
-    request: ConformanceRequest, progress: Callable[[str], None] = lambda line: None
-) -> ConformanceReport:
-    """Both runs, compared; `conformance.json` written into the output directory. `progress`
-    is told what is fetched and what runs."""
+def _check_installed() -> str:
     installed = installed_vllm_version()
     if installed is None:
         raise EngineError(
@@ -286,6 +198,30 @@ def run_conformance(
         )
     if importlib.util.find_spec("pytest") is None:
         raise EngineError("pytest is not installed in this Python", "pip install pytest")
+    return installed
+
+
+def _runs(
+    request: ConformanceRequest, tree: Path, scratch: Path, blockers: tuple[str, ...]
+) -> dict[Label, PytestRun]:
+    runs: dict[Label, PytestRun] = {}
+    for label in LABELS:
+        (scratch / label).mkdir()
+        candidate = (request.scheduler_class, request.additional_config)
+        runs[label] = PytestRun(
+            tree, request.tests, junit=request.out_dir / f"{label}.junit.xml",
+            log=request.out_dir / f"{label}.log", work=scratch / label,
+            candidate=candidate if label == "candidate" else None, noconftest=bool(blockers),
+        )  # fmt: skip
+    return runs
+
+
+def run_conformance(
+    request: ConformanceRequest, progress: Callable[[str], None] = lambda line: None
+) -> ConformanceReport:
+    """Both runs, compared; `conformance.json` written into the output directory. `progress`
+    is told what is fetched and what runs."""
+    installed = _check_installed()
     candidate = class_name(load_class(request.scheduler_class))
     tree = _tree(request, release_of(installed), progress)
     out = request.out_dir
@@ -297,44 +233,16 @@ def run_conformance(
         f"running {' '.join(request.tests)} of {tree} twice (stock, and {candidate}); logs in {out}"
     )
     with tempfile.TemporaryDirectory(prefix="stallkit-conformance-") as scratch:
-        hub = Path(scratch) / "hub"
-        stand_ins = write_offline_hub(hub)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-        # vLLM's CI runs its tests from the tree's root: `tests` must import from there
-        path = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH")) if p)
-        env |= _OFFLINE_ENV | {"HF_HUB_CACHE": str(hub), "PYTHONPATH": path}
-        labels: tuple[Label, Label] = ("stock", "candidate")
-        works = {label: Path(scratch) / label for label in labels}
-        for work in works.values():
-            work.mkdir()
-        processes = _Processes()
-        with ThreadPoolExecutor(max_workers=2 if request.parallel else 1) as pool:
-            futures = {
-                label: pool.submit(
-                    processes.run,
-                    _command(tree, request, label, works[label], bool(blockers)),
-                    out / f"{label}.log",
-                    works[label],
-                    env,
-                )
-                for label in labels
-            }
-            try:
-                ran = {label: future.result() for label, future in futures.items()}
-            except BaseException:  # Ctrl-C, or a run past its limit: stop the other one too
-                for future in futures.values():
-                    future.cancel()
-                processes.stop()
-                raise
-        records = {
-            label: ShimRecord.model_validate_json((works[label] / "record.json").read_text())
-            for label in labels
-            if (works[label] / "record.json").is_file()
-        }
+        stand_ins = write_offline_hub(Path(scratch) / "hub")
+        runs = _runs(request, tree, Path(scratch), blockers)
+        env = runs_env(tree, Path(scratch) / "hub")
+        codes = run_all([runs[label] for label in LABELS], env, request.parallel)
+        ran = dict(zip(LABELS, codes, strict=True))
+        record = runs["candidate"].record
+        built = ShimRecord.model_validate_json(record.read_text()) if record.is_file() else None
     stock, stock_results = _summary("stock", STOCK_SCHEDULER, *ran["stock"], out)
     mine, mine_results = _summary("candidate", candidate, *ran["candidate"], out)
-    empty = ShimRecord(built={}, swapped=[], utils=None)
-    schedulers = _schedulers(records.get("candidate", empty), candidate)
+    schedulers = _schedulers(built, candidate) if built is not None else ()
     comparison = compare(stock_results, mine_results)
     report = ConformanceReport(
         vllm_version=installed, tree=str(tree), tests=request.tests,

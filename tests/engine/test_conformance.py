@@ -23,11 +23,11 @@ from engine.conformance import (
     ConformanceReport,
     RunSummary,
     SchedulersBuilt,
-    conftest_blockers,
     parse_additional_config,
 )
 from engine.conformance_fetch import cached_tests, release_of, write_offline_hub
 from engine.conformance_junit import Comparison, TestOutcome, compare, counts, explain, parse_junit
+from engine.conformance_pytest import conftest_blockers
 from engine.conformance_view import conformance_lines
 from engine.errors import EngineError
 from tests.support import kit
