@@ -91,3 +91,17 @@ def test_the_base_policy_matches_stock_too(vllm_tests: Path, tmp_path: Path) -> 
     assert code == 0, output
     assert report.comparison.differences == (), output
     assert report.swapped_tests > 0
+
+
+def test_offline_without_the_cache_is_one_line_saying_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # PyPI through a proxy that refuses: as a machine without network sees it
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    out = tmp_path / "out"
+    done = kit("engine", "conformance", "--cache-dir", str(tmp_path / "cache"), "--out", str(out))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "cannot fetch vLLM" in done.stderr and "--vllm-tests DIR" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()
