@@ -23,7 +23,7 @@ from engine.sim.controller import Policy
 
 CONFIG_KEY = "patched_scheduler"
 #: vLLM releases the plugin's hooks were checked against (schedule(), the preemption check)
-TESTED_VLLM_VERSIONS = ("0.32.0",)
+TESTED_VLLM_VERSIONS = ("0.30.0", "0.31.0", "0.32.0")
 ALLOW_UNTESTED_ENV = "STALLKIT_ALLOW_UNTESTED_VLLM"
 DEFAULT_PREFILL_SHARE = 0.4
 _KEYS = ("policy", "prefill_compute_share", "allow_untested_vllm")

@@ -76,7 +76,9 @@ def test_bad_settings_are_refused_with_the_fix(section: object, needle: str) -> 
 
 
 def test_version_guard_refuses_untested_vllm_unless_allowed() -> None:
-    assert check_version("0.32.0", allow_untested=False) is None
+    for tested in ("0.30.0", "0.31.0", "0.32.0"):
+        assert check_version(tested, allow_untested=False) is None
+    assert check_version("0.29.0", allow_untested=False) is not None
     refusal = check_version("0.33.1", allow_untested=False)
     assert refusal is not None
     assert "0.33.1 is untested" in refusal and "allow_untested_vllm" in refusal
