@@ -252,7 +252,7 @@ def test_bad_inputs_are_one_line_errors_with_exit_2(tmp_path: Path) -> None:
                 "--out",
                 str(tmp_path / "d"),
             ],
-            "docker image arms only",
+            "docker image arms and twin: arms only",
         ),
     ]
     for args, message in cases:
