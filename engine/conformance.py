@@ -28,7 +28,7 @@ from engine.conformance_fetch import (
     release_of,
     write_offline_hub,
 )
-from engine.conformance_junit import Comparison, Outcome, compare, counts, parse_junit
+from engine.conformance_junit import Comparison, Outcome, TestOutcome, compare, counts, parse_junit
 from engine.conformance_pytest import PytestRun, conftest_blockers, run_all, runs_env
 from engine.conformance_shim import ShimRecord, class_name, load_class
 from engine.errors import EngineError
@@ -157,7 +157,7 @@ def _tree(request: ConformanceRequest, release: str, progress: Callable[[str], N
 
 def _summary(
     label: Label, cls: str, code: int, wall_s: float, out: Path
-) -> tuple[RunSummary, dict[str, Any]]:
+) -> tuple[RunSummary, dict[str, TestOutcome]]:
     junit = out / f"{label}.junit.xml"
     if not junit.is_file():
         tail = (out / f"{label}.log").read_text(encoding="utf-8").strip().splitlines()[-1:]
