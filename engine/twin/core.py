@@ -37,6 +37,8 @@ from engine.twin.tokens import TokenMap
 
 __all__ = ["TwinEngine"]
 
+#: scheduler attributes that move every step whatever it decides (not part of its state)
+_PER_STEP = frozenset({"current_step", "_last_update_s"})
 #: finished requests remembered for their info, and for their token ids (a next turn's prefix)
 _KEEP_FINISHED = 4096
 _KEEP_TOKENS = 64
@@ -59,6 +61,8 @@ class TwinEngine:
         self._c = Counters()
         self._gpu_busy = False
         self._fixed_point: tuple[Any, ...] | None = None
+        #: empty steps counted without running them (the state was a fixed point)
+        self.skipped_steps = 0
         self._last_empty: tuple[int, int] = (0, 0)  # prefix queries, hits of the last empty step
         from vllm.sampling_params import SamplingParams
         from vllm.utils.hashing import sha256
@@ -275,21 +279,31 @@ class TwinEngine:
         name = turn[0] if isinstance(turn, tuple) and turn[1] else "none"
         return str(name), vp, vd
 
-    def _fingerprint(self) -> tuple[Any, ...]:
-        """What the next step reads: requests, their progress, free blocks, scalar state."""
+    def _fingerprint(self) -> tuple[Any, ...] | None:
+        """What the next step reads: requests, their progress, free blocks, scalar state.
+
+        Counters that move every step whatever happens (vLLM's `current_step`, the plugin's
+        time of its last update) are left out; a request held back until a later step
+        (`next_decode_eligible_step`) means the state is not a fixed point (None).
+        """
         sched = self._sched
-        queues = tuple(
-            tuple((r.request_id, r.num_computed_tokens, int(r.status)) for r in queue)
-            for queue in (sched.running, sched.waiting, getattr(sched, "kv_holding_waiting", ()))
-        )
+        step = getattr(sched, "current_step", None)
+        rows = []
+        for queue in (sched.running, sched.waiting, getattr(sched, "kv_holding_waiting", ())):
+            for r in queue:
+                eligible = getattr(r, "next_decode_eligible_step", None)
+                if isinstance(eligible, int) and isinstance(step, int) and eligible > step:
+                    return None
+                rows.append((r.request_id, r.num_computed_tokens, int(r.status)))
+            rows.append(None)  # queue boundary
         scalars = [
             (name, value)
             for owner in (sched, getattr(sched, "controller", None))
             for name, value in sorted(vars(owner).items() if owner is not None else ())
-            if isinstance(value, int | float | str | bool)
+            if isinstance(value, int | float | str | bool) and name not in _PER_STEP
         ]
         free = sched.kv_cache_manager.block_pool.get_num_free_blocks()
-        return queues, free, tuple(scalars)
+        return tuple(rows), free, tuple(scalars)
 
     def advance(self, now_s: float, until_s: float, max_steps: int = 1_000_000) -> AdvanceResult:
         """Run steps from `now_s` while work remains, until `until_s` or a request finishes."""
@@ -319,7 +333,7 @@ class TwinEngine:
             if not self.config.skip_empty_steps:
                 continue
             fingerprint = self._fingerprint()
-            if fingerprint == self._fixed_point and t < until_s:
+            if fingerprint is not None and fingerprint == self._fixed_point and t < until_s:
                 skipped = math.ceil((until_s - t) / self.config.empty_step_s)
                 self._skip(skipped)
                 t += skipped * self.config.empty_step_s
@@ -333,6 +347,7 @@ class TwinEngine:
     def _skip(self, count: int) -> None:
         """Count `count` more empty steps like the last one (the state is a fixed point)."""
         c = self._c
+        self.skipped_steps += count
         c.steps += count
         c.empty_steps += count
         queries, hits = self._last_empty

@@ -140,3 +140,35 @@ def test_kit_sim_serve_with_a_twin_core_answers_a_streaming_client(tmp_path: Pat
         line for line in page.splitlines() if line.startswith("vllm:prefix_cache_hits_total")
     )
     assert float(hits.split()[-1]) >= 160
+
+
+def test_a_livelock_skips_its_identical_empty_steps_and_counts_them() -> None:
+    from engine.twin.config import PATCHED_SCHEDULER, TwinConfig
+    from engine.twin.core import TwinEngine
+
+    share = {"patched_scheduler": {"policy": "base", "prefill_compute_share": 0.4}}
+    engine = TwinEngine(
+        TwinConfig(
+            scheduler_cls=PATCHED_SCHEDULER,
+            additional_config=share,
+            max_num_seqs=2,
+            num_blocks=8,
+            block_size=16,
+            max_num_batched_tokens=128,
+            max_model_len=128,
+            empty_step_s=0.001,
+        )
+    )
+    # the `full-slots` case: two decodes fill the pool and the slots, two more requests wait
+    for index in (1, 2):
+        engine.add_request(f"decode-{index}", [f"d{index}-{i}" for i in range(61)], 40, 0.0)
+    now = engine.advance(0.0, 0.01).now_s
+    for index in (1, 2):
+        engine.add_request(f"conv{index}", [f"c{index}-{i}" for i in range(53)], 8, now)
+    for _ in range(100):  # 100 engine seconds in one-second slices, like the monitor's ticks
+        now = engine.advance(now, now + 1.0).now_s
+    stats = engine.stats
+    # each decode gets its first token and three more, until its last block is full
+    assert stats.generation_tokens == 8 and stats.num_running == 2 and stats.num_waiting == 2
+    assert stats.empty_steps > 99_000  # one per millisecond of engine time
+    assert engine.skipped_steps > 0.99 * stats.empty_steps  # run only to see the fixed point
