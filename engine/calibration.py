@@ -251,8 +251,14 @@ def load_calibration(name_or_path: str | Path) -> Calibration:
         where = str(entry)
     try:
         text = entry.read_text(encoding="utf-8")
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    except IsADirectoryError:
+        raise EngineError(f"{where} is a directory, not a calibration file", hint) from None
+    except (FileNotFoundError, NotADirectoryError):
         raise EngineError(f"no {where}", hint) from None
+    except UnicodeDecodeError:
+        raise EngineError(f"{where} is not a text (JSON) file", hint) from None
+    except OSError as exc:
+        raise EngineError(f"cannot read {where}: {exc.strerror or exc}", hint) from None
     try:
         return Calibration.model_validate_json(text)
     except ValidationError as exc:

@@ -164,7 +164,9 @@ class TwinSpec(_Spec):
     scheduler: Literal["stock", "patched", "class"]
     policy: Policy | None = None
     cls: str | None = Field(None, description="The scheduler class, `module.Class`.")
-    capabilities: EngineCapabilities = EngineCapabilities(gpu=False, step_counter=True)
+    capabilities: EngineCapabilities = EngineCapabilities(
+        gpu=False, step_counter=True, restore_admission=False
+    )
 
     @property
     def target(self) -> str:
@@ -249,6 +251,8 @@ def _twin_spec(text: str, rest: str, raw: str) -> TwinSpec:
     if rest == "stock":
         return TwinSpec(raw=text, scheduler="stock")
     name, sep, tail = rest.partition(":")
+    if name == "stock":
+        raise EngineError(f"twin:stock takes nothing after it, in {raw!r}", _TWIN_HINT)
     if name == "patched":
         policy = _policy(tail)
         if policy is None:

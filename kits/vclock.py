@@ -330,6 +330,13 @@ def run_virtual_arm(
         core = virtual_core(kit, parsed, arm, log)
         driver = VirtualDriver(core, kit.load, mon, recorder, caps.step_counter)
         end = ArmEnd(driver.run())
+    except EngineError as exc:  # the engine refused its configuration: the command's error
+        end = ArmEnd("error", error_line(exc))
+        raise
+    except Exception as exc:  # the engine (a user's scheduler, say) failed mid-run: this
+        # arm ends in error with the traceback in its engine log; the other arms go on
+        log.exception("the engine core failed at engine time %.3f s", getattr(driver, "now", 0))
+        end = ArmEnd("error", error_line(exc))
     except BaseException as exc:
         reason: EndReason = "interrupted" if isinstance(exc, KeyboardInterrupt) else "error"
         end = ArmEnd(reason, error_line(exc))

@@ -129,7 +129,12 @@ def scheduler_class(name: str) -> type[Any]:
     except ImportError as exc:
         raise EngineError(
             f"cannot import {module_name} for the twin's scheduler: {exc}",
-            "check the module name and that it is on the import path (or use --overlay)",
+            "check the module name and that it is on the import path (or a kit's [twin] overlay)",
+        ) from exc
+    except Exception as exc:  # the module itself fails (a syntax error, an error on import)
+        raise EngineError(
+            f"importing {module_name} for the twin's scheduler raised {type(exc).__name__}: {exc}",
+            "fix the module (python -c 'import MODULE' shows the whole traceback)",
         ) from exc
     cls = getattr(module, attr, None)
     if not isinstance(cls, type):
@@ -197,8 +202,9 @@ def make_scheduler(config: TwinConfig) -> Any:
             block_size=config.block_size,
             log_stats=True,
         )
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # a scheduler's constructor may raise anything
         raise EngineError(
-            f"{config.scheduler_cls} refused the twin's configuration: {exc}",
-            "check the kit's [twin] additional_config for this scheduler",
+            f"{config.scheduler_cls} refused the twin's configuration "
+            f"({type(exc).__name__}: {exc})",
+            "check the kit's [twin] additional_config (or [patched]) for this scheduler",
         ) from exc

@@ -288,14 +288,14 @@ class TwinEngine:
         """
         sched = self._sched
         step = getattr(sched, "current_step", None)
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for queue in (sched.running, sched.waiting, getattr(sched, "kv_holding_waiting", ())):
             for r in queue:
                 eligible = getattr(r, "next_decode_eligible_step", None)
                 if isinstance(eligible, int) and isinstance(step, int) and eligible > step:
                     return None
                 rows.append((r.request_id, r.num_computed_tokens, int(r.status)))
-            rows.append(None)  # queue boundary
+            rows.append(())  # queue boundary
         scalars = [
             (name, value)
             for owner in (sched, getattr(sched, "controller", None))

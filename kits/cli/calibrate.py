@@ -83,6 +83,10 @@ def calibrate(
         raise fail(
             validation_message(exc, names=names), "see kit engine calibrate --help"
         ) from None
+    if out.is_dir() or not out.parent.is_dir():
+        # checked before minutes of measuring, not after
+        problem = "is a directory" if out.is_dir() else "is in a directory that does not exist"
+        raise fail(f"--out {out} {problem}", "name a file to write, e.g. --out model.json")
     # without a kit only its engine section matters: a kit must name a run length
     base = (
         load_kit(kit)
