@@ -28,7 +28,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rules": ("rules", "Write the stall rule as Prometheus rules, with a dashboard."),
     "schema": ("schema", "The JSON Schemas of a run directory's files."),
     "sim": ("sim", "The embedded simulated engine: serve it, or trace its steps."),
-    "engine": ("engine", "Prepare engines: the tiny CPU model, the engine image."),
+    "engine": (
+        "engine",
+        "Prepare engines: the tiny CPU model, the engine image, the twin's calibration, "
+        "vLLM's scheduler tests.",
+    ),
 }
 
 

@@ -17,7 +17,8 @@ DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
 
 engine_app = typer.Typer(
     name="engine",
-    help="Prepare engines: the tiny local model real vLLM serves on CPU, and the engine image.",
+    help="Prepare engines: the tiny local model real vLLM serves on CPU, the engine image, "
+    "the twin's calibrated step cost, and vLLM's own scheduler tests against a scheduler class.",
     invoke_without_command=True,
     callback=help_when_bare,
 )
