@@ -153,6 +153,12 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
     if not vllm_importable():
         raise EngineError(f"--core {opts.core} needs vLLM, which is not installed", VLLM_MISSING)
     cfg = opts.config
+    if spec.scheduler == "patched" and not 0 < cfg.prefill_compute_share < 1:
+        raise EngineError(
+            f"--core {opts.core}: the plugin needs prefill_compute_share in (0, 1), not "
+            f"{cfg.prefill_compute_share:g}",
+            "set prefill_compute_share in the --config file",
+        )
     sizes: dict[str, int | bool] = {
         name: getattr(cfg, name)
         for name in ("max_num_seqs", "num_blocks", "block_size", "max_num_batched_tokens")
@@ -161,7 +167,7 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
         spec,
         sizes | {"max_model_len": cfg.max_model_len},
         load_calibration(opts.calibration),
-        prefill_compute_share=cfg.prefill_compute_share or 0.4,
+        prefill_compute_share=cfg.prefill_compute_share,
         model_name=cfg.model_name,
         num_gpus=cfg.num_gpus,
     )
@@ -193,14 +199,18 @@ async def _serving(opts: ServeOptions) -> AsyncIterator[tuple[str, asyncio.Task[
             await asyncio.sleep(0.005)
         url = _url(opts.host, sock.getsockname()[1])
         cfg = opts.config
-        log.info(
+        if opts.core != "sim":  # the twin's own line (class, sizes) was logged as it started
+            log.info("stallkit-sim serving on %s: core %s, calibration %s, time_scale=%g, model=%s",
+                     url, opts.core, opts.calibration, opts.time_scale, cfg.model_name)  # fmt: skip
+        else:
+            log.info(
             "stallkit-sim serving on %s: policy=%s time_scale=%g max_num_seqs=%d num_blocks=%d "
             "block_size=%d max_num_batched_tokens=%d prefill_compute_share=%g "
             "host_tier_blocks=%d restore_max_wait_s=%g num_gpus=%d model=%s",
             url, cfg.policy, opts.time_scale, cfg.max_num_seqs, cfg.num_blocks, cfg.block_size,
             cfg.max_num_batched_tokens, cfg.prefill_compute_share, cfg.host_tier_blocks,
             cfg.restore_max_wait_s, cfg.num_gpus, cfg.model_name,
-        )  # fmt: skip
+            )  # fmt: skip
         yield url, task
     finally:
         server.should_exit = True

@@ -139,10 +139,16 @@ def scheduler_class(name: str) -> type[Any]:
     cls = getattr(module, attr, None)
     if not isinstance(cls, type):
         raise EngineError(f"{module_name} has no class {attr}", "name a class in that module")
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
     from vllm.v1.core.sched.interface import SchedulerInterface
 
     if not issubclass(cls, SchedulerInterface):
         raise EngineError(f"{name} is not a vLLM scheduler", "name a v1 SchedulerInterface class")
+    if issubclass(cls, AsyncScheduler):
+        raise EngineError(
+            f"{name} is an async-scheduling class; the twin steps one output at a time",
+            "name its synchronous counterpart (e.g. PatchedScheduler, Scheduler)",
+        )
     return cls
 
 

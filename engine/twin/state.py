@@ -11,7 +11,7 @@ the monitor and the forensics bundle treat the twin as any other engine core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from contract.simstate import SimState
@@ -54,10 +54,13 @@ def engine_stats(sched: Any, c: Counters, now_s: float, gpu_busy: bool) -> Engin
     """The counters and gauges now, as the simulator's core hands them out."""
     running, waiting = sched.get_request_counts()
     controller = _controller(sched)
-    charged = _compute_seconds(sched)
-    c.compute_prefill_s = charged.get("prefill", 0.0)
-    c.compute_decode_s = charged.get("decode", 0.0)
-    return c.snapshot(
+    charged = _compute_seconds(sched)  # the plugin's, read now (the counters stay as they are)
+    counters = replace(
+        c,
+        compute_prefill_s=charged.get("prefill", 0.0),
+        compute_decode_s=charged.get("decode", 0.0),
+    )
+    return counters.snapshot(
         now_s=now_s,
         running=running,
         waiting=waiting,

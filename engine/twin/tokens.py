@@ -3,8 +3,9 @@
 A real engine tokenizes a conversation's next turn into the same ids as the turn before plus
 the reply plus the new text, which is what makes its prefix cache hit. The twin gets the same
 effect from a fixed map: a word's id is a hash of the word, so the same words give the same
-ids (and block hashes) in any process, on any machine. Distinct words may share an id (a 2^24
-range); that only makes two prompts look alike where they hold the same text anyway.
+ids (and block hashes) in any process, on any machine. Two distinct words may share an id (a
+2^24 range), which would make two different prompts look alike to the prefix cache; the
+agents' words come from a pool of 400,000, so that is rare, and deterministic when it happens.
 """
 
 from __future__ import annotations
