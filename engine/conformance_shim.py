@@ -14,7 +14,6 @@ runs for every one), so that the report can tell the swapped tests from the othe
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -58,21 +57,13 @@ def load_class(path: str) -> type:
     """The class named `package.module.Class` (or `package.module:Class`); a user error, not a
     traceback, if it cannot be imported or is not derived from vLLM's `Scheduler` (the tests
     drive its internals, and both the swap and the record go through it)."""
-    module_name, _, attr = path.replace(":", ".").rpartition(".")
-    if not module_name or not attr:
-        raise EngineError(f"{path!r} is not a class path", f"e.g. {PATCHED_SCHEDULER}")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # whatever the module raised on import, as one line
-        raise EngineError(
-            f"cannot import {module_name} ({type(exc).__name__}: {exc})",
-            "check the module path and that it imports in this Python",
-        ) from None
-    cls = getattr(module, attr, None)
-    if not isinstance(cls, type):
-        raise EngineError(f"{module_name} has no class {attr}", f"check the name in {path!r}")
     from vllm.v1.core.sched.scheduler import Scheduler
 
+    from engine.twin.build import scheduler_class
+
+    if "." not in path.replace(":", "."):
+        raise EngineError(f"{path!r} is not a class path", f"e.g. {PATCHED_SCHEDULER}")
+    cls = scheduler_class(path, allow_async=True)
     if not issubclass(cls, Scheduler):
         raise EngineError(
             f"{path} is not derived from vLLM's Scheduler",

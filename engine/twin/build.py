@@ -115,8 +115,9 @@ def _model_dir(max_model_len: int) -> Path:
     return root
 
 
-def scheduler_class(name: str) -> type[Any]:
-    """The class `module.Class` (or `module:Class`); EngineError when it is not there."""
+def scheduler_class(name: str, *, allow_async: bool = False) -> type[Any]:
+    """The vLLM scheduler class `module.Class` (or `module:Class`); EngineError when it is
+    not there, not a scheduler, or (unless `allow_async`) an async-scheduling one."""
     module_name, sep, attr = name.replace(":", ".").rpartition(".")
     if not sep or not module_name:
         raise EngineError(
@@ -128,12 +129,12 @@ def scheduler_class(name: str) -> type[Any]:
             module = importlib.import_module(module_name)
     except ImportError as exc:
         raise EngineError(
-            f"cannot import {module_name} for the twin's scheduler: {exc}",
-            "check the module name and that it is on the import path (or a kit's [twin] overlay)",
+            f"cannot import {module_name}, the scheduler class's module: {exc}",
+            "check the module name and that it is on the import path (for a twin: arm, or in a kit's [twin] overlay)",
         ) from exc
     except Exception as exc:  # the module itself fails (a syntax error, an error on import)
         raise EngineError(
-            f"importing {module_name} for the twin's scheduler raised {type(exc).__name__}: {exc}",
+            f"importing {module_name}, the scheduler class's module, raised {type(exc).__name__}: {exc}",
             "fix the module (python -c 'import MODULE' shows the whole traceback)",
         ) from exc
     cls = getattr(module, attr, None)
@@ -144,7 +145,7 @@ def scheduler_class(name: str) -> type[Any]:
 
     if not issubclass(cls, SchedulerInterface):
         raise EngineError(f"{name} is not a vLLM scheduler", "name a v1 SchedulerInterface class")
-    if issubclass(cls, AsyncScheduler):
+    if issubclass(cls, AsyncScheduler) and not allow_async:
         raise EngineError(
             f"{name} is an async-scheduling class; the twin steps one output at a time",
             "name its synchronous counterpart (e.g. PatchedScheduler, Scheduler)",
