@@ -130,7 +130,8 @@ def scheduler_class(name: str, *, allow_async: bool = False) -> type[Any]:
     except ImportError as exc:
         raise EngineError(
             f"cannot import {module_name}, the scheduler class's module: {exc}",
-            "check the module name and that it is on the import path (for a twin: arm, or in a kit's [twin] overlay)",
+            "check the module name and that it imports here (a twin: arm can also take it from a "
+            "kit's [twin] overlay)",
         ) from exc
     except Exception as exc:  # the module itself fails (a syntax error, an error on import)
         raise EngineError(
