@@ -48,7 +48,7 @@ def test_a_calibration_predicts_steps_it_did_not_see(
     measured = asyncio.run(run_probes(url, model, VOCAB, sizes, *probes, OPTIONS, lines.append))
     assert measured.timing == {"engine"}  # vLLM's own histograms, not the client's clock
     assert measured.skipped == []
-    held_labels = {p.label for p in [*HELD_OUT_PREFILLS, *HELD_OUT_DECODES]}
+    held_labels = {p.label for p in HELD_OUT_PREFILLS} | {d.label for d in HELD_OUT_DECODES}
     fitted = [s for s in measured.samples if s.label not in held_labels]
     held = [s for s in measured.samples if s.label in held_labels]
     calibration = fit_cost(fitted, empty_step_s=1e-4, source="test", engine="tiny")

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from engine.local import vllm_installed
-from kits.config import load_kit
+from kits.config import Kit, load_kit
 from kits.vclock import run_virtual_arm
 from tests.support import kit, served_sim
 
@@ -37,7 +37,7 @@ _BASE_RULE = "                    if self.waiting:  # stand-in fork: no preempti
 _FIX_RULE = "                    if self.waiting and num_scheduled_tokens:  # the fix\n"
 
 
-def _short_kit(seconds: float = 30.0):  # type: ignore[no-untyped-def]
+def _short_kit(seconds: float = 30.0) -> Kit:
     kit_ = load_kit("cpu-patched")
     return kit_.model_copy(update={"load": kit_.load.model_copy(update={"duration_s": seconds})})
 
