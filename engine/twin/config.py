@@ -126,6 +126,7 @@ def twin_config_for(
     *,
     prefill_compute_share: float,
     additional_config: Mapping[str, Any] | None = None,
+    empty_step_s: float | None = None,
     **fields: Any,
 ) -> TwinConfig:
     """The twin a `twin:` spec names, over `sizes`, at the step cost of `calibration`.
@@ -141,11 +142,10 @@ def twin_config_for(
     else:
         cls = STOCK_SCHEDULER if spec.scheduler == "stock" else spec.cls or STOCK_SCHEDULER
         additional = dict(additional_config or {})
-    empty = fields.pop("empty_step_s", None) or calibration.empty_step_s
     return TwinConfig(
         scheduler_cls=cls,
         additional_config=additional,
         cost=calibration.cost,
-        empty_step_s=empty,
+        empty_step_s=empty_step_s or calibration.empty_step_s,
         **{**dict(sizes), **fields},
     )

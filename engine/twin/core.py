@@ -39,9 +39,8 @@ __all__ = ["TwinEngine"]
 
 #: scheduler attributes that move every step whatever it decides (not part of its state)
 _PER_STEP = frozenset({"current_step", "_last_update_s"})
-#: finished requests remembered for their info, and for their token ids (a next turn's prefix)
+#: finished requests remembered for their info (the driver asks after they finish)
 _KEEP_FINISHED = 4096
-_KEEP_TOKENS = 64
 
 
 class TwinEngine:
@@ -107,24 +106,16 @@ class TwinEngine:
             raise SimRequestError("max_tokens must be at least 1")
         if request_id in self._reqs:
             raise SimRequestError(f"request id {request_id!r} is already in use")
-        ids = self._prompt_ids(prompt, continues)
+        ids = self._tokens.ids(prompt)  # `continues` is not needed: ids are a function of words
         max_tokens = min(max_tokens, longest - len(prompt))
         params = self._params_cls(max_tokens=max_tokens, ignore_eos=True)
         request = self._request_cls(
             request_id, ids, params, None, arrival_time=now_s, block_hasher=self._hasher
         )
         self._sched.add_request(request)
-        self._reqs[request_id] = TwinRequest(len(prompt), max_tokens, now_s, ids=ids)
+        self._reqs[request_id] = TwinRequest(len(prompt), max_tokens, now_s)
         self._live.add(request_id)
         self._fixed_point = None
-
-    def _prompt_ids(self, prompt: Sequence[str], continues: str | None) -> list[int]:
-        prev = self._reqs.get(continues) if continues is not None else None
-        if prev is not None and prev.ids and len(prev.ids) <= len(prompt):
-            n = len(prev.ids)
-            if self._tokens.id_of(prompt[n - 1]) == prev.ids[-1]:
-                return prev.ids + self._tokens.ids(prompt[n:])
-        return self._tokens.ids(prompt)
 
     def abort(self, request_id: str, now_s: float) -> None:
         """Drop a waiting or running request (finish reason `abort`); unknown ids are ignored."""
@@ -142,18 +133,9 @@ class TwinEngine:
         req.finished_s, req.reason = now_s, reason
         self._c.request_success[reason] = self._c.request_success.get(reason, 0) + 1
         self._reqs.move_to_end(request_id)
-        while len(self._reqs) - len(self._live) > _KEEP_FINISHED:
+        if len(self._reqs) - len(self._live) > _KEEP_FINISHED:
             oldest = next(r for r in self._reqs if r not in self._live)
             del self._reqs[oldest]
-        kept = 0
-        for rid in reversed(self._reqs):  # token ids of the newest finished requests only
-            old = self._reqs[rid]
-            if rid in self._live or not old.ids:
-                continue
-            kept += 1
-            if kept > _KEEP_TOKENS:
-                old.ids = []
-                break
 
     # -- steps ------------------------------------------------------------------------------
     def step(self, now_s: float) -> StepResult:
@@ -169,31 +151,11 @@ class TwinEngine:
             req = self._reqs.get(new.req_id)
             if req is not None and req.first_scheduled_s is None:
                 req.first_scheduled_s, req.cached = now_s, int(new.num_computed_tokens)
-        prefill_tokens = decode_ctx = decodes = 0
-        prefill_s = 0.0
-        requests = sched.requests
         ids = list(out.num_scheduled_tokens)
-        sampled: list[list[int]] = []
-        for rid in ids:
-            n = out.num_scheduled_tokens[rid]
-            request = requests[rid]
-            before = request.num_computed_tokens - n  # vLLM counts this step's tokens already
-            if n == 1 and before >= request.num_tokens - 1:
-                decodes += 1
-                decode_ctx += before
-            else:
-                prefill_tokens += n
-                prefill_s += cost.prefill_s(n, before)
-            if request.num_computed_tokens >= request.num_tokens:
-                req = self._reqs[rid]
-                sampled.append([self._tokens.id_of(output_words(rid, req.words, 1)[0])])
-            else:
-                sampled.append([])
+        prefills, decodes, sampled = self._work(out, ids)
         scheduled = out.total_num_scheduled_tokens
-        if scheduled:
-            duration = cost.step_overhead_s + prefill_s + cost.decode_s(decodes, decode_ctx)
-        else:
-            duration = self.config.empty_step_s
+        duration = cost.step_s(prefills, decodes) if scheduled else self.config.empty_step_s
+        prefill_tokens = sum(tokens for tokens, _ in prefills)
         end_s = now_s + duration
         self._now = end_s
         runner = self._output_cls(
@@ -221,7 +183,7 @@ class TwinEngine:
             turn=turn,
             scheduled_tokens=scheduled,
             prefill_tokens=prefill_tokens,
-            decode_tokens=decodes,
+            decode_tokens=len(decodes),
             preemptions=preempted,
             restores_polled=0,
             kv_usage=float(sched.get_kv_cache_usage()) if detail else 0.0,
@@ -231,6 +193,30 @@ class TwinEngine:
             outputs=outputs,
             finished=finished,
         )
+
+    def _work(
+        self, out: Any, ids: list[str]
+    ) -> tuple[list[tuple[int, int]], list[int], list[list[int]]]:
+        """A scheduled step's prefill chunks (tokens, context before them), decode contexts,
+        and the token each request samples (its next reply word's) if it reached its end."""
+        requests = self._sched.requests
+        prefills: list[tuple[int, int]] = []
+        decodes: list[int] = []
+        sampled: list[list[int]] = []
+        for rid in ids:
+            n = out.num_scheduled_tokens[rid]
+            request = requests[rid]
+            before = request.num_computed_tokens - n  # vLLM counts this step's tokens already
+            if n == 1 and before >= request.num_tokens - 1:
+                decodes.append(before)
+            else:
+                prefills.append((n, before))
+            if request.num_computed_tokens >= request.num_tokens:
+                word = output_words(rid, self._reqs[rid].words, 1)[0]
+                sampled.append([self._tokens.id_of(word)])
+            else:
+                sampled.append([])
+        return prefills, decodes, sampled
 
     def _outputs(
         self, engine_outputs: Any, end_s: float, detail: bool
@@ -252,9 +238,6 @@ class TwinEngine:
                     if detail:
                         outputs[rid] = output_words(rid, req.words, count)
                     req.words += count
-                    req.ids.extend(
-                        self._tokens.id_of(w) for w in output_words(rid, req.words - count, count)
-                    )
                     c.generation_tokens += count
                 if item.finish_reason is not None and rid in self._live:
                     reason = str(item.finish_reason)

@@ -11,7 +11,7 @@ the monitor and the forensics bundle treat the twin as any other engine core.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from contract.simstate import SimState
@@ -36,8 +36,6 @@ class TwinRequest:
     finished_s: float | None = None
     reason: str | None = None
     preemptions: int = 0
-    #: prompt and output token ids (kept for the newest finished requests: a next turn's prefix)
-    ids: list[int] = field(default_factory=list)
 
 
 def _controller(sched: Any) -> Any:

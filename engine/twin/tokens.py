@@ -32,9 +32,5 @@ class TokenMap:
         return token
 
     def ids(self, words: Sequence[str]) -> list[int]:
-        known = self._ids
-        get = known.get
-        out = [get(w, -1) for w in words]
-        if -1 in out:
-            out = [t if t >= 0 else self.id_of(w) for t, w in zip(out, words, strict=True)]
-        return out
+        get = self._ids.get  # ids start at FIRST_ID, so 0 never stands for a known word
+        return [get(w) or self.id_of(w) for w in words]
