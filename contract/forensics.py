@@ -24,7 +24,7 @@ class BundleManifest(BaseModel):
         None, description="When the stall was judged, seconds since the monitor started."
     )
     onset: float = Field(description="When the stall condition began, same clock as `t`.")
-    kind: StallKind = Field(description="spinning (counters move) or frozen (nothing moves).")
+    kind: StallKind = Field(description="What the stall looks like (see StallKind).")
     files: list[str] = Field(
         default_factory=list, description="The bundle's files, relative to its directory."
     )

@@ -10,13 +10,14 @@ Fields an engine does not export are null; lines from older runs may lack the ne
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from contract.files import TIMELINE_FILE
 
 __all__ = [
+    "STALL_KINDS",
     "TIMELINE_FILE",
     "DownLine",
     "EngineView",
@@ -30,7 +31,15 @@ __all__ = [
     "timeline_adapter",
 ]
 
-StallKind = Literal["spinning", "frozen"]
+#: What a stall looks like from the engine's metrics (the detector's table names each one):
+#: `spinning` the scheduler steps and schedules nothing (a livelock); `frozen` nothing moves;
+#: `blocked` nothing running, requests waiting for good (a request that can never fit);
+#: `thrashing` requests are preempted and re-prefilled, no token comes out; `busy_hang` the
+#: GPUs are busy and nothing moves (a collective or kernel hang); `dead_core` the server
+#: answers but the engine's own series are gone (its core died behind a live API).
+StallKind = Literal["spinning", "frozen", "blocked", "thrashing", "busy_hang", "dead_core"]
+#: every kind, in the order above
+STALL_KINDS: tuple[StallKind, ...] = get_args(StallKind)
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -99,7 +108,7 @@ class StallStartedLine(BaseModel):
     type: Literal["stall_started"] = "stall_started"
     t: float = Field(description="When it was judged, seconds since the monitor started.")
     onset: float = Field(description="When the stall condition began, same clock as `t`.")
-    kind: StallKind = Field(description="spinning (counters move) or frozen (nothing moves).")
+    kind: StallKind = Field(description="What the stall looks like (see StallKind).")
     gpu_checked: bool = Field(False, description="GPU idleness was part of the rule.")
 
 
@@ -110,7 +119,7 @@ class StallEndedLine(BaseModel):
     type: Literal["stall_ended"] = "stall_ended"
     t: float = Field(description="Seconds since the monitor started, on the arm's clock.")
     onset: float = Field(description="The stall's onset, same clock as `t`.")
-    kind: StallKind = Field(description="spinning or frozen.")
+    kind: StallKind = Field(description="What the stall looked like (see StallKind).")
     duration_s: float = Field(description="From onset to end, seconds on the arm's clock.")
 
 

@@ -1,51 +1,105 @@
 """The stall detector: pure rules over timed samples, no clock, no I/O.
 
-A stall: no token generated, work pending (running > 0 or waiting > 0) and every watched
-GPU at or under the idle threshold, continuously for `stall_after_s`. The onset is where
-the token counter last had a new value: the sample before the first quiet one (or that one
-itself, if nothing was pending before it). GPU utilisation is an average over a trailing
-window (`gpu_window_s`; DCGM and NVML report the last second or so), so a reading taken
-within that window after the onset may still show the work done before it and is not held
-against the stall; a busy (or missing) reading after it means the GPUs are computing, and
-the quiet period restarts there. A stall starts at the first sample at least
-`stall_after_s` after the onset and ends at the first sample where the rule no longer holds
-(its duration runs from onset to that sample). Its kind is `spinning` when the scheduler's
-own counters (prefix-cache queries, engine steps, the fork's compute seconds) moved after
-the first quiet interval (which may hold the last steps before a freeze), else `frozen`.
-For engines without a step counter (the fork's own images) a second sign of a spinning
-scheduler is the engine's CPU time (`engine_cpu_s`, cumulative CPU seconds of the engine's
-processes or container, given by the orchestration): a core spinning through empty steps
-burns at least `spin_cpu_cores` cores, a frozen (or SIGSTOPped) one next to none.
+A stall: work pending (running > 0 or waiting > 0) and no progress, continuously for
+`stall_after_s`. Progress between two samples is a generated token, or prompt tokens
+counted while nothing was preempted (a prefill that moved forward without throwing work
+away). The onset is where progress was last seen: the sample before the first quiet one (or
+that one itself, if nothing was pending before it). A stall starts at the first sample at
+least `stall_after_s` after the onset and ends at the first sample with progress, no work,
+or no answer (its duration runs from onset to that sample). Busy GPUs do not clear a stall:
+GPU utilisation and the engine's CPU are evidence for its kind, never a gate.
+
+Its kind is judged when it starts, from what the quiet period showed, by the first row of
+`SIGNATURES` that matches (each kind's signature is written once, there):
+
+| kind | signature while quiet with work pending |
+| --- | --- |
+| `dead_core` | the page answers but the engine's `vllm:` series are gone |
+| `thrashing` | preemptions climb (requests thrown back and re-prefilled) |
+| `blocked` | nothing running, requests waiting |
+| `busy_hang` | the GPUs are busy and the scheduler does not step |
+| `spinning` | the scheduler steps (its counters or the engine's CPU move) |
+| `frozen` | nothing moves |
+
+The scheduler "steps" when its own counters (prefix-cache queries, engine steps, the fork's
+compute seconds) move after the first quiet interval (which may hold the last steps before
+a freeze), or, for engines without a step counter, when the engine's CPU time
+(`engine_cpu_s`, cumulative CPU seconds of its processes, given by the orchestration) grows
+by at least `spin_cpu_cores` cores: a core spinning through empty steps burns a whole core,
+a frozen one next to none. GPU utilisation averages a trailing window (`gpu_window_s`), so
+readings within that window after the onset may still show earlier work and are not
+evidence; a GPU over `idle_gpu_perc` in the latest reading after it is busy.
+
 The quiet period is measured against `stall_after_s` and `stop_after_s` on the engine's own
 clock where it keeps one apart from the wall (`engine_t`: the simulator's, which falls
 behind its time scale when starved of CPU, and whose lag is then no quiet period); a real
 engine's clock is the wall's. Times and durations in events and verdicts stay on `t`.
-Idle (nothing pending) and down (no sample) are not stalls; going down ends a stall.
+Idle (nothing pending) and down (no answer) are not stalls; going down ends a stall.
 Without a GPU source the rule runs on metrics alone and every verdict says
-`gpu_checked=False`.
+`gpu_checked=False` (a busy hang then reads as frozen).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
+from contract.timeline import StallKind
 from monitor.config import MonitorConfig
 from monitor.events import (
     DetectorEvent,
     DetectorState,
     StallEnded,
-    StallKind,
     StallOngoing,
     StallStarted,
     Status,
     StopRequested,
 )
 from monitor.parse import MetricsSnapshot
-from monitor.rates import snapshot_deltas
+from monitor.rates import Deltas, snapshot_deltas
 
 #: CPU cores an engine must burn while quiet to count as spinning: a spinning engine core
 #: takes a whole core; the HTTP server answering scrapes next to a frozen core, a few percent
 SPIN_CPU_CORES = 0.5
+
+
+@dataclass(slots=True)
+class Evidence:
+    """What a quiet period has shown since its onset: the inputs of its kind."""
+
+    core_gone: bool = False  # the page answered without the engine's series
+    preempted: bool = False  # preemptions moved while quiet
+    blocked: bool = False  # the latest sample: nothing running, requests waiting
+    gpu_busy: bool = False  # the latest GPU reading past the window was over the idle mark
+    stepped: bool = False  # scheduler counters or the engine's CPU moved after the first interval
+
+
+#: Each kind's signature, checked in order; the first that holds names the stall.
+SIGNATURES: tuple[tuple[StallKind, Callable[[Evidence], bool]], ...] = (
+    ("dead_core", lambda e: e.core_gone),
+    ("thrashing", lambda e: e.preempted),
+    ("blocked", lambda e: e.blocked),
+    ("busy_hang", lambda e: e.gpu_busy and not e.stepped),
+    ("spinning", lambda e: e.stepped),
+    ("frozen", lambda e: True),
+)
+
+
+def classify(evidence: Evidence) -> StallKind:
+    """The kind a quiet period's evidence names (`SIGNATURES`, first match)."""
+    return next(kind for kind, holds in SIGNATURES if holds(evidence))
+
+
+def pending(snapshot: MetricsSnapshot) -> bool:
+    """Whether the engine holds work (running or waiting requests)."""
+    return (snapshot.running or 0) > 0 or (snapshot.waiting or 0) > 0
+
+
+def progressed(deltas: Deltas) -> bool:
+    """A token came out, or prompt tokens were counted with nothing preempted."""
+    if deltas.gen_tokens:
+        return True
+    return bool(deltas.prompt_tokens) and not deltas.preemptions
 
 
 class StallDetector:
@@ -64,11 +118,10 @@ class StallDetector:
         self._onset: float | None = None
         self._onset_engine_t = 0.0  # the onset on the engine's clock (`t` without one)
         self._onset_snapshot: MetricsSnapshot | None = None
-        self._moved_after_onset = False
-        self._stalled = False
+        self._evidence = Evidence()
+        self._kind: StallKind | None = None  # judged when the stall starts
         self._stop_sent = False
         self._down_since: float | None = None
-        self._gpu_clear_from = 0.0  # GPU readings from here on must be idle
         self._state = DetectorState("starting", gpu_checked=gpu_checked)
 
     @property
@@ -78,20 +131,17 @@ class StallDetector:
 
     @property
     def gpu_checked(self) -> bool:
-        """Whether GPU utilisation is part of the rule (False: metrics alone)."""
+        """Whether GPU readings are evidence (False: metrics alone)."""
         return self._gpu_checked
-
-    def _kind(self) -> StallKind:
-        return "spinning" if self._moved_after_onset else "frozen"
 
     def _end(self, t: float) -> list[DetectorEvent]:
         events: list[DetectorEvent] = []
-        if self._stalled and self._onset is not None:
-            events.append(StallEnded(t, self._onset, self._kind(), t - self._onset))
+        if self._kind is not None and self._onset is not None:
+            events.append(StallEnded(t, self._onset, self._kind, t - self._onset))
         self._onset = None
         self._onset_snapshot = None
-        self._moved_after_onset = False
-        self._stalled = False
+        self._evidence = Evidence()
+        self._kind = None
         self._stop_sent = False
         return events
 
@@ -99,14 +149,11 @@ class StallDetector:
         self._onset = onset
         self._onset_engine_t = onset_engine_t
         self._onset_snapshot = snapshot
-        self._gpu_clear_from = onset + self._config.gpu_window_s
 
-    def _gpus_idle(self, gpu_util: Mapping[str, float] | None) -> bool:
-        if not self._gpu_checked:
-            return True
-        if not gpu_util:
-            return False  # no reading cannot prove the GPUs idle
-        return all(u <= self._config.idle_gpu_perc for u in gpu_util.values())
+    def _not_stalled(self, t: float, status: Status) -> list[DetectorEvent]:
+        events = self._end(t)
+        self._state = DetectorState(status, gpu_checked=self._gpu_checked)
+        return events
 
     def observe(
         self,
@@ -124,44 +171,51 @@ class StallDetector:
         """
         prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
-            events = self._end(t)
-            # A rate across a gap in the data would blur the gap: start afresh when back.
-            self._prev = None
-            if self._down_since is None:
-                self._down_since = t
-            self._state = DetectorState(
-                "down", self._down_since, t - self._down_since, gpu_checked=self._gpu_checked
-            )
-            return events
+            return self._went_down(t)
         self._down_since = None
         now_engine_t = t if engine_t is None else engine_t
         prev, prev_t, prev_engine_t = self._prev, self._prev_t, self._prev_engine_t
+        if not snapshot.is_vllm and prev is not None and pending(prev):
+            # the server answers without the engine's series: its core is gone, the work with it
+            if self._onset is None:
+                self._begin(prev_t, prev_engine_t, prev)
+            self._evidence.core_gone = True
+            return self._hold(t, now_engine_t)
         self._prev, self._prev_t, self._prev_engine_t = snapshot, t, now_engine_t
-        pending = (snapshot.running or 0) > 0 or (snapshot.waiting or 0) > 0
         if prev is None:
-            self._state = DetectorState("ok" if pending else "idle", gpu_checked=self._gpu_checked)
-            return []
+            return self._not_stalled(t, "ok" if pending(snapshot) else "idle")
         deltas = snapshot_deltas(prev, snapshot, t - prev_t)
-        no_tokens = not deltas.gen_tokens  # None (not exported) counts as no progress
-        if not (pending and no_tokens):
-            events = self._end(t)
-            self._state = DetectorState("ok" if pending else "idle", gpu_checked=self._gpu_checked)
-            return events
+        if not pending(snapshot) or progressed(deltas):
+            return self._not_stalled(t, "ok" if pending(snapshot) else "idle")
+        evidence = self._evidence
         if self._onset is None:
-            prev_pending = (prev.running or 0) > 0 or (prev.waiting or 0) > 0
-            if prev_pending:
-                self._begin(prev_t, prev_engine_t, snapshot)
-            else:
-                self._begin(t, now_engine_t, snapshot)
+            was_pending = pending(prev)
+            onset_t, onset_engine_t = (prev_t, prev_engine_t) if was_pending else (t, now_engine_t)
+            self._begin(onset_t, onset_engine_t, snapshot)
         elif deltas.scheduler_moved or self._cpu_spinning(prev_cpu_s, engine_cpu_s, t - prev_t):
-            self._moved_after_onset = True
-        if not self._gpus_idle(gpu_util) and t >= self._gpu_clear_from:
-            # The GPUs are computing (a long prefill, say): whatever this is, not a stall yet.
-            events = self._end(t)
-            self._begin(t, now_engine_t, snapshot)
-            self._state = DetectorState("ok", gpu_checked=self._gpu_checked)
-            return events
+            evidence.stepped = True
+        evidence.preempted = evidence.preempted or bool(deltas.preemptions)
+        evidence.blocked = (snapshot.running or 0) == 0 and (snapshot.waiting or 0) > 0
+        assert self._onset is not None
+        if t >= self._onset + self._config.gpu_window_s:
+            evidence.gpu_busy = self._gpus_busy(gpu_util)
         return self._hold(t, now_engine_t)
+
+    def _went_down(self, t: float) -> list[DetectorEvent]:
+        events = self._end(t)
+        # A rate across a gap in the data would blur the gap: start afresh when back.
+        self._prev = None
+        if self._down_since is None:
+            self._down_since = t
+        self._state = DetectorState(
+            "down", self._down_since, t - self._down_since, gpu_checked=self._gpu_checked
+        )
+        return events
+
+    def _gpus_busy(self, gpu_util: Mapping[str, float] | None) -> bool:
+        if not self._gpu_checked or not gpu_util:
+            return False  # no reading is no evidence
+        return any(u > self._config.idle_gpu_perc for u in gpu_util.values())
 
     def _cpu_spinning(self, before: float | None, after: float | None, dt_s: float) -> bool:
         """Whether the engine burnt at least `spin_cpu_cores` cores over the last interval."""
@@ -176,20 +230,18 @@ class StallDetector:
         elapsed = t - onset
         quiet = engine_t - self._onset_engine_t  # on the engine's clock: what the rule counts
         events: list[DetectorEvent] = []
-        ripe = quiet >= self._config.stall_after_s and t >= self._gpu_clear_from
-        if not self._stalled and ripe:
-            self._stalled = True
+        if self._kind is None and quiet >= self._config.stall_after_s:
+            self._kind = classify(self._evidence)
             events.append(
-                StallStarted(t, onset, self._kind(), self._gpu_checked, self._onset_snapshot)
+                StallStarted(t, onset, self._kind, self._gpu_checked, self._onset_snapshot)
             )
-        elif self._stalled:
-            events.append(StallOngoing(t, onset, self._kind(), self._gpu_checked, elapsed))
+        elif self._kind is not None:
+            events.append(StallOngoing(t, onset, self._kind, self._gpu_checked, elapsed))
         stop_after = self._config.stop_after_s
         stop_due = stop_after is not None and quiet >= stop_after
-        if self._stalled and stop_due and not self._stop_sent:
+        if self._kind is not None and stop_due and not self._stop_sent:
             self._stop_sent = True
             events.append(StopRequested(t, onset, elapsed))
-        status: Status = "stalled" if self._stalled else "suspect"
-        kind = self._kind() if self._stalled else None
-        self._state = DetectorState(status, onset, elapsed, kind, self._gpu_checked)
+        status: Status = "stalled" if self._kind is not None else "suspect"
+        self._state = DetectorState(status, onset, elapsed, self._kind, self._gpu_checked)
         return events

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from contract.timeline import StallKind
 from monitor.parse import MetricsSnapshot
 from monitor.rates import Deltas
 
-StallKind = Literal["spinning", "frozen"]
 Status = Literal["starting", "ok", "idle", "suspect", "stalled", "down"]
 
 

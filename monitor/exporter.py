@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from contract import names
+from contract.timeline import STALL_KINDS, StallKind
 from monitor.errors import MonitorError
 from monitor.events import (
     Down,
@@ -22,13 +23,11 @@ from monitor.events import (
     MonitorEvent,
     Sample,
     StallEnded,
-    StallKind,
     StallOngoing,
     StallStarted,
     Up,
 )
 
-KINDS: tuple[StallKind, ...] = ("spinning", "frozen")
 _L = ("engine", "arm")
 
 
@@ -115,7 +114,7 @@ class ExporterSink:
         self._x = exporter
         self._labels = {"engine": engine, "arm": arm}
         x = exporter
-        for kind in KINDS:
+        for kind in STALL_KINDS:
             x.stall_active.labels(**self._labels, kind=kind).set(0)
             x.stalls.labels(**self._labels, kind=kind)
         x.stall_seconds.labels(**self._labels).set(0)
@@ -154,5 +153,5 @@ class ExporterSink:
                 x.stall_seconds.labels(**lab).set(0)
 
     def _active(self, kind: StallKind | None) -> None:
-        for k in KINDS:
+        for k in STALL_KINDS:
             self._x.stall_active.labels(**self._labels, kind=k).set(1 if k == kind else 0)

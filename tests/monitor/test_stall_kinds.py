@@ -1,0 +1,119 @@
+"""Each stall kind from its signature in the samples, fed to the pure detector with fake
+integer times: one scenario per kind, and the progress that is not a stall."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from contract.timeline import STALL_KINDS, StallKind
+from monitor.config import MonitorConfig
+from monitor.detector import SIGNATURES, Evidence, StallDetector, classify
+from monitor.events import DetectorEvent, StallStarted
+from monitor.parse import EngineMetrics, MetricsSnapshot
+
+CFG = MonitorConfig(stall_after_s=10, stop_after_s=None, gpu_window_s=1)
+ONSET = 5
+
+
+def page(**values: float | None) -> MetricsSnapshot:
+    fields: dict[str, float | None] = {
+        "running": 2,
+        "waiting": 3,
+        "gen_tokens": 0,
+        "prompt_tokens": 0,
+        "preemptions": 0,
+        "prefix_queries": 0,
+        "iterations": 0,
+    } | values
+    engine = EngineMetrics(**fields)  # type: ignore[arg-type]
+    return MetricsSnapshot(**fields, engines={"0": engine})  # type: ignore[arg-type]
+
+
+#: (t) -> (page, GPU %, engine CPU s) after the onset; before it tokens flow
+Scenario = Callable[[int], tuple[MetricsSnapshot | None, float, float]]
+
+
+def _quiet(t: int, **values: float | None) -> MetricsSnapshot:
+    return page(gen_tokens=ONSET * 10, **values)
+
+
+SCENARIOS: dict[StallKind, Scenario] = {
+    # the scheduler steps (prefix-cache queries climb) and schedules nothing; GPUs idle
+    "spinning": lambda t: (_quiet(t, prefix_queries=t * 100, iterations=t), 0.0, 1.0 * t),
+    # nothing moves at all (SIGSTOP)
+    "frozen": lambda t: (_quiet(t), 0.0, 0.0),
+    # nothing running, a request waits for good; the engine loop ticks over it
+    "blocked": lambda t: (_quiet(t, running=0, waiting=1, iterations=t), 0.0, 1.0 * t),
+    # requests thrown back and re-prefilled: prompt tokens and preemptions climb
+    "thrashing": lambda t: (_quiet(t, prompt_tokens=t * 900, preemptions=t, iterations=t), 80, t),
+    # GPUs at 100 %, no step, no token (a collective hang)
+    "busy_hang": lambda t: (_quiet(t), 100.0, 0.02 * t),
+    # /metrics answers, but without the engine's series
+    "dead_core": lambda t: (MetricsSnapshot(), 0.0, 0.0),
+}
+
+
+def run(scenario: Scenario, until: int = 30) -> list[DetectorEvent]:
+    det = StallDetector(CFG, gpu_checked=True)
+    events: list[DetectorEvent] = []
+    for t in range(until + 1):
+        if t <= ONSET:
+            snap, gpu, cpu = page(gen_tokens=t * 10), 90.0, 1.0 * t
+        else:
+            snap, gpu, cpu = scenario(t)
+        events += det.observe(t, snap, {"0": gpu, "1": gpu}, engine_cpu_s=cpu)
+    return events
+
+
+@pytest.mark.parametrize("kind", list(SCENARIOS))
+def test_each_kind_is_named_from_its_signature_at_onset_plus_stall_after(kind: StallKind) -> None:
+    started = [e for e in run(SCENARIOS[kind]) if isinstance(e, StallStarted)]
+    assert [(e.kind, e.onset, e.t) for e in started] == [(kind, ONSET, ONSET + 10)]
+
+
+def test_every_kind_has_one_signature_and_a_scenario() -> None:
+    assert [k for k, _ in SIGNATURES] != [] and sorted(k for k, _ in SIGNATURES) == sorted(
+        STALL_KINDS
+    )
+    assert set(SCENARIOS) == set(STALL_KINDS)
+
+
+def test_signatures_are_checked_in_order() -> None:
+    # a core gone trumps everything; preemptions name thrashing even with nothing running
+    assert classify(Evidence(core_gone=True, preempted=True)) == "dead_core"
+    assert classify(Evidence(preempted=True, blocked=True)) == "thrashing"
+    assert classify(Evidence(blocked=True, stepped=True, gpu_busy=True)) == "blocked"
+    # busy GPUs with a stepping scheduler: it spins on busy GPUs, not a hang
+    assert classify(Evidence(gpu_busy=True, stepped=True)) == "spinning"
+    assert classify(Evidence(gpu_busy=True)) == "busy_hang"
+    assert classify(Evidence()) == "frozen"
+
+
+def test_a_long_prefill_on_busy_gpus_is_progress_not_a_stall() -> None:
+    # no token for 25 s, but prompt tokens are counted as chunks finish and nothing is
+    # preempted: prefill moving forward
+    def prefill(t: int) -> tuple[MetricsSnapshot, float, float]:
+        return _quiet(t, prompt_tokens=(t // 3) * 2048, iterations=t), 100.0, 1.0 * t
+
+    events = run(prefill)
+    assert [e for e in events if isinstance(e, StallStarted)] == []
+
+
+def test_a_page_that_never_had_the_engines_series_is_not_a_dead_core() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    for t in range(40):
+        assert det.observe(t, MetricsSnapshot()) == []
+    assert det.state.status == "idle"
+
+
+def test_a_dead_core_ends_when_the_series_come_back_and_down_ends_it_too() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    events: list[DetectorEvent] = []
+    for t in range(30):
+        events += det.observe(t, page(gen_tokens=t * 10) if t <= ONSET else MetricsSnapshot())
+    assert det.state.status == "stalled" and det.state.kind == "dead_core"
+    ended = det.observe(30, None)
+    assert [(type(e).__name__, e.kind) for e in ended] == [("StallEnded", "dead_core")]
+    assert det.state.status == "down"
