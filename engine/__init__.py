@@ -49,8 +49,12 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.patched.launch import PatchedOptions as PatchedOptions
     from engine.patched.launch import resolve_model as resolve_model
     from engine.sim.config import CostModel as CostModel
+    from engine.sim.config import Fault as Fault
     from engine.sim.config import SimConfig as SimConfig
     from engine.sim.core import SimEngine as SimEngine
+    from engine.sim.faults import FaultyCore as FaultyCore
+    from engine.sim.faults import parse_fault as parse_fault
+    from engine.sim.faults import with_fault as with_fault
     from engine.sim.metrics import FINISH_REASONS as FINISH_REASONS
     from engine.simproc import SimLauncher as SimLauncher
     from engine.spec import DockerSpec as DockerSpec

@@ -13,6 +13,7 @@ import logging
 
 from engine import (
     EngineCore,
+    EngineError,
     EngineSpec,
     SimConfig,
     SimEngine,
@@ -22,6 +23,7 @@ from engine import (
     load_calibration,
     twin_config_for,
     vllm_sizes,
+    with_fault,
 )
 from kits.config import Kit
 
@@ -56,8 +58,13 @@ def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
 def virtual_core(kit: Kit, spec: EngineSpec, arm: str, log: logging.Logger) -> EngineCore:
     """The in-process engine core of a virtual-clock arm (`sim:` or `twin:`)."""
     if spec.kind == "twin":
+        if kit.sim.engine.fault is not None:
+            raise EngineError(
+                f"{spec.raw} cannot play [sim.engine] fault", "faults are played by sim: arms"
+            )
         return TwinEngine(twin_config(kit, spec, arm), log)
     if spec.kind != "sim":
         raise ValueError(f"{spec.raw} does not run on the virtual clock")
     cfg = kit.sim.engine.model_copy(update={"policy": spec.policy})
-    return SimEngine(SimConfig.model_validate(cfg.model_dump()), log)
+    config = SimConfig.model_validate(cfg.model_dump())
+    return with_fault(SimEngine(config, log), config.fault)

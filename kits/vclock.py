@@ -58,8 +58,11 @@ def snapshot_of(stats: EngineStats, step_counter: bool = False) -> MetricsSnapsh
     """The sample the monitor would parse from the engine's /metrics for this engine state.
 
     `step_counter`: the engine exports `vllm:scheduler_steps_total` (the twin counts its
-    steps, as the patched plugin does on a real engine); the simulator's page has none.
+    steps, as the patched plugin does on a real engine); the simulator's page has none. A
+    core that died (fault `dead_core`) leaves a page without the engine's series.
     """
+    if not stats.core_alive:
+        return MetricsSnapshot()
     engine = EngineMetrics(
         running=stats.num_running,
         waiting=stats.num_waiting,

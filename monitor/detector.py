@@ -197,8 +197,9 @@ class StallDetector:
         evidence.preempted = evidence.preempted or bool(deltas.preemptions)
         evidence.blocked = (snapshot.running or 0) == 0 and (snapshot.waiting or 0) > 0
         assert self._onset is not None
-        if t >= self._onset + self._config.gpu_window_s:
-            evidence.gpu_busy = self._gpus_busy(gpu_util)
+        if gpu_util and self._gpu_checked and t >= self._onset + self._config.gpu_window_s:
+            # the latest reading decides; a missing one changes nothing
+            evidence.gpu_busy = any(u > self._config.idle_gpu_perc for u in gpu_util.values())
         return self._hold(t, now_engine_t)
 
     def _went_down(self, t: float) -> list[DetectorEvent]:
@@ -211,11 +212,6 @@ class StallDetector:
             "down", self._down_since, t - self._down_since, gpu_checked=self._gpu_checked
         )
         return events
-
-    def _gpus_busy(self, gpu_util: Mapping[str, float] | None) -> bool:
-        if not self._gpu_checked or not gpu_util:
-            return False  # no reading is no evidence
-        return any(u > self._config.idle_gpu_perc for u in gpu_util.values())
 
     def _cpu_spinning(self, before: float | None, after: float | None, dt_s: float) -> bool:
         """Whether the engine burnt at least `spin_cpu_cores` cores over the last interval."""

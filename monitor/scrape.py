@@ -55,13 +55,15 @@ class MetricsScraper:
             snapshot = parse_metrics(response.text)
         except MonitorError as exc:
             return ScrapeResult(None, str(exc))
-        if not snapshot.is_vllm:
-            return ScrapeResult(None, "no vLLM metrics on the page")
+        # a page without the engine's series is an answer (a core dead behind a live API,
+        # which the detector judges), not a failure
         return ScrapeResult(snapshot)
 
     async def check_engine(self) -> MetricsSnapshot:
         """The first scrape: return the snapshot or raise a one-line `MonitorError`."""
         result = await self.scrape()
+        if result.snapshot is not None and not result.snapshot.is_vllm:
+            result = ScrapeResult(None, "no vLLM metrics on the page")
         if result.snapshot is None:
             raise MonitorError(
                 f"cannot read engine metrics at {self.url}: {result.error}",

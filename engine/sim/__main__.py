@@ -65,6 +65,15 @@ def parser(prog: str = PROG) -> _Parser:
     )
     option("--freeze-at", "freeze_at_s", "(fault injection)", type=float, metavar="S")
     option("--fail-metrics-at", "fail_metrics_at_s", "(fault injection)", type=float, metavar="S")
+    p.add_argument(
+        "--fault",
+        default=None,
+        metavar="KIND@S",
+        help="Play a stall from engine second S (fault injection): freeze (frozen), block (a "
+        "request longer than the KV pool heads the queue: blocked), thrash (every request "
+        "preempted before its next token: thrashing), busy_hang (no step, GPUs busy), "
+        "dead_core (the core dies behind a live API: its series leave /metrics).",
+    )
     option("--log-level", "log_level", choices=get_args(fields["log_level"].annotation))
     option("--core", "core", metavar="SPEC")
     option("--calibration", "calibration", "(twin cores)", metavar="NAME|FILE")
@@ -84,11 +93,15 @@ def _serve(args: argparse.Namespace, p: _Parser) -> int:
     from pydantic import ValidationError
 
     from contract.errors import validation_message
+    from engine.sim.faults import parse_fault
     from engine.sim.serve import ServeOptions, configure_logging, load_sim_config, serve
 
     try:
+        config = load_sim_config(args.config, args.policy)
+        if args.fault is not None:
+            config = config.model_copy(update={"fault": parse_fault(args.fault)})
         opts = ServeOptions(
-            config=load_sim_config(args.config, args.policy),
+            config=config,
             host=args.host,
             port=args.port,
             time_scale=args.time_scale,

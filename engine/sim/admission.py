@@ -190,6 +190,8 @@ class Admission:
     ) -> bool:
         """Admit a request on its GPU prefix hits; False if its first chunk does not fit."""
         pool, bs = self.pool, self.cfg.block_size
+        if r.num_tokens > self.cfg.num_blocks * bs:
+            return False  # longer than the whole pool (fault `block`): it never fits
         hit_tokens = gpu * bs
         n = min(r.num_tokens - hit_tokens, work.budget)
         need = -(-(hit_tokens + n) // bs) - gpu

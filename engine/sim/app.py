@@ -198,7 +198,7 @@ class Routes:
         return Response(text, media_type=PROMETHEUS_TEXT)
 
     async def state(self, request: Request) -> Response:
-        state = self.driver.engine.debug_state(self.driver.now(), self.driver.frozen)
+        state = self.driver.engine.debug_state(self.driver.now())
         return _json(state.model_dump(mode="json"))
 
     async def dcgm(self, request: Request) -> Response:

@@ -8,6 +8,7 @@ host tier, compute share 0.4), on which the `base` policy livelocks under sustai
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -62,6 +63,18 @@ class CostModel(BaseModel):
         return self.step_overhead_s + prefill + decode
 
 
+FaultKind = Literal["freeze", "block", "thrash", "busy_hang", "dead_core"]
+
+
+class Fault(BaseModel):
+    """A fault the simulator plays (`engine.sim.faults`): what goes wrong, and when."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: FaultKind = Field(description="freeze, block, thrash, busy_hang or dead_core.")
+    at_s: float = Field(ge=0, description="Engine seconds after start at which it strikes.")
+
+
 class SimConfig(BaseModel):
     """Every knob of the simulated engine; the defaults are the restore-stall sizes."""
 
@@ -93,6 +106,9 @@ class SimConfig(BaseModel):
     num_gpus: int = Field(2, gt=0, description="Simulated GPUs (for utilisation telemetry).")
     cost: CostModel = Field(default_factory=CostModel, description="Step cost model.")
     idle_tick_s: float = Field(0.02, gt=0, description="Engine seconds an empty step takes.")
+    fault: Fault | None = Field(
+        None, description='A stall to play on purpose (e.g. {kind = "block", at_s = 600}).'
+    )
 
     @field_validator("prefill_compute_share")
     @classmethod

@@ -93,6 +93,14 @@ class SimEngine:
         """Whether anything is running or waiting."""
         return self._sched.has_work()
 
+    def add_blocker(self, request_id: str, now_s: float) -> None:
+        """Fault `block`: a request longer than the KV pool, at the head of the queue for good."""
+        self._sched.add_blocker(request_id, now_s)
+
+    def start_thrashing(self) -> None:
+        """Fault `thrash`: from now on every request is preempted before its next token."""
+        self._sched.thrash = True
+
     def output_tokens(self, request_id: str) -> int | None:
         """Output tokens of a live or recently finished request so far (cheaper than its info)."""
         return self._sched.output_tokens(request_id)

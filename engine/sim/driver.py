@@ -6,8 +6,9 @@ has caught up with the wall clock it sleeps for a short tick, so tokens reach cl
 about their engine time and several per SSE chunk when the engine runs ahead of the wire.
 While catching up it yields to the event loop every few milliseconds of CPU so HTTP keeps
 flowing. Each step's new words go to per-request streams; the per-step work is proportional
-to the requests that produced output, never to prompt length. Fault knobs: the engine can
-freeze at an engine time (it stops stepping for good), which the HTTP layer leaves alone.
+to the requests that produced output, never to prompt length. A fault in the config
+(`engine.sim.faults`: freeze, block, thrash, busy hang, dead core) is played by the core at
+its engine time; the HTTP layer leaves it alone (a stopped core's streams stay open).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from engine.core import SteppedCore
 from engine.sim.config import SimConfig
 from engine.sim.core import SimEngine, StepResult
+from engine.sim.faults import with_fault
 from engine.sim.metrics import SimMetrics
 
 log = logging.getLogger("engine.sim")
@@ -69,17 +71,16 @@ class EngineDriver:
         self,
         config: SimConfig,
         time_scale: float = 1.0,
-        freeze_at_s: float | None = None,
         logger: logging.Logger | None = None,
         core: SteppedCore | None = None,
     ) -> None:
         self.config = config
         self.time_scale = time_scale
-        self.freeze_at_s = freeze_at_s
-        # the simulator's core, or another one (the twin) sized like `config`
-        self.engine: SteppedCore = core if core is not None else SimEngine(config, logger or log)
+        # the simulator's core (playing the config's fault), or another one (the twin)
+        self.engine: SteppedCore = (
+            with_fault(SimEngine(config, logger or log), config.fault) if core is None else core
+        )
         self.metrics = SimMetrics(config, time_scale, step_counter=core is not None)
-        self.frozen = False
         self.sim_now = 0.0
         self._wall0 = time.monotonic()
         self._busy = False
@@ -87,8 +88,6 @@ class EngineDriver:
         self._ids = itertools.count()
         self._streams: dict[str, RequestStream] = {}
         self._pending: list[tuple[RequestStream, list[str] | str]] = []
-        # Requests that arrived after a freeze: the engine never saw them.
-        self._unseen: list[RequestStream] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -99,24 +98,16 @@ class EngineDriver:
 
     def now(self) -> float:
         """The engine's current time: its own clock while stepping, else the wall's."""
-        if self._busy and not self.frozen:
+        if self._busy:
             return self.sim_now
         return max(self.sim_now, self.wall_engine_s())
 
-    def _check_freeze(self) -> bool:
-        if not self.frozen and self.freeze_at_s is not None and self.now() >= self.freeze_at_s:
-            self.frozen = True
-        return self.frozen
-
     # -- requests ---------------------------------------------------------------------------
     def submit(self, prompt: list[str], max_tokens: int) -> RequestStream:
-        """Queue a request (a frozen engine never sees it); raises SimRequestError if refused."""
+        """Queue a request (a stopped core never sees it); raises SimRequestError if refused."""
         request_id = f"req-{next(self._ids)}"
         stream = RequestStream(request_id)
         now = self.now()
-        if self._check_freeze():
-            self._unseen.append(stream)
-            return stream
         self.engine.add_request(request_id, prompt, max_tokens, now_s=now)
         self._streams[request_id] = stream
         self.metrics.on_added(request_id, now, max_tokens)
@@ -126,8 +117,8 @@ class EngineDriver:
         return stream
 
     def abort(self, request_id: str) -> None:
-        """The client went away: abort the request in the engine (a frozen engine ignores it)."""
-        if request_id not in self._streams or self.frozen:
+        """The client went away: abort the request in the engine (a stopped core ignores it)."""
+        if request_id not in self._streams:
             return
         now = self.now()
         self.engine.abort(request_id, now_s=now)
@@ -155,10 +146,9 @@ class EngineDriver:
 
     async def stop(self) -> None:
         """Stop stepping and end every open stream (finish reason `abort`) so none hangs."""
-        for stream in [*self._streams.values(), *self._unseen]:
+        for stream in self._streams.values():
             stream.finish("abort")
         self._streams.clear()
-        self._unseen.clear()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -208,10 +198,6 @@ class EngineDriver:
                 await self._wait_for_work()
                 has_work = True
                 cpu_mark = time.perf_counter()
-            if self._check_freeze():
-                self._flush()
-                self._busy = False
-                await asyncio.Event().wait()  # frozen for good: nothing moves any more
             lead_s = (self.sim_now - self.wall_engine_s()) / self.time_scale
             if lead_s >= 0 or not has_work:
                 # Outputs are known at the end of their step: deliver once the wall gets there.

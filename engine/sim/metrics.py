@@ -251,10 +251,15 @@ class SimMetrics:
             (names.GENERATION_TOKENS, "Generation tokens processed.", stats.generation_tokens),
             (names.PROMPT_TOKENS_CACHED, "Cached prompt tokens.", stats.prompt_tokens_cached),
         ]  # fmt: skip
+        cache_info = f.info(
+            names.CACHE_CONFIG_INFO, "Information of the LLMEngine CacheConfig.", cache
+        )
+        if not stats.core_alive:  # the server's own families only: the engine's went with it
+            return [cache_info, *(f.scalar(GaugeMetricFamily, *g) for g in gauges[-2:])]
         sources = {"local_compute": 0, "local_cache_hit": 0, "external_kv_transfer": 0}
         iteration = stats.iteration_tokens
         out = [
-            f.info(names.CACHE_CONFIG_INFO, "Information of the LLMEngine CacheConfig.", cache),
+            cache_info,
             f.labelled(GaugeMetricFamily, names.ENGINE_SLEEP_STATE, "Engine sleep state.",
                        "sleep_state", awake),
             f.labelled(GaugeMetricFamily, names.NUM_REQUESTS_WAITING_BY_REASON,

@@ -144,6 +144,9 @@ class EngineStats:
     gpu_busy: bool
     vruntime_prefill: float
     vruntime_decode: float
+    #: False once the engine core died behind a live server (fault `dead_core`): the page
+    #: then carries none of the engine's own series
+    core_alive: bool = True
 
 
 @dataclass(frozen=True, slots=True)

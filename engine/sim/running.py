@@ -69,7 +69,7 @@ class RunningPass:
                 ):
                     return
                 victim = running[-1]
-                self._preempt(victim)
+                self.preempt(victim)
                 work.preemptions += 1
                 if victim is r:
                     return
@@ -121,7 +121,7 @@ class RunningPass:
                 blocks[k] = chain[k]
         r.num_registered = full
 
-    def _preempt(self, victim: Request) -> None:
+    def preempt(self, victim: Request) -> None:
         """Free the victim's blocks (they stay cached) and requeue it at the head."""
         self.running.remove(victim)
         self.pool.release(victim.blocks)

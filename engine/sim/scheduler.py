@@ -52,6 +52,8 @@ class Scheduler:
         self.step_no = 0
         self.now_s = 0.0
         self.gpu_busy = False
+        #: fault `thrash`: every request that completes its tokens is preempted instead
+        self.thrash = False
         self._pending_finished: dict[str, str] = {}
         # the hash chains of the finished requests in `done`, for prompts that continue them
         self._chains: OrderedDict[str, list[int]] = OrderedDict()
@@ -90,6 +92,18 @@ class Scheduler:
         req.chain = self._chain(prompt, continues)
         self.live[request_id] = req
         self.waiting.append(req)
+        self._admission.changed()
+
+    def add_blocker(self, request_id: str, now_s: float) -> None:
+        """Fault `block`: queue at the head a request longer than the whole KV pool (one an
+        engine should have refused), which the waiting pass can never admit."""
+        bs = self.cfg.block_size
+        plen = (self.cfg.num_blocks + 1) * bs
+        prompt = [f"blocker{i}" for i in range(plen)]
+        req = Request(request_id, plen, tuple(prompt[plen // bs * bs :]), 1, now_s)
+        req.chain = self._chain(prompt, None)
+        self.live[request_id] = req
+        self.waiting.appendleft(req)
         self._admission.changed()
 
     def _chain(self, tokens: Sequence[str], continues: str | None) -> list[int]:
@@ -290,6 +304,10 @@ class Scheduler:
     ) -> dict[str, str]:
         """Append one output word to each request that completed its tokens; finish some."""
         finished: dict[str, str] = {}
+        if self.thrash:  # thrown back before their token, to recompute: forever
+            for r in sampled:
+                self._running.preempt(r)
+            return finished
         vocab, n = VOCABULARY, len(VOCABULARY)
         for r in sampled:
             word = vocab[(r.word_base + 7 * len(r.outputs)) % n]  # = output_words(id, k, 1)[0]

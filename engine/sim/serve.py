@@ -26,7 +26,7 @@ from contract.errors import validation_message
 from engine.core import SteppedCore
 from engine.errors import EngineError
 from engine.sim.app import build_app
-from engine.sim.config import SimConfig
+from engine.sim.config import Fault, SimConfig
 from engine.sim.driver import EngineDriver
 from engine.twin.build import VLLM_MISSING
 
@@ -48,7 +48,9 @@ class ServeOptions(BaseModel):
     port: int = Field(0, ge=0, le=65535, description="Port to bind; 0 picks a free one.")
     time_scale: float = Field(1.0, gt=0, description="Engine seconds per wall second.")
     freeze_at_s: float | None = Field(
-        None, ge=0, description="Engine time at which the engine stops stepping for good."
+        None,
+        ge=0,
+        description="Engine time at which the engine stops stepping for good (the fault `freeze`).",
     )
     fail_metrics_at_s: float | None = Field(
         None, ge=0, description="Engine time from which /metrics answers 503."
@@ -67,6 +69,17 @@ class ServeOptions(BaseModel):
         min_length=1,
         description="The twin's step cost: a shipped calibration or a `kit engine calibrate` file.",
     )
+
+    def sim_config(self) -> SimConfig:
+        """The engine's config, with `freeze_at_s` as its fault."""
+        if self.freeze_at_s is None:
+            return self.config
+        if self.config.fault is not None:
+            raise EngineError(
+                "--freeze-at and a fault in the config both set a fault", "keep one of them"
+            )
+        fault = Fault(kind="freeze", at_s=self.freeze_at_s)
+        return self.config.model_copy(update={"fault": fault})
 
 
 def load_sim_config(path: Path | None, policy: str | None = None) -> SimConfig:
@@ -150,6 +163,10 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
     spec = parse_spec(opts.core)
     if spec.kind != "twin":
         raise EngineError(f"--core {opts.core}: not a core", "use sim or a twin: spec")
+    if opts.sim_config().fault is not None:
+        raise EngineError(
+            f"--core {opts.core} cannot play a fault", "faults are played by the `sim` core"
+        )
     if not vllm_importable():
         raise EngineError(f"--core {opts.core} needs vLLM, which is not installed", VLLM_MISSING)
     cfg = opts.config
@@ -177,7 +194,7 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
 @contextlib.asynccontextmanager
 async def _serving(opts: ServeOptions) -> AsyncIterator[tuple[str, asyncio.Task[None]]]:
     logging.getLogger("engine.sim").setLevel(opts.log_level.upper())
-    driver = EngineDriver(opts.config, opts.time_scale, opts.freeze_at_s, log, make_core(opts))
+    driver = EngineDriver(opts.sim_config(), opts.time_scale, log, make_core(opts))
     app = build_app(driver, opts.fail_metrics_at_s)
     sock = _bind(opts.host, opts.port)
     config = uvicorn.Config(

@@ -1,0 +1,53 @@
+"""Every fault the simulator plays, on the virtual clock: the restore-stall kit's fix arm
+(which does not stall by itself) with a fault striking at 300 engine seconds, judged by the
+monitor's detector with the kind that fault plays, one interval after onset + stall_after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contract.timeline import StallKind
+from engine.sim.config import FaultKind
+from kits.config import load_kit
+from kits.vclock import run_virtual_arm
+
+AT_S = 300.0
+PLAYS: dict[FaultKind, StallKind] = {
+    "freeze": "frozen",
+    "block": "blocked",
+    "thrash": "thrashing",
+    "busy_hang": "busy_hang",
+    "dead_core": "dead_core",
+}
+
+
+def _stalls(arm_dir: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(x) for x in (arm_dir / "timeline.jsonl").read_text().splitlines()]
+    return [x for x in lines if x["type"] == "stall_started"]
+
+
+@pytest.mark.parametrize("fault", list(PLAYS))
+def test_each_fault_is_caught_with_its_kind(fault: FaultKind, tmp_path: Path) -> None:
+    overrides = {"load.duration_s": 900, "sim.engine.fault": {"kind": fault, "at_s": AT_S}}
+    kit = load_kit("restore-stall", overrides)
+    result = run_virtual_arm(kit, "fix", "sim:fix", tmp_path)
+    assert result.stalled and result.end_reason == "stall_stop"
+    [stall] = _stalls(tmp_path)
+    mon = kit.monitor
+    assert stall["kind"] == PLAYS[fault]
+    # the last progress is at the strike, or (blocked) when the running requests drain
+    assert AT_S <= stall["onset"] <= AT_S + 30
+    delay = stall["t"] - (stall["onset"] + mon.stall_after_s)
+    assert 0 <= delay <= mon.interval_s
+
+
+def test_a_twin_arm_refuses_a_fault(tmp_path: Path) -> None:
+    from engine import EngineError
+
+    kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "freeze", "at_s": 1}})
+    with pytest.raises(EngineError, match="cannot play"):
+        run_virtual_arm(kit, "stock", "twin:stock", tmp_path)

@@ -1,0 +1,69 @@
+"""Every fault the simulator plays, over HTTP: five simulators on port 0 at once, each with
+two agents sending streaming requests one after another and a fault striking 3 wall seconds in, each watched by the
+real monitor loop (its /metrics and its DCGM page): each stall named with its kind within
+stall_after plus two scrape intervals of the strike."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from engine.sim.config import FaultKind
+from monitor.events import GpuReading, MonitorEvent, Sample, StallStarted
+from tests.conftest import SimServerFactory
+from tests.monitor.test_watch_sim import INTERVAL_S, STALL_AFTER_S, collect, stream_chat
+
+SCALE = 20.0
+AT_S = 60.0  # engine seconds: 3 wall seconds after the simulator starts, load running by then
+PLAYS = {
+    "freeze": "frozen",
+    "block": "blocked",
+    "thrash": "thrashing",
+    "busy_hang": "busy_hang",
+    "dead_core": "dead_core",
+}
+
+
+async def _agent(client: httpx.AsyncClient, url: str, max_tokens: int) -> None:
+    while True:  # requests one after another, as agents send them
+        await stream_chat(client, url, max_tokens)
+
+
+async def _watch(sim_server: SimServerFactory, fault: FaultKind) -> list[MonitorEvent]:
+    config = {"time_scale": SCALE, "policy": "fix", "fault": {"kind": fault, "at_s": AT_S}}
+    async with sim_server(**config) as url, httpx.AsyncClient(timeout=30.0) as client:
+        # a blocked queue shows once the running requests drain: short ones for that fault;
+        # the others strike with requests in flight
+        max_tokens = 200 if fault == "block" else 50_000
+        agents = [asyncio.create_task(_agent(client, url, max_tokens)) for _ in range(2)]
+        try:
+            return await collect(url, duration_s=8.0, until=StallStarted)
+        finally:
+            for task in agents:
+                task.cancel()
+            await asyncio.gather(*agents, return_exceptions=True)
+
+
+async def test_each_fault_over_http_is_caught_with_its_kind(sim_server: SimServerFactory) -> None:
+    faults: list[FaultKind] = list(PLAYS)  # type: ignore[arg-type]
+    runs = await asyncio.gather(*(_watch(sim_server, f) for f in faults))
+    for fault, events in zip(faults, runs, strict=True):
+        started = [e for e in events if isinstance(e, StallStarted)]
+        assert [e.kind for e in started] == [PLAYS[fault]], fault
+        stall = started[0]
+        samples = [e for e in events if isinstance(e, Sample)]
+        assert max(s.gen_tok_s for s in samples) > 0, fault  # tokens flowed before the strike
+        # onset at the strike on the simulator's own clock (block: once the running drain),
+        # the stall judged stall_after later, within a few scrape intervals
+        clock = [(s.t, s.snapshot.sim_clock.engine_s) for s in samples if s.snapshot.sim_clock]
+        at = next(i for i, (t, _) in enumerate(clock) if t == stall.onset)
+        drain_s = SCALE if fault == "block" else 0.0
+        # the onset is the last sample with progress: the one before it was taken before the
+        # strike, the one after it after
+        assert clock[at - 1][1] <= AT_S + drain_s <= clock[at + 1][1] + drain_s, fault
+        quiet_wall_s = stall.t - stall.onset  # counted on the engine clock, near the wall here
+        assert STALL_AFTER_S - INTERVAL_S <= quiet_wall_s <= STALL_AFTER_S + 5 * INTERVAL_S, fault
+        if fault == "busy_hang":  # the simulator's DCGM page shows its GPUs busy
+            gpu = [e for e in events if isinstance(e, GpuReading)][-1]
+            assert min(gpu.util.values()) >= 90, gpu
