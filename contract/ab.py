@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contract.files import AB_FILE, RUN_FILE
 from contract.meta import Clock, EndReason, EngineCapabilities
 from contract.time import ScaleBasis
+from contract.timeline import StallKind
 
 __all__ = [
     "AB_FILE",
@@ -55,7 +56,7 @@ class Stall(BaseModel):
     model_config = _FROZEN
     start_s: float = Field(description="Onset of the zero-rate condition, engine seconds.")
     duration_s: float = Field(description="How long it lasted, engine seconds.")
-    kind: str = Field(description="spinning (counters move) or frozen (nothing moves).")
+    kind: StallKind = Field(description="What the stall looked like (see the timeline's kinds).")
     stopped_run: bool = Field(description="The monitor stopped the run during this stall.")
 
 
@@ -64,7 +65,7 @@ class BundleLink(BaseModel):
 
     model_config = _FROZEN
     onset_s: float = Field(description="The stall's onset, engine seconds from monitor start.")
-    kind: str = Field(description="The stall's kind.")
+    kind: StallKind = Field(description="The stall's kind.")
     path: str = Field(description="The bundle directory, relative to the arm directory.")
     top_frames: list[str] = Field(description="Innermost frames of the hottest stack.")
     hot_leaves: list[str] = Field(
@@ -122,7 +123,7 @@ class SeedRow(BaseModel):
     model_config = _FROZEN
     seed: int | None = Field(description="The load's seed.")
     stalled: bool = Field(description="At least one stall.")
-    kind: str | None = Field(description="Kind of the first stall (spinning, frozen).")
+    kind: StallKind | None = Field(description="Kind of the first stall.")
     onset_s: float | None = Field(description="Onset of the first stall, engine s from start.")
     stopped_run: bool = Field(description="The monitor stopped the run during a stall.")
     turns: int = Field(description="Completed turns.")

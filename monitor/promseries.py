@@ -4,7 +4,8 @@ Pure: timeline records in, a list of `{series, values}` out, on a fixed grid of 
 seconds (the scrape interval Prometheus would have used). Each sample lands on the grid
 point nearest its time (a later record at the same point wins); a point with no record is
 `_` (no scrape), a `down` line makes every engine series `stale` and `up` 0, as Prometheus
-records a failed scrape. Series are the engine's own `vllm:` names, DCGM's GPU utilisation
+records a failed scrape; a series a later scrape no longer carries (a core dead behind a
+live server) turns `stale` there too. Series are the engine's own `vllm:` names, DCGM's GPU utilisation
 for `gpu` lines and `up`, labelled like a scrape of one engine.
 """
 
@@ -69,6 +70,7 @@ def input_series(
     gpus: dict[str, dict[int, str]] = {}
     up: dict[int, str] = {}
     down_at: set[int] = set()
+    sampled_at: set[int] = set()
     last = 0
     for record in records:
         kind = record.get("type")
@@ -79,6 +81,7 @@ def input_series(
         if kind == "sample":
             up[k] = "1"
             down_at.discard(k)
+            sampled_at.add(k)
             for key, value in _sample_values(record).items():
                 engine.setdefault(key, {})[k] = value
         elif kind == "down":
@@ -91,7 +94,8 @@ def input_series(
     base = {"job": job, "instance": instance}
     series = [{"series": _labels("up", base), "values": _row(up, points, GAP)}]
     for (name, extra), values in sorted(engine.items()):
-        for k in down_at:
+        first = min(values)
+        for k in down_at | {k for k in sampled_at if k > first and k not in values}:
             values[k] = STALE
         labels = {**base, "model_name": model_name, "engine": "0", **dict(extra)}
         series.append({"series": _labels(name, labels), "values": _row(values, points, GAP)})

@@ -2,12 +2,19 @@
 
 Pure: settings in, a rules document (nested dicts) and its YAML text out. The recording
 group turns vLLM's `vllm:` series (and DCGM's `DCGM_FI_DEV_GPU_UTIL`) into the detector's
-inputs per engine (`job`, `instance`, `model_name`, summed over data-parallel engines); the
-alerting group holds the stall (`for:` = stall_after, kind spinning/frozen in the
-annotations), engine down (`up == 0`, which is not a stall) and one alert on stallkit's own
-exporter for watchdog use. The generation rate is `irate` over the last two scrapes, so the
-condition turns true one scrape after the detector's onset (the last sample with a new token
-count): the alert fires at onset + stall_after + one scrape, in the evaluation that follows.
+inputs per engine (`job`, `instance`, `model_name`, summed over data-parallel engines): the
+quiet condition (work pending, no token, no prompt token counted without a preemption) and
+the signs that tell the kinds apart. The alerting group holds one `EngineStalled` rule per
+stall kind (label `kind`; `for:` = stall_after), checked in the detector's order, each
+excluding the kinds before it: dead_core (the server answers, the engine's series are
+gone, after it had work), thrashing (preemptions), blocked (nothing running, requests
+waiting), busy_hang (GPUs busy, the scheduler still), spinning (the scheduler's counters
+move), frozen (nothing moves); then engine down (`up == 0`, which is not a stall) and one
+alert on stallkit's own exporter for watchdog use. Rates are `irate` over the last two
+scrapes, so a condition turns true one scrape after the detector's onset (the last sample
+with progress): an alert fires at onset + stall_after + one scrape, in the evaluation that
+follows. Without GPU series (`gpu = false`) there is no busy_hang rule and frozen is judged
+on the engine's series alone.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contract import names
+from contract.timeline import StallKind
 
 #: Labels that name one engine in the recorded series (data-parallel `engine` is summed).
 ENGINE_LABELS = "job, instance, model_name"
@@ -29,17 +37,22 @@ ACTIVITY_COUNTERS = (
     names.sample(names.ITERATION_TOKENS, "count"),
     names.SCHEDULER_COMPUTE_SECONDS,
 )
+#: How long (seconds) a dead core's alert remembers that the engine had work: the engine's
+#: series are gone, so only their history says requests were in flight
+DEAD_CORE_MEMORY_S = 3600.0
 #: The series the recording group writes, with what each one means.
 RECORDED = {
     "stallkit:generation_tokens:irate": "generated tokens per second over the last two scrapes",
     "stallkit:generation_tokens:rate": "generated tokens per second over the rate window",
+    "stallkit:prompt_tokens:irate": "prompt tokens counted per second over the last two scrapes",
+    "stallkit:preemptions:increase": "preemptions over the last few scrapes",
     "stallkit:requests_running": "running requests",
     "stallkit:requests_waiting": "waiting requests",
     "stallkit:requests_pending": "running plus waiting requests",
     "stallkit:kv_cache_usage:max": "KV cache usage (0..1), the fullest engine",
     "stallkit:scheduler_activity:rate": "scheduler counters per second (moving while it spins)",
     "stallkit:gpu_utilization:max": "the busiest watched GPU's utilisation (%)",
-    "stallkit:stall_condition": "the stall rule holds now (value: pending requests)",
+    "stallkit:stall_condition": "quiet with work pending now (value: pending requests)",
 }
 
 #: label matchers as PromQL writes them inside `{...}`: name, operator, a double-quoted value
@@ -75,6 +88,12 @@ class RulesSettings(BaseModel):
         "", description='PromQL label matchers picking the engines, e.g. job="vllm".'
     )
     gpu: bool = Field(True, description="Whether DCGM GPU utilisation is part of the rule.")
+    gpu_window_s: float = Field(
+        1.0,
+        ge=0,
+        description="DCGM averages GPU utilisation over this trailing window: readings within "
+        "it after the last token may still show earlier work and are no evidence of a hang.",
+    )
     gpu_selector: str = Field(
         "", description=f"Label matchers picking the engine's GPUs in {names.DCGM_GPU_UTIL}."
     )
@@ -111,6 +130,10 @@ def _sel(matchers: str, extra: str = "") -> str:
     return "{" + ", ".join(parts) + "}" if parts else ""
 
 
+def _on(labels: str = ENGINE_LABELS) -> str:
+    return f"and on ({labels})"
+
+
 def _recording(s: RulesSettings) -> list[dict[str, str]]:
     sel = _sel(s.engine_selector)
     by = f"sum by ({ENGINE_LABELS})"
@@ -126,27 +149,73 @@ def _recording(s: RulesSettings) -> list[dict[str, str]]:
     rules = [
         ("stallkit:generation_tokens:irate", f"{by} (irate({gen}{sel}[{short}]))"),
         ("stallkit:generation_tokens:rate", f"{by} (rate({gen}{sel}[{window}]))"),
+        ("stallkit:prompt_tokens:irate", f"{by} (irate({names.PROMPT_TOKENS}{sel}[{short}]))"),
+        ("stallkit:preemptions:increase", f"{by} (increase({names.NUM_PREEMPTIONS}{sel}[{short}]))"),
         ("stallkit:requests_running", f"{by} ({names.NUM_REQUESTS_RUNNING}{sel})"),
         ("stallkit:requests_waiting", f"{by} ({names.NUM_REQUESTS_WAITING}{sel})"),
         ("stallkit:requests_pending", "stallkit:requests_running + stallkit:requests_waiting"),
         ("stallkit:kv_cache_usage:max", f"max by ({ENGINE_LABELS}) ({kv})"),
         ("stallkit:scheduler_activity:rate", f"sum without (counter) ({branches})"),
     ]  # fmt: skip
-    condition = (
-        "stallkit:requests_pending > 0 and on ("
-        + ENGINE_LABELS
-        + ") stallkit:generation_tokens:irate == 0"
-    )
     if s.gpu:
-        gpu = _sel(s.gpu_selector)
-        match = ", ".join(x.strip() for x in s.gpu_match_labels.split(",") if x.strip())
-        rules.append(
-            ("stallkit:gpu_utilization:max", f"max by ({match}) ({names.DCGM_GPU_UTIL}{gpu})")
-        )
-        idle = f"stallkit:gpu_utilization:max <= {s.idle_gpu_perc:g}"
-        condition = f"({condition}) and on ({match}) {idle}"
-    rules.append(("stallkit:stall_condition", condition))
+        gpu = f"{names.DCGM_GPU_UTIL}{_sel(s.gpu_selector)}"
+        rules.append(("stallkit:gpu_utilization:max", f"max by ({_gpu_match(s)}) ({gpu})"))
+    # quiet: work pending, no token, and no prompt token counted unless work was thrown away
+    quiet = (
+        f"stallkit:requests_pending > 0 {_on()} stallkit:generation_tokens:irate == 0 {_on()} "
+        f"(stallkit:prompt_tokens:irate == 0 or stallkit:preemptions:increase > 0)"
+    )
+    rules.append(("stallkit:stall_condition", quiet))
     return [{"record": name, "expr": expr} for name, expr in rules]
+
+
+def _gpu_match(s: RulesSettings) -> str:
+    return ", ".join(x.strip() for x in s.gpu_match_labels.split(",") if x.strip())
+
+
+def kind_conditions(s: RulesSettings) -> dict[StallKind, str]:
+    """Each kind's condition over the recorded series, in the detector's order, each
+    excluding the kinds before it (so one engine matches one kind at a time)."""
+    q = "stallkit:stall_condition"
+    moving = "stallkit:scheduler_activity:rate > 0"
+    still = "stallkit:scheduler_activity:rate == 0"
+    sel = _sel(s.engine_selector)
+    had_work = " or ".join(
+        f"max_over_time({name}{sel}[{_dur(DEAD_CORE_MEMORY_S)}])"
+        for name in (names.NUM_REQUESTS_RUNNING, names.NUM_REQUESTS_WAITING)
+    )
+    up = _sel(s.engine_selector)
+    out: dict[StallKind, str] = {
+        "dead_core": f"(up{up} == 1) unless on (job, instance) {names.NUM_REQUESTS_RUNNING}{sel}"
+        f" {_on('job, instance')} (max by (job, instance) ({had_work}) > 0)",
+        "thrashing": f"{q} {_on()} stallkit:preemptions:increase > 0",
+    }
+    before = f"({out['thrashing']})"
+    out["blocked"] = (
+        f"({q} {_on()} stallkit:requests_running == 0 {_on()} stallkit:requests_waiting > 0)"
+        f" unless on ({ENGINE_LABELS}) {before}"
+    )
+    before = f"{before} or ({out['blocked']})"
+    if s.gpu:
+        match = _gpu_match(s)
+        busy = f"stallkit:gpu_utilization:max > {s.idle_gpu_perc:g}"
+        idle = f"stallkit:gpu_utilization:max <= {s.idle_gpu_perc:g}"
+        # frozen forgives a busy reading within the averaging window after the last token
+        # (it still shows that work); a busy hang needs none: its clock runs from the onset
+        since = _dur(s.gpu_window_s + s.scrape_interval_s)
+        recent = f"sum by ({ENGINE_LABELS}) (increase({names.GENERATION_TOKENS}{sel}[{since}])) > 0"
+        out["busy_hang"] = (
+            f"({q} {_on()} {still} {_on(match)} {busy}) unless on ({ENGINE_LABELS}) ({before})"
+        )
+        out["spinning"] = f"({q} {_on()} {moving}) unless on ({ENGINE_LABELS}) ({before})"
+        out["frozen"] = (
+            f"(({q} {_on()} {still} {_on(match)} {idle}) or ({q} {_on()} {still} {_on()} {recent}))"
+            f" unless on ({ENGINE_LABELS}) ({before})"
+        )
+    else:
+        out["spinning"] = f"({q} {_on()} {moving}) unless on ({ENGINE_LABELS}) ({before})"
+        out["frozen"] = f"({q} {_on()} {still}) unless on ({ENGINE_LABELS}) ({before})"
+    return out
 
 
 def inline(expr: str, recording: list[dict[str, str]]) -> str:
@@ -163,35 +232,45 @@ def inline(expr: str, recording: list[dict[str, str]]) -> str:
     return expr
 
 
+#: what each kind's alert says it saw
+KIND_TEXT: dict[StallKind, str] = {
+    "dead_core": "the server answers but the engine's series are gone (its core died "
+    "behind a live API)",
+    "thrashing": "requests are preempted and re-prefilled, no token comes out",
+    "blocked": "nothing runs while requests wait (one that can never fit heads the queue)",
+    "busy_hang": "the GPUs are busy but the scheduler does not step (a collective or kernel hang)",
+    "spinning": "the scheduler steps and schedules nothing (a livelock)",
+    "frozen": "nothing moves",
+}
+
+
 def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
     gpu_note = (
-        f"every watched GPU at or under {s.idle_gpu_perc:g} % ({names.DCGM_GPU_UTIL})"
+        f"GPU busy above {s.idle_gpu_perc:g} % ({names.DCGM_GPU_UTIL}) tells a busy hang "
+        "from a frozen engine"
         if s.gpu
         else "no GPU series: judged on engine metrics alone"
     )
-    stall_expr = (
-        "(stallkit:scheduler_activity:rate or stallkit:stall_condition * 0)"
-        f" and on ({ENGINE_LABELS}) stallkit:stall_condition"
-    )
-    kind = "{{ if gt $value 0.0 }}spinning{{ else }}frozen{{ end }}"
     engine = "{{ $labels.instance }}"
-    stall = {
-        "alert": "EngineStalled",
-        "expr": inline(stall_expr, _recording(s)),
-        "for": _dur(s.stall_after_s),
-        "labels": {"severity": "critical"},
-        "annotations": {
-            "summary": f"{engine}: no token generated with requests pending ({kind})",
-            "kind": kind,
-            "gpu": gpu_note,
-            "description": (
-                "Generated-token rate 0 while requests are running or waiting, for "
-                f"{_dur(s.stall_after_s)}; {gpu_note}. spinning: the scheduler's counters "
-                "still move (it steps without output); frozen: nothing moves. /health may "
-                "still answer 200."
-            ),
-        },
-    }
+    recording = _recording(s)
+    stalls = [
+        {
+            "alert": "EngineStalled",
+            "expr": inline(expr, recording),
+            "for": _dur(s.stall_after_s),
+            "labels": {"severity": "critical", "kind": kind},
+            "annotations": {
+                "summary": f"{engine}: stalled ({kind}): {KIND_TEXT[kind]}",
+                "gpu": gpu_note,
+                "description": (
+                    f"Stall kind {kind} for {_dur(s.stall_after_s)}: {KIND_TEXT[kind]}. A "
+                    "stall is work pending (running or waiting requests) with no token "
+                    "generated and no prefill moving forward. /health may still answer 200."
+                ),
+            },
+        }
+        for kind, expr in kind_conditions(s).items()
+    ]
     down = {
         "alert": "EngineMetricsDown",
         "expr": f"up{_sel(s.engine_selector)} == 0",
@@ -203,14 +282,14 @@ def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
     }
     watchdog = {
         "alert": "StallkitDetectedStall",
-        "expr": f"max by (engine, arm) ({names.STALL_ACTIVE}) > 0",
+        "expr": f"max by (engine, arm, kind) ({names.STALL_ACTIVE}) > 0",
         "labels": {"severity": "critical"},
         "annotations": {
-            "summary": "stallkit's monitor sees a stall on {{ $labels.engine }}",
+            "summary": "stallkit's monitor sees a {{ $labels.kind }} stall on {{ $labels.engine }}",
             "description": "From the exporter of `kit monitor --metrics-port` (the detector itself).",
         },
     }
-    return [stall, down, watchdog]
+    return [*stalls, down, watchdog]
 
 
 def rules_document(settings: RulesSettings) -> dict[str, Any]:

@@ -42,13 +42,16 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 
 def _engine_fields(m: EngineMetrics) -> dict[str, Any]:
+    # a page without the engine's series (its core dead behind a live server) stays empty
+    vllm = m.gen_tokens is not None or m.running is not None or m.waiting is not None
+    zero = 0 if vllm else None
     return {
-        "running": m.running or 0,
-        "waiting": m.waiting or 0,
+        "running": m.running or zero,
+        "waiting": m.waiting or zero,
         "waiting_capacity": m.waiting_capacity,
         "waiting_deferred": m.waiting_deferred,
         "kv_usage": _r(m.kv_usage, 4),
-        "gen_tokens": m.gen_tokens or 0.0,
+        "gen_tokens": m.gen_tokens or (0.0 if vllm else None),
         "prompt_tokens": m.prompt_tokens,
         "preemptions": m.preemptions,
         "prefix_queries": m.prefix_queries,

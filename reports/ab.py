@@ -15,6 +15,7 @@ reason, never counted as clean.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -160,8 +161,9 @@ def _stall_cell(arm: ArmFigures) -> str:
     if not arm.stalls:
         return "none"
     longest = max(arm.stalls, key=lambda s: s.duration_s)
-    kinds = sorted({s.kind for s in arm.stalls})
-    cell = f"{len(arm.stalls)} ({'/'.join(kinds)}), longest {_fmt_s(longest.duration_s)}"
+    counts = Counter(s.kind for s in arm.stalls)
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+    cell = f"{len(arm.stalls)} ({kinds}), longest {_fmt_s(longest.duration_s)}"
     if arm.stopped_by_monitor:
         cell += ", run stopped by monitor"
     return cell
@@ -397,7 +399,8 @@ def seed_cells(r: SeedRow) -> list[str]:
     """A per-seed row's cells after the arm's name, as the markdown and HTML tables show them."""
     # a counter scraped from Prometheus text is a float; it counts whole preemptions
     preemptions = None if r.preemptions is None else round(r.preemptions)
-    values = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns, preemptions]
+    values: list[object] = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
+    values.append(preemptions)
     values += [r.restores_recomputed, r.decode_tok_s, r.clock, r.like_for_like]
     return [_cell(v) for v in values]
 

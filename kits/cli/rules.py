@@ -67,6 +67,7 @@ def rules(
             stall_after_s=stall_after if stall_after is not None else monitor.stall_after_s,
             down_after_s=down_after,
             idle_gpu_perc=idle_gpu if idle_gpu is not None else monitor.idle_gpu_perc,
+            gpu_window_s=monitor.gpu_window_s,
             scrape_interval_s=scrape_interval,
             evaluation_interval_s=eval_interval,
             engine_selector=engine_selector,

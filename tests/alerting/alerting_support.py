@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.sim.config import SimConfig
+from engine.sim.config import Fault, FaultKind, SimConfig
 from engine.sim.core import SimEngine
+from engine.sim.faults import with_fault
 from engine.sim.metrics import SimMetrics
 from engine.sim.trace import prepare
 from monitor.config import MonitorConfig
@@ -77,21 +78,25 @@ async def streaming_load(url: str, n: int, max_tokens: int) -> AsyncIterator[Non
 def virtual_timeline(
     end_s: float,
     *,
-    freeze_at_s: float | None = None,
+    fault: FaultKind | None = None,
+    fault_at_s: float = 1.5,
     fail_metrics_at_s: float | None = None,
     max_tokens: int = 50_000,
     livelock: bool = False,
 ) -> list[dict[str, Any]]:
     """A timeline of the simulator's core on a virtual clock: two requests kept in flight
-    (or, with `livelock`, the base scheduler's livelock scenario, which spins), scraped every
-    `INTERVAL_S` through its real /metrics and DCGM renderings into the real detector, the
-    lines written as the monitor writes them. Deterministic: no wall clock."""
+    (or, with `livelock`, the base scheduler's livelock scenario, which spins), with a fault
+    striking at `fault_at_s` if given, scraped every `INTERVAL_S` through its real /metrics
+    and DCGM renderings into the real detector, the lines written as the monitor writes
+    them. Deterministic: no wall clock."""
+    core: SimEngine
     if livelock:
-        engine, t0 = prepare("base", "full-slots")
-        config = engine.config
+        core, t0 = prepare("base", "full-slots")
+        config = core.config
     else:
         config = SimConfig(policy="base")
-        engine, t0 = SimEngine(config), 0.0
+        core, t0 = SimEngine(config), 0.0
+    engine = with_fault(core, None if fault is None else Fault(kind=fault, at_s=t0 + fault_at_s))
     metrics = SimMetrics(config, 1.0)
     detector = StallDetector(CONFIG, gpu_checked=True)
     prompt = ["tell", "me", "about", "stalls"] * 40
@@ -110,8 +115,7 @@ def virtual_timeline(
 
     for k in range(round(end_s / INTERVAL_S) + 1):
         t = k * INTERVAL_S
-        frozen = freeze_at_s is not None and t > freeze_at_s
-        while not frozen and now < t0 + t:
+        while now < t0 + t:
             top_up(now)
             result = engine.step(now)
             metrics.on_step(result, now, now + result.duration_s)

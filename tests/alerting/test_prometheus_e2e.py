@@ -1,8 +1,9 @@
-"""A real Prometheus on loopback scraping two simulators (one freezes, one stays healthy)
-with the generated rules loaded: through its HTTP API the stall alert of the frozen engine
-goes pending then firing, the healthy one's never appears. stallkit's detector watches the
-frozen engine in the same run, so the alert's delay after the detector's onset is measured
-(printed; bounds asserted loosely, never tightly on timing)."""
+"""A real Prometheus on loopback scraping four simulators (three playing a stall: frozen,
+blocked, busy hang; one healthy) with the generated rules loaded: through its HTTP API each
+stalled engine's alert goes pending then firing with its kind, the healthy one's never
+appears. stallkit's detector watches the frozen engine in the same run, so the alert's delay
+after the detector's onset is measured (printed; bounds asserted loosely, never tightly on
+timing)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ from tests.alerting.alerting_support import streaming_load, tool
 SCRAPE_S = 0.2
 STALL_AFTER_S = 1.0
 SCALE = 10.0
-FREEZE_AT_S = 7.0 * SCALE  # engine seconds: 7 wall seconds after the simulator starts
+STRIKE_AT_S = 7.0 * SCALE  # engine seconds: 7 wall seconds after the simulator starts
+#: simulator -> the fault it plays (and the kind its alert names), or none
+ENGINES = {"frozen": "freeze", "blocked": "block", "busy_hang": "busy_hang", "healthy": None}
 
 
 def _free_port() -> int:
@@ -115,51 +118,73 @@ async def _detector_onset(url: str) -> tuple[float, StallStarted]:
     raise AssertionError("the watch ended")
 
 
-async def _alert_states(prom: str, deadline_s: float) -> dict[str, list[tuple[float, str]]]:
-    """instance -> [(wall time, state)] of EngineStalled until the first firing one."""
-    seen: dict[str, list[tuple[float, str]]] = {}
+Seen = dict[str, list[tuple[float, str, str]]]
+
+
+async def _alert_states(prom: str, deadline_s: float, stalled: set[str]) -> Seen:
+    """instance -> [(wall time, state, kind)] of EngineStalled until every instance in
+    `stalled` has a firing one."""
+    seen: Seen = {}
     async with httpx.AsyncClient(timeout=2) as client:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             body = (await client.get(f"{prom}/api/v1/alerts")).json()
             now = time.time()
             for alert in body["data"]["alerts"]:
-                if alert["labels"]["alertname"] == "EngineStalled":
-                    seen.setdefault(alert["labels"]["instance"], []).append((now, alert["state"]))
-            if any(state == "firing" for states in seen.values() for _t, state in states):
+                labels = alert["labels"]
+                if labels["alertname"] == "EngineStalled":
+                    row = (now, alert["state"], labels["kind"])
+                    seen.setdefault(labels["instance"], []).append(row)
+            fired = {i for i, rows in seen.items() if any(r[1] == "firing" for r in rows)}
+            if stalled <= fired:
                 return seen
             await asyncio.sleep(0.05)
     return seen
 
 
 @pytest.mark.slow
-async def test_prometheus_alert_goes_pending_then_firing_only_for_the_frozen_arm(
+async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
     tmp_path: Path,
 ) -> None:
     tool("prometheus")
-    with (
-        _sim(tmp_path, "frozen", "--freeze-at", f"{FREEZE_AT_S:g}") as frozen,
-        _sim(tmp_path, "healthy") as healthy,
-    ):
-        hosts = {u.url.removeprefix("http://"): u for u in (frozen, healthy)}
-        with _prometheus(tmp_path, list(hosts)) as prom:
-            async with streaming_load(frozen.url, 2, max_tokens=50_000):
-                healthy_task = asyncio.create_task(_healthy_load(healthy.url))
-                detector = asyncio.create_task(_detector_onset(frozen.url))
+    with contextlib.ExitStack() as stack:
+        sims = {
+            name: stack.enter_context(
+                _sim(tmp_path, name, *(["--fault", f"{fault}@{STRIKE_AT_S:g}"] if fault else []))
+            )
+            for name, fault in ENGINES.items()
+        }
+        hosts = {name: sim.url.removeprefix("http://") for name, sim in sims.items()}
+        with _prometheus(tmp_path, list(hosts.values())) as prom:
+            # long requests in flight where the engine stops; short ones back to back where a
+            # queue must drain (blocked) or nothing may stall (healthy)
+            loads = [
+                streaming_load(sims[n].url, 2, max_tokens=50_000) for n in ("frozen", "busy_hang")
+            ]
+            async with loads[0], loads[1]:
+                tasks = [
+                    asyncio.create_task(_healthy_load(sims[n].url)) for n in ("blocked", "healthy")
+                ]
+                detector = asyncio.create_task(_detector_onset(sims["frozen"].url))
                 try:
-                    seen = await _alert_states(prom, deadline_s=40)
+                    stalled = {hosts[n] for n, fault in ENGINES.items() if fault}
+                    seen = await _alert_states(prom, deadline_s=40, stalled=stalled)
                     t0, started = await asyncio.wait_for(detector, 10)
                 finally:
-                    healthy_task.cancel()
-                    detector.cancel()
-                    await asyncio.gather(healthy_task, detector, return_exceptions=True)
-    frozen_host = frozen.url.removeprefix("http://")
-    states = [state for _t, state in seen.get(frozen_host, [])]
-    assert "pending" in states and states[-1] == "firing", seen
-    assert states.index("pending") < states.index("firing")
-    assert healthy.url.removeprefix("http://") not in seen, seen
+                    for task in [*tasks, detector]:
+                        task.cancel()
+                    await asyncio.gather(*tasks, detector, return_exceptions=True)
+    for name, fault in ENGINES.items():
+        rows = seen.get(hosts[name], [])
+        if fault is None:
+            assert rows == [], seen  # the healthy engine: no alert in any state
+            continue
+        states = [state for _t, state, _k in rows]
+        assert "pending" in states and "firing" in states, (name, seen)
+        assert states.index("pending") < states.index("firing")
+        assert {kind for _t, state, kind in rows if state == "firing"} == {name}, (name, rows)
     assert started.kind == "frozen"
-    fired_at = next(t for t, state in seen[frozen_host] if state == "firing")
+    fired_at = next(t for t, state, _k in seen[hosts["frozen"]] if state == "firing")
     onset_wall = t0 + started.onset
     delay = fired_at - onset_wall
     print(f"alert firing {delay:.2f} s after the detector's onset (stall_after {STALL_AFTER_S} s, "

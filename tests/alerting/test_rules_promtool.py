@@ -1,7 +1,7 @@
 """The generated rules under promtool: `check rules` on every variant, and `test rules` with
-input series converted from simulator timelines (frozen and spinning: the alert fires one
-evaluation after onset + stall_after, with the kind; healthy: never; /metrics down: the
-engine-down alert, never the stall)."""
+input series converted from simulator timelines (one per stall kind: that kind's alert, and
+no other, fires one or two evaluations after the detector's verdict; healthy: never;
+/metrics down: the engine-down alert, never a stall)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ SETTINGS = RulesSettings(
     down_after_s=1.0,
     scrape_interval_s=INTERVAL_S,
     evaluation_interval_s=INTERVAL_S,
+    gpu_window_s=1.0,  # the simulator's DCGM page averages the last engine second
 )
 
 
@@ -53,13 +54,16 @@ def test_promtool_check_rules_passes_on_every_variant(
     assert f"SUCCESS: {count} rules found" in result.stdout
 
 
-def _stall_annotations(kind: str) -> dict[str, str]:
+def _stall_alert(kind: str) -> dict[str, Any]:
+    """The EngineStalled alert of `kind` as promtool reports it for the test engine."""
     doc = rules_document(SETTINGS)
-    rule = next(r for r in doc["groups"][1]["rules"] if r["alert"] == "EngineStalled")
+    rule = next(r for r in doc["groups"][1]["rules"] if r["labels"].get("kind") == kind)
     out = dict(rule["annotations"])
-    out["kind"] = kind
-    out["summary"] = f"{INSTANCE}: no token generated with requests pending ({kind})"
-    return out
+    out["summary"] = out["summary"].replace("{{ $labels.instance }}", INSTANCE)
+    labels = {"instance": INSTANCE, "job": "vllm", "severity": "critical", "kind": kind}
+    if kind != "dead_core":  # the dead core's alert reads `up`, which has no model label
+        labels["model_name"] = "stallkit-sim"
+    return {"exp_labels": labels, "exp_annotations": out}
 
 
 def _case(eval_ms: int, alert: str, firing: list[dict[str, Any]]) -> dict[str, Any]:
@@ -79,27 +83,29 @@ def _run_tests(rec: Recorded, cases: list[dict[str, Any]], tmp_path: Path) -> No
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-@pytest.mark.parametrize("arm", ["frozen", "spinning"])
-def test_stalled_arm_fires_within_one_evaluation_of_onset_plus_stall_after(
-    arm: str, timelines: dict[str, Recorded], tmp_path: Path
+#: every kind's alert fires one evaluation after the detector's verdict: its conditions are
+#: rates over the last two scrapes, true one scrape after the detector's onset
+LAG_STEPS = dict.fromkeys(
+    ["spinning", "frozen", "blocked", "thrashing", "busy_hang", "dead_core"], 1
+)
+
+
+@pytest.mark.parametrize("kind", list(LAG_STEPS))
+def test_each_kind_fires_its_own_alert_alone_after_onset_plus_stall_after(
+    kind: str, timelines: dict[str, Recorded], tmp_path: Path
 ) -> None:
-    rec = timelines[arm]
+    rec = timelines[kind]
     (started,) = rec.of("stall_started")
-    assert started["kind"] == arm
-    # The PromQL condition turns true at the first quiet scrape after the detector's onset
-    # (the last sample with new tokens, or the last busy GPU reading).
-    onset_ms = round(started["onset"] / INTERVAL_S) * STEP_MS
-    due_ms = onset_ms + STEP_MS + round(STALL_AFTER_S * 1000)
-    assert due_ms - round(started["t"] * 1000) == STEP_MS  # one scrape after the detector
-    labels = {"instance": INSTANCE, "job": "vllm", "model_name": "stallkit-sim"}
-    alert = {"exp_labels": {**labels, "severity": "critical"}}
-    alert["exp_annotations"] = _stall_annotations(arm)
+    assert started["kind"] == kind
+    due_ms = round(started["t"] * 1000) + LAG_STEPS[kind] * STEP_MS
+    end = round(rec.lines[-1]["t"] / INTERVAL_S)
+    alert = _stall_alert(kind)
+    # at every evaluation: nothing before it is due, then this kind's alert and no other
     cases = [
-        _case(due_ms - STEP_MS, "EngineStalled", []),
-        _case(due_ms, "EngineStalled", [alert]),
-        _case(due_ms + 5 * STEP_MS, "EngineStalled", [alert]),
-        _case(due_ms, "EngineMetricsDown", []),
+        _case(k * STEP_MS, "EngineStalled", [alert] if k * STEP_MS >= due_ms else [])
+        for k in range(end + 1)
     ]
+    cases.append(_case(due_ms, "EngineMetricsDown", []))
     _run_tests(rec, cases, tmp_path)
 
 
@@ -140,9 +146,14 @@ def test_watchdog_alert_fires_on_stallkits_own_metric(tmp_path: Path) -> None:
         {"series": f'stallkit_stall_active{{{labels},kind="frozen"}}', "values": "0 0 0 0 0"},
     ]
     firing = {
-        "exp_labels": {"arm": "base", "engine": "http://e:1", "severity": "critical"},
+        "exp_labels": {
+            "arm": "base",
+            "engine": "http://e:1",
+            "kind": "spinning",
+            "severity": "critical",
+        },
         "exp_annotations": {
-            "summary": "stallkit's monitor sees a stall on http://e:1",
+            "summary": "stallkit's monitor sees a spinning stall on http://e:1",
             "description": "From the exporter of `kit monitor --metrics-port` (the detector itself).",
         },
     }
