@@ -32,8 +32,13 @@ def _toml_value(value: Any) -> str:
 
 
 def dump_toml(data: Mapping[str, Any], prefix: str = "") -> str:
-    """Write a nested mapping of scalars and lists as TOML (enough for simulator configs)."""
-    lines = [f"{key} = {_toml_value(v)}" for key, v in data.items() if not isinstance(v, Mapping)]
+    """Write a nested mapping of scalars and lists as TOML (enough for simulator configs);
+    TOML has no null: a None is left out, which reads back as the field's default."""
+    lines = [
+        f"{key} = {_toml_value(v)}"
+        for key, v in data.items()
+        if v is not None and not isinstance(v, Mapping)
+    ]
     for key, value in data.items():
         if isinstance(value, Mapping):
             name = f"{prefix}{key}"

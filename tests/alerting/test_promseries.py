@@ -26,10 +26,11 @@ def test_samples_land_on_the_grid_with_gaps_and_stale_points_when_down() -> None
     assert rows[f"vllm:generation_tokens_total{{{base}}}"] == "10 20 _ stale 25"
     assert rows[f"vllm:num_requests_running{{{base}}}"] == "1 1 _ stale 0"
     by_reason = f'vllm:num_requests_waiting_by_reason{{{base},reason="capacity"}}'
-    assert rows[by_reason] == "2 _ _ stale _"
+    # a series a later scrape no longer carries goes stale, as Prometheus marks it
+    assert rows[by_reason] == "2 stale _ stale stale"
     assert not any("deferred" in name for name in rows)  # None is not exported, not zero
     compute = f'vllm:scheduler_compute_seconds_total{{class="prefill",{base}}}'
-    assert rows[compute] == "1.5 _ _ stale _"
+    assert rows[compute] == "1.5 stale _ stale stale"
     assert rows['DCGM_FI_DEV_GPU_UTIL{gpu="1",instance="i:1",job="dcgm"}'] == "40 _ _ _ _"
 
 
