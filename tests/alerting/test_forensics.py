@@ -82,7 +82,7 @@ def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path
 async def test_bundle_of_a_frozen_sim_arm(tmp_path: Path) -> None:
     scale = 20.0
     launcher = SimLauncher(
-        parse_spec("sim:base"), tmp_path, {}, scale, extra_args=["--freeze-at", "20"]
+        parse_spec("sim:base"), tmp_path, {}, scale, extra_args=["--freeze-at", "60"]
     )
     launcher.start()
     try:

@@ -190,5 +190,6 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
     print(f"alert firing {delay:.2f} s after the detector's onset (stall_after {STALL_AFTER_S} s, "
           f"scrape/eval {SCRAPE_S} s); detector stall started {started.t - started.onset:.2f} s "
           "after onset")  # fmt: skip
-    # one scrape to see the counter quiet, up to one evaluation, polling: well under 2 s late
-    assert STALL_AFTER_S <= delay < STALL_AFTER_S + 2.0
+    # one scrape to see the counter quiet, up to one evaluation, polling: under 3 s late with
+    # four simulators, their load and Prometheus sharing two cores
+    assert STALL_AFTER_S <= delay < STALL_AFTER_S + 3.0
