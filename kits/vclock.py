@@ -32,13 +32,14 @@ from kits.cores import virtual_core
 from kits.recorder import ArmEnd, ArmRecorder, error_line
 from loadgen import (
     Action,
-    AgentMachine,
     LoadConfig,
     Outcome,
+    PromptPart,
     Send,
     TurnRecord,
     Wait,
     WordConversation,
+    workload_for,
 )
 from monitor import (
     EngineMetrics,
@@ -96,6 +97,7 @@ class _Flight:
     prompt_tokens: int
     t_start: float
     last_byte_s: float
+    parts: list[PromptPart]
     seen_tokens: int = 0
     chunks: list[tuple[float, int]] = field(default_factory=list)
 
@@ -126,8 +128,9 @@ class VirtualDriver:
         self.core, self.load, self.mon, self.recorder = core, load, mon, recorder
         self.step_counter = step_counter
         self.step = MonitorStep(mon, gpu_checked=True)
-        self.machines = [AgentMachine(load, i) for i in range(load.agents)]
-        self.conversations = [WordConversation(load, i) for i in range(load.agents)]
+        workload = workload_for(load)
+        self.machines = [workload.machine(i) for i in range(workload.agents)]
+        self.conversations = [WordConversation(load, i) for i in range(workload.agents)]
         self.timers: list[tuple[float, int, int]] = []  # (due, sequence, agent)
         self.flights: dict[str, _Flight] = {}
         self.seq = 0
@@ -145,7 +148,7 @@ class VirtualDriver:
     def _act(self, agent: int, action: Action) -> None:
         if isinstance(action, Wait):
             self.seq += 1
-            heapq.heappush(self.timers, (self.now + action.seconds, self.seq, agent))
+            heapq.heappush(self.timers, (action.due_s(self.now), self.seq, agent))
         elif isinstance(action, Send):
             self._send(agent, action)
 
@@ -154,7 +157,7 @@ class VirtualDriver:
         prompt = conversation.prompt(send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
-        flight = _Flight(agent, send, rid, len(prompt), self.now, self.now)
+        flight = _Flight(agent, send, rid, len(prompt), self.now, self.now, conversation.parts)
         try:
             continues = conversation.continues(send)
             self.core.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
@@ -187,6 +190,7 @@ class VirtualDriver:
             outcome=outcome,
             error=error,
             status=status,
+            prompt_parts=flight.parts,
         )
         self.recorder.turns.write(record)
 
