@@ -67,6 +67,11 @@ class TurnRecord(BaseModel):
     outcome: Outcome = Field(description="How the request ended.")
     error: str | None = Field(description="What went wrong (None when ok).")
     status: int | None = Field(description="HTTP status, when a response arrived.")
+    t_ready: float | None = Field(
+        None,
+        description="When the agent was ready to send, seconds since the run start (on the "
+        "virtual clock the request starts at the engine's next step; None: at t_start).",
+    )
     prompt_parts: list[PromptPart] | None = Field(
         None,
         description="What the turn added to its session's prompt, in order (None: not "

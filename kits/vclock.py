@@ -98,6 +98,8 @@ class _Flight:
     t_start: float
     last_byte_s: float
     parts: list[PromptPart]
+    #: when the agent's pause ended (the request goes out at the next step boundary)
+    ready_s: float
     seen_tokens: int = 0
     chunks: list[tuple[float, int]] = field(default_factory=list)
 
@@ -145,19 +147,21 @@ class VirtualDriver:
         self.stalled = False
 
     # -- agents -----------------------------------------------------------------------------
-    def _act(self, agent: int, action: Action) -> None:
+    def _act(self, agent: int, action: Action, ready_s: float | None = None) -> None:
         if isinstance(action, Wait):
             self.seq += 1
             heapq.heappush(self.timers, (action.due_s(self.now), self.seq, agent))
         elif isinstance(action, Send):
-            self._send(agent, action)
+            self._send(agent, action, self.now if ready_s is None else ready_s)
 
-    def _send(self, agent: int, send: Send) -> None:
+    def _send(self, agent: int, send: Send, ready_s: float) -> None:
         conversation = self.conversations[agent]
         prompt = conversation.prompt(send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
-        flight = _Flight(agent, send, rid, len(prompt), self.now, self.now, conversation.parts)
+        flight = _Flight(
+            agent, send, rid, len(prompt), self.now, self.now, conversation.parts, ready_s
+        )
         try:
             continues = conversation.continues(send)
             self.core.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
@@ -191,6 +195,7 @@ class VirtualDriver:
             error=error,
             status=status,
             prompt_parts=flight.parts,
+            t_ready=flight.ready_s,
         )
         self.recorder.turns.write(record)
 
@@ -273,8 +278,8 @@ class VirtualDriver:
             if self.now >= end_s:
                 return "duration"
             while self.timers and self.timers[0][0] <= self.now:
-                _, _, agent = heapq.heappop(self.timers)
-                self._act(agent, self.machines[agent].waited())
+                due, _, agent = heapq.heappop(self.timers)
+                self._act(agent, self.machines[agent].waited(), due)
             self._timeouts()
             until = min(next_tick, end_s, self._next_deadline())
             if not self.core.has_work():

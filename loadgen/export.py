@@ -6,8 +6,8 @@ workload as a `sessions` trace.
 previous one ended; a turn's `input_length` is what it added to its session's prompt and its
 `hash_ids` name those tokens' blocks. A block's id stands for its content and everything
 before it (the ids chain), so two prompts that began with the same content (a shared system
-prompt, the same trace blocks) get the same leading ids, and nothing else does. Only turns
-that succeeded are written: a failed turn added nothing to its conversation.
+prompt, the same trace blocks) get the same leading ids, and nothing else does. A failed turn
+added nothing to its conversation and is left out, unless nothing came after it.
 
 `workload_calls` writes the synthetic model's plans (per agent: sizes, replies, pauses,
 session restarts) as `sessions` calls, so a kit's workload can be replayed, edited or handed
@@ -59,16 +59,32 @@ class BlockNamer:
         return self._ids.setdefault((parent, tuple(block)), len(self._ids))
 
 
-def _ms(seconds: float) -> int:
-    return max(0, round(seconds * 1000))
+def _ms(seconds: float) -> float:
+    # unrounded: on the virtual clock a request a fraction of a millisecond early or late can
+    # land in another engine step, and a livelock hangs on such interleavings
+    return max(0.0, seconds * 1000)
+
+
+def _played(records: list[TurnRecord]) -> list[TurnRecord]:
+    """A conversation's turns as the engine saw them: each turn that succeeded, and a last turn
+    that did not (the request in flight when the run stopped, or timed out at its end)."""
+    records.sort(key=lambda r: (r.turn, r.attempt))
+    played = [r for r in records if r.outcome == "ok"]
+    last = records[-1]
+    if last.outcome != "ok" and (not played or played[-1].turn < last.turn):
+        played.append(last)
+    return played
 
 
 def mooncake_lines(records: Iterable[TurnRecord], block_tokens: int) -> list[MooncakeLine]:
-    """A run's successful turns as `mooncake_trace` lines, in the order they started."""
+    """A run's turns as `mooncake_trace` lines, in the order they started.
+
+    A failed turn added nothing to its conversation, so it is left out, unless it is its
+    conversation's last (a request a stall held, say): then it is written with the reply
+    length it asked for.
+    """
     sessions: dict[tuple[int, int], list[TurnRecord]] = defaultdict(list)
     for record in records:
-        if record.outcome != "ok":
-            continue
         if record.prompt_parts is None:
             raise TraceError(
                 f"turn {record.turn} of agent {record.agent} has no prompt parts",
@@ -77,19 +93,22 @@ def mooncake_lines(records: Iterable[TurnRecord], block_tokens: int) -> list[Moo
         sessions[record.agent, record.session].append(record)
     namer = BlockNamer(block_tokens)
     timed: list[tuple[float, MooncakeLine]] = []
-    for (agent, session), turns in sorted(sessions.items(), key=lambda kv: kv[1][0].t_start):
-        turns.sort(key=lambda r: r.turn)
+    for (agent, session), group in sorted(
+        sessions.items(), key=lambda kv: min((r.t_start, r.agent) for r in kv[1])
+    ):
+        turns = _played(group)
         for k, record in enumerate(turns):
             parts = record.prompt_parts or []
-            when: dict[str, int] = (
-                {"timestamp": _ms(record.t_start)}
-                if k == 0
-                else {"delay": _ms(record.t_start - turns[k - 1].t_end)}
+            # when the client meant to send, not when a step boundary let it
+            ready = record.t_start if record.t_ready is None else record.t_ready
+            when: dict[str, float] = (
+                {"timestamp": _ms(ready)} if k == 0 else {"delay": _ms(ready - turns[k - 1].t_end)}
             )
+            ok = record.outcome == "ok" and record.completion_tokens
             line = MooncakeLine(
                 session_id=f"a{agent}.s{session}",
                 input_length=max(1, sum(p.tokens for p in parts)),
-                output_length=record.completion_tokens or record.max_tokens,
+                output_length=(record.completion_tokens if ok else None) or record.max_tokens,
                 hash_ids=namer.ids(parts),
                 **when,
             )

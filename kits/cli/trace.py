@@ -73,10 +73,12 @@ def export(
     out: Annotated[Path, typer.Option("--out", "-o", help="The trace file to write.")],
     block_size: Annotated[int, _BLOCK] = 512,
 ) -> None:
-    """Write the run's successful turns as a mooncake_trace, hash_ids from the prompts' blocks.
+    """Write the run's turns as a mooncake_trace, hash_ids from the prompts' blocks.
 
     One session per conversation, its first turn at its timestamp, later turns a delay after
-    the previous one ended; replay it with stallkit against another engine, or with AIPerf.
+    the previous one ended. A failed try is left out (it added nothing to its conversation)
+    unless it was its conversation's last, such as a request a stall held. Replay it with
+    stallkit against another engine, or with AIPerf.
     """
     from contract.files import TURNS_FILE
     from contract.records import read_records
@@ -90,8 +92,8 @@ def export(
     records = read_records(run_dir)
     lines = mooncake_lines(records, block_size)
     written = write_trace(out, lines)
-    left = sum(r.outcome != "ok" for r in records)
-    typer.echo(f"{out}: {written} requests" + (f" ({left} failed turns left out)" if left else ""))
+    left = len(records) - written
+    typer.echo(f"{out}: {written} requests" + (f" ({left} failed tries left out)" if left else ""))
 
 
 @trace_app.command(short_help="Write a kit's synthetic workload as a sessions trace.")
