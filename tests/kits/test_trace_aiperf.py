@@ -57,7 +57,7 @@ def _word_tokenizer(cache: Path) -> None:
     (repo / "refs" / "main").write_text(revision)
     vocab = {"[UNK]": 0} | {word: i + 1 for i, word in enumerate(vocabulary())}
     model = {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"}
-    body = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+    body: dict[str, object] = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
             "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"},
             "post_processor": None, "decoder": None, "model": model}  # fmt: skip
     (snapshot / "tokenizer.json").write_text(json.dumps(body))
@@ -100,7 +100,8 @@ def test_aiperf_and_stallkit_replay_the_same_trace_alike(tmp_path: Path) -> None
             [aiperf, "profile", "--model", "stallkit-sim", "--url", url, "--endpoint-type",
              "chat", "--streaming", "--input-file", str(trace), "--custom-dataset-type",
              "mooncake_trace", "--tokenizer", TOKENIZER, "--ui-type", "none",
-             "--output-artifact-dir", str(tmp_path / "aiperf")],
+             "--output-artifact-dir", str(tmp_path / "aiperf"), "--workers-max", "1",
+             "--no-server-metrics", "--no-gpu-telemetry"],
             capture_output=True, text=True, timeout=150, env=env, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
