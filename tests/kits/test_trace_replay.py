@@ -17,7 +17,7 @@ from kits.config import load_kit
 from kits.vclock import run_virtual_arm
 from loadgen import mooncake_lines, workload_calls
 from tests.support import kit as kit_process
-from tests.support import one_error_line
+from tests.support import one_error_line, served_sim
 
 runner = CliRunner()
 
@@ -118,3 +118,29 @@ def test_a_bad_trace_line_stops_the_ab_before_anything_runs(tmp_path: Path) -> N
     line = one_error_line(done)
     assert f"{trace}:2:" in line
     assert not out.exists()
+
+
+def test_kit_load_replays_a_trace_over_http(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 1200, "output_length": 20, "hash_ids": [0, 1, 2]}\n'
+        '{"session_id": "s", "timestamp": 400, "input_length": 700, "output_length": 10, '
+        '"hash_ids": [0, 6]}\n'
+        '{"session_id": "s", "delay": 200, "input_length": 300, "output_length": 12}\n'
+    )
+    with served_sim("--time-scale", "20") as url:
+        done = kit_process("load", url, "--trace", str(trace), "--trace-speed", "2",
+                           "--out", str(tmp_path / "run"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = sorted(read_records(tmp_path / "run"), key=lambda r: r.t_start)
+    assert [(r.agent, r.turn, r.completion_tokens) for r in records] == [
+        (0, 0, 20), (1, 0, 10), (1, 1, 12)
+    ]  # fmt: skip
+    # the simulator's template: a role marker per message and one for the reply
+    assert [r.prompt_tokens for r in records] == [1202, 702, 702 + 10 + 1 + 300 + 1]
+    assert records[1].t_start >= 0.2  # 400 ms of trace time at twice the speed
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"timestamp": 0, "input_length": 5}\n')
+    line = one_error_line(kit_process("load", "http://127.0.0.1:9", "--trace", str(bad),
+                                      "--out", str(tmp_path / "none")))  # fmt: skip
+    assert f"{bad}:1:" in line and not (tmp_path / "none").exists()
