@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 from asyncio_throttle.throttler import Throttler
 
+from loadgen import text
 from loadgen.agent import Done, Wait
 from loadgen.client import StreamResult, make_client, stream_chat
 from loadgen.config import LoadConfig
@@ -30,7 +31,7 @@ from loadgen.conversation import ChatConversation, new_parts, replay_parts
 from loadgen.preflight import ServerInfo, auth_headers, make_counter
 from loadgen.records import TURNS_FILE, PromptPart, RecordWriter, TurnRecord
 from loadgen.replay import Workload, workload_for
-from loadgen.tokens import Message, PromptSizer, TokenizeFailed
+from loadgen.tokens import Message, PromptSizer, TokenCounter, TokenizeFailed
 from loadgen.workload import TurnPlan
 
 _T = TypeVar("_T")
@@ -100,6 +101,8 @@ class _Run:
         self.queue: asyncio.Queue[LoadEvent | _AgentExit] = asyncio.Queue()
         self.t0 = time.perf_counter()
         self.counter = make_counter(info, cfg, client)
+        #: the server's tokens per word of replayed content (measured before a replay starts)
+        self.tokens_per_word = 1.0
         rate = cfg.request_rate
         self.throttler = Throttler(rate_limit=1, period=1.0 / rate) if rate else None
 
@@ -144,6 +147,8 @@ async def run_agents(
     tasks: list[asyncio.Task[None]] = []
     try:
         run = _Run(info, cfg, client, writer, workload)
+        if workload.sessions is not None:
+            run.tokens_per_word = await _tokens_per_word(run.counter)
         for i in range(workload.agents):
             tasks.append(asyncio.create_task(_agent(run, i), name=f"agent-{i}"))
             tasks[-1].add_done_callback(run.exited)
@@ -249,12 +254,26 @@ async def _fit(
     return _Sized([*conversation.history, *extra, message], expected, parts)
 
 
+async def _tokens_per_word(counter: TokenCounter) -> float:
+    """What the server's tokenizer spends on a word of replayed content (1 on the simulator),
+    so that a trace's block of N tokens is about N of its tokens (a block's word count is
+    fixed for the run, so blocks shared in the trace stay shared)."""
+    probe = " ".join(text.words(7, 1000))
+    try:
+        empty = await counter.count([{"role": "user", "content": ""}])
+        full = await counter.count([{"role": "user", "content": probe}])
+    except TokenizeFailed as exc:  # the turns' own counts will record what fails
+        logger.warning("cannot measure tokens per word (%s): one token a word", exc.error)
+        return 1.0
+    return max(0.05, (full - empty) / 1000)
+
+
 async def _replayed(run: _Run, conversation: ChatConversation, plan: TurnPlan) -> _Sized | None:
     """A replayed turn's messages: the conversation so far (all of it, unless the turn keeps
     nothing) and a user message of its parts' words, counted by the server."""
     history = conversation.history if plan.keep_tokens != 0 else []
     extra = [conversation.pending_reply] if conversation.pending_reply and history else []
-    words = [word for part in plan.content or () for word in part.words()]
+    words = [w for part in plan.content or () for w in part.words(run.tokens_per_word)]
     messages = [*history, *extra, {"role": "user", "content": " ".join(words)}]
     try:
         expected = await run.counter.count(messages)

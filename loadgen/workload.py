@@ -27,12 +27,17 @@ class Content:
     #: the words themselves when the trace gave text (else drawn from the key)
     literal: tuple[str, ...] | None = None
 
-    def words(self) -> list[str]:
-        """The part's words: a prefix-stable stream per key, so equal keys share a prefix."""
+    def words(self, tokens_per_word: float = 1.0) -> list[str]:
+        """The part's words: a prefix-stable stream per key, so equal keys share a prefix.
+
+        One word per token (the simulator's and the twin's count), or as many as make its
+        tokens under a tokenizer that spends `tokens_per_word` on a word.
+        """
         if self.literal is not None:
             return list(self.literal[: self.tokens])
+        count = max(1, round(self.tokens / tokens_per_word)) if self.tokens else 0
         rng = random.Random(f"stallkit:trace:{self.key}")
-        return rng.choices(text.vocabulary(), k=self.tokens)
+        return rng.choices(text.vocabulary(), k=count)
 
 
 @dataclass(frozen=True, slots=True)

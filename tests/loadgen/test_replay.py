@@ -4,6 +4,7 @@ Pure: traces parsed from files written here, no engine."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from loadgen.agent import Done, Send, Wait
 from loadgen.export import BlockNamer, workload_calls
 from loadgen.records import PromptPart
 from loadgen.replay import Workload, sessions_of, workload_for
+from loadgen.tokens import Message
 from loadgen.tracestats import trace_stats
 from loadgen.workload import Content, plan_agent
 
@@ -149,3 +151,20 @@ def test_a_generated_trace_replays_the_synthetic_plans(tmp_path: Path) -> None:
         assert [p.think_s for p in replayed[:-1]] == pytest.approx(
             [p.think_s for p in synthetic[:-1]]
         )
+
+
+class _TwoTokensAWord:
+    """A tokenizer that spends two tokens on a word, plus a template of three."""
+
+    async def count(self, messages: Sequence[Message]) -> int:
+        return 3 + sum(2 * len(m["content"].split()) for m in messages)
+
+
+async def test_a_block_is_sized_in_the_servers_tokens() -> None:
+    from loadgen.run import _tokens_per_word
+
+    ratio = await _tokens_per_word(_TwoTokensAWord())
+    assert ratio == 2.0
+    block, tail = Content("b3", 512), Content("b3", 100)
+    assert len(block.words(ratio)) == 256 and block.words(ratio)[:50] == tail.words(ratio)
+    assert len(block.words()) == 512
