@@ -114,9 +114,13 @@ def test_a_bad_trace_line_stops_the_ab_before_anything_runs(tmp_path: Path) -> N
     trace = tmp_path / "bad.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 5, "output_length": 1}\n{"delay": -1}\n')
     out = tmp_path / "ab"
-    done = kit_process("ab", "--trace", str(trace), "--seeds", "1", "--out", str(out))
-    line = one_error_line(done)
-    assert f"{trace}:2:" in line
+    done = runner.invoke(app, ["ab", "--trace", str(trace), "--seeds", "1", "--out", str(out)])
+    assert done.exit_code == 2 and "Traceback" not in done.output
+    assert [line for line in done.output.splitlines() if line.startswith("error:")] == [
+        f"error: {trace}:2: delay: Input should be greater than or equal to 0 (mooncake_trace "
+        "line) (hint: each line is one JSON object of the trace's format (see `kit trace "
+        "--help`))"
+    ]
     assert not out.exists()
 
 
