@@ -7,7 +7,7 @@ Two formats, one JSON object per line:
   block of the trace's block size, 512 tokens unless said otherwise; requests that share
   leading ids share that prefix), `session_id` for multi-turn sessions (a later turn's
   `input_length` and `hash_ids` describe what it adds after the conversation so far), or
-  `text_input` instead of lengths.
+  `text_input` or `messages` (the whole chat, replies not carried) instead of lengths.
 - `sessions` (agentic traces: sessions of calls with prompt, completion and cached token
   counts): `session_id`, `timestamp` or `delay` (ms), `prompt_tokens`, `completion_tokens`,
   `cached_tokens` (how many leading tokens of the previous call's prompt and reply this call
@@ -23,7 +23,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -36,6 +36,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "TraceFormat",
+    "message_text",
     "read_trace",
     "write_trace",
 ]
@@ -82,14 +83,36 @@ class MooncakeLine(_Timed):
         None, description="One id per prompt block; equal leading ids mean a shared prefix."
     )
     text_input: str | None = Field(None, description="The prompt's text, instead of lengths.")
+    messages: list[dict[str, Any]] | None = Field(
+        None,
+        description="The request's whole chat (role and text content each), instead of lengths; "
+        "earlier replies are not carried into it.",
+    )
 
     @model_validator(mode="after")
     def _one_prompt(self) -> Self:
-        if (self.input_length is None) == (self.text_input is None):
-            raise ValueError("give input_length or text_input (one of them)")
+        given = [self.input_length, self.text_input, self.messages]
+        if sum(x is not None for x in given) != 1:
+            raise ValueError("give one of input_length, text_input or messages")
         if self.hash_ids is not None and self.input_length is None:
             raise ValueError("hash_ids need input_length")
+        for index, message in enumerate(self.messages or ()):
+            if not isinstance(message.get("role"), str):
+                raise ValueError(f"messages[{index}] needs a string role")
+            message_text(message)  # a content that is no text is this line's error
         return self
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A chat message's text: its string content, or its text parts joined by newlines."""
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and isinstance(part.get("text"), str) for part in content
+    ):
+        return "\n".join(part["text"] for part in content)
+    raise ValueError("a message's content must be text, or a list of text parts")
 
 
 class SessionCall(_Timed):

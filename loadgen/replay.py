@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from contract.trace import MooncakeLine, SessionCall, Trace, TraceError, read_trace
+from contract.trace import (
+    MooncakeLine,
+    SessionCall,
+    Trace,
+    TraceError,
+    message_text,
+    read_trace,
+)
 from loadgen.agent import AgentMachine, Wait
 from loadgen.config import LoadConfig
 from loadgen.workload import Content, TurnPlan
@@ -40,13 +47,26 @@ class ReplayTurn:
     keep_tokens: int | None
     content: tuple[Content, ...]
     output_tokens: int
+    #: the request's whole chat as (role, text), when the trace gave one
+    messages: tuple[tuple[str, str], ...] | None = None
 
     @property
     def new_tokens(self) -> int:
         return sum(part.tokens for part in self.content)
 
 
+def _chat(req: MooncakeLine) -> tuple[tuple[str, str], ...] | None:
+    if req.messages is None:
+        return None
+    return tuple((str(m["role"]), message_text(m)) for m in req.messages)
+
+
 def _blocks(line: int, req: MooncakeLine, block_tokens: int) -> tuple[Content, ...]:
+    chat = _chat(req)
+    if chat is not None:  # the words the engine's chat template makes of it
+        rendered = [w for role, text in chat for w in (f"<|{role}|>", *text.split())]
+        rendered.append("<|assistant|>")
+        return (Content(f"x{line}", len(rendered), tuple(rendered)),)
     if req.text_input is not None:
         words = tuple(req.text_input.split()) or ("<|empty|>",)
         return (Content(f"x{line}", len(words), words),)
@@ -70,10 +90,10 @@ def _mooncake(trace: Trace, block_tokens: int, second_s: float) -> list[list[Rep
     for line, req in trace.mooncake:
         at_s = None if req.timestamp is None else req.timestamp / 1000 * second_s
         delay_s = 0.0 if req.delay is None else req.delay / 1000 * second_s
-        content = _blocks(line, req, block_tokens)
+        content, chat = _blocks(line, req, block_tokens), _chat(req)
         if req.session_id is None:
             arrival_s = at_s if at_s is not None else arrival_s + delay_s
-            turn = ReplayTurn(line, arrival_s, 0.0, 0, content, req.output_length)
+            turn = ReplayTurn(line, arrival_s, 0.0, 0, content, req.output_length, chat)
             alone.append([turn])
             order.append(alone[-1])
             continue
@@ -83,9 +103,10 @@ def _mooncake(trace: Trace, block_tokens: int, second_s: float) -> list[list[Rep
             turns = sessions[req.session_id] = []
             order.append(turns)
             first_s = at_s if at_s is not None else delay_s
-            turns.append(ReplayTurn(line, first_s, 0.0, 0, content, out))
-        else:
-            turns.append(ReplayTurn(line, at_s, delay_s, None, content, out))
+            turns.append(ReplayTurn(line, first_s, 0.0, 0, content, out, chat))
+        else:  # a whole chat keeps nothing of the conversation before it
+            keep = 0 if chat is not None else None
+            turns.append(ReplayTurn(line, at_s, delay_s, keep, content, out, chat))
     return order
 
 
@@ -137,6 +158,7 @@ def _plans(turns: list[ReplayTurn], agent: int) -> Iterator[TurnPlan]:
             content=turn.content,
             keep_tokens=turn.keep_tokens if index else 0,
             resume_at_s=following.at_s if following is not None else None,
+            messages=turn.messages,
         )
         prompt = (kept if index else 0) + turn.new_tokens + turn.output_tokens
         index += 1

@@ -275,6 +275,8 @@ async def _replayed(run: _Run, conversation: ChatConversation, plan: TurnPlan) -
     extra = [conversation.pending_reply] if conversation.pending_reply and history else []
     words = [w for part in plan.content or () for w in part.words(run.tokens_per_word)]
     messages = [*history, *extra, {"role": "user", "content": " ".join(words)}]
+    if plan.messages is not None:  # a whole chat, sent as the trace gave it
+        messages = [{"role": role, "content": text} for role, text in plan.messages]
     try:
         expected = await run.counter.count(messages)
     except TokenizeFailed as exc:

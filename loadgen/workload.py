@@ -63,6 +63,8 @@ class TurnPlan:
     keep_tokens: int | None = None
     #: Trace replay: the next turn starts no earlier than this (seconds since the run start).
     resume_at_s: float | None = None
+    #: Trace replay: the request's whole chat as (role, text), sent as it is over HTTP.
+    messages: tuple[tuple[str, str], ...] | None = None
 
 
 def agent_rng(seed: int, agent: int) -> random.Random:

@@ -47,7 +47,10 @@ def test_session_calls_are_told_by_their_first_line(tmp_path: Path) -> None:
     [
         ("{not json", "not valid JSON"),
         ('{"timestamp": 1, "delay": 2, "input_length": 5, "output_length": 1}', "not both"),
-        ('{"output_length": 3}', "input_length or text_input"),
+        ('{"output_length": 3}', "one of input_length, text_input or messages"),
+        ('{"input_length": 5, "text_input": "x", "output_length": 1}', "one of input_length"),
+        ('{"messages": [{"role": "user", "content": 5}], "output_length": 1}', "text parts"),
+        ('{"messages": [{"content": "hi"}], "output_length": 1}', "string role"),
         ('{"input_length": 5, "output_length": 1, "input_lenght": 5}', "unknown key"),
         ('{"input_length": 0, "output_length": 1}', "input_length"),
         ('{"text_input": "x", "hash_ids": [1], "output_length": 1}', "hash_ids need"),

@@ -131,17 +131,20 @@ def test_kit_load_replays_a_trace_over_http(tmp_path: Path) -> None:
         '{"session_id": "s", "timestamp": 400, "input_length": 700, "output_length": 10, '
         '"hash_ids": [0, 6]}\n'
         '{"session_id": "s", "delay": 200, "input_length": 300, "output_length": 12}\n'
+        '{"session_id": "s", "delay": 10, "output_length": 2, "messages": [{"role": "system", '
+        '"content": "a b"}, {"role": "user", "content": "c d e"}]}\n'
     )
     with served_sim("--time-scale", "20") as url:
         done = kit_process("load", url, "--trace", str(trace), "--trace-speed", "2",
                            "--out", str(tmp_path / "run"))  # fmt: skip
     assert done.returncode == 0, done.stderr
     records = sorted(read_records(tmp_path / "run"), key=lambda r: r.t_start)
-    assert [(r.agent, r.turn, r.completion_tokens) for r in records] == [
-        (0, 0, 20), (1, 0, 10), (1, 1, 12)
+    assert [(r.agent, r.session, r.turn, r.completion_tokens) for r in records] == [
+        (0, 0, 0, 20), (1, 0, 0, 10), (1, 0, 1, 12), (1, 1, 0, 2)
     ]  # fmt: skip
-    # the simulator's template: a role marker per message and one for the reply
-    assert [r.prompt_tokens for r in records] == [1202, 702, 702 + 10 + 1 + 300 + 1]
+    # the simulator's template: a role marker per message and one for the reply; a whole
+    # chat is sent as it is, without the conversation before it
+    assert [r.prompt_tokens for r in records] == [1202, 702, 702 + 10 + 1 + 300 + 1, 8]
     assert records[1].t_start >= 0.2  # 400 ms of trace time at twice the speed
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"timestamp": 0, "input_length": 5}\n')

@@ -52,6 +52,26 @@ def test_mooncake_sessions_blocks_and_times(mooncake: Path) -> None:
     assert text.content[0].words() == ["one", "two", "three"]
 
 
+def test_a_whole_chat_is_its_templated_words_and_keeps_no_history(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_text(
+        '{"session_id": "c", "input_length": 50, "output_length": 5}\n'
+        '{"session_id": "c", "delay": 1, "output_length": 3, "messages": [{"role": "system", '
+        '"content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]}]}\n'
+    )
+    (first, chat), = sessions_of(read_trace(path), 512, 1.0)  # fmt: skip
+    assert first.keep_tokens == 0 and chat.keep_tokens == 0
+    assert chat.messages == (("system", "be brief"), ("user", "hi"))
+    assert chat.content[0].words() == [
+        "<|system|>",
+        "be",
+        "brief",
+        "<|user|>",
+        "hi",
+        "<|assistant|>",
+    ]
+
+
 def test_equal_block_ids_give_equal_words_and_a_partial_block_is_a_prefix() -> None:
     full, part, other = Content("b7", 512), Content("b7", 100), Content("b8", 512)
     assert full.words()[:100] == part.words()
