@@ -8,6 +8,7 @@ catch one role's failures or all of them::
     StallkitError                     contract.errors: message + hint
     ├── RunFileError                  contract.errors: a run-directory file is missing or bad
     ├── GpuSourceError                contract.gpu: a GPU-source spec that does not parse
+    ├── TraceError                    contract.trace: a trace file is missing or has a bad line
     ├── EngineError                   engine.errors: parse, start, reach or stop an engine
     │   ├── SimRequestError           engine.sim: a request the simulator cannot take
     │   └── ApiError                  engine.sim.api: a request the HTTP front refuses

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contract.files import TURNS_FILE
 from contract.jsonl import read_jsonl
 
-__all__ = ["OUTCOMES", "Outcome", "TurnRecord", "read_records"]
+__all__ = ["OUTCOMES", "Outcome", "PromptPart", "TurnRecord", "read_records"]
 
 Outcome = Literal["ok", "timeout", "http_error", "stream_error", "connect_error", "aborted"]
 OUTCOMES: tuple[Outcome, ...] = (
@@ -27,6 +27,21 @@ OUTCOMES: tuple[Outcome, ...] = (
     "connect_error",
     "aborted",
 )
+
+
+class PromptPart(BaseModel):
+    """A stretch of the content a turn adds to its prompt: the same key, the same tokens.
+
+    A session's first turn adds its whole prompt (a system prompt, say, then a user
+    message); a later turn adds what follows the session's previous prompt and reply. Two
+    parts with one key hold the same tokens from their start (a shorter one is a prefix of
+    the longer), so the prompts' shared blocks can be named again (`kit trace export`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(description="Names the content (a shared system prompt, a trace block).")
+    tokens: int = Field(ge=0, description="Tokens of the part (words on the simulator).")
 
 
 class TurnRecord(BaseModel):
@@ -52,6 +67,16 @@ class TurnRecord(BaseModel):
     outcome: Outcome = Field(description="How the request ended.")
     error: str | None = Field(description="What went wrong (None when ok).")
     status: int | None = Field(description="HTTP status, when a response arrived.")
+    t_ready: float | None = Field(
+        None,
+        description="When the agent was ready to send, seconds since the run start (on the "
+        "virtual clock the request starts at the engine's next step; None: at t_start).",
+    )
+    prompt_parts: list[PromptPart] | None = Field(
+        None,
+        description="What the turn added to its session's prompt, in order (None: not "
+        "recorded, as in runs of earlier versions).",
+    )
 
     @property
     def streamed_tokens(self) -> int:

@@ -19,7 +19,7 @@ from contract.errors import validation_location, validation_message
 from contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from engine import SimConfig
 from kits.errors import KitError, OverrideError
-from loadgen import LoadConfig
+from loadgen import LoadConfig, load_trace
 from monitor import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -302,7 +302,7 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
         set_dotted(data, dotted, value)
     data.setdefault("name", Path(origin).stem)
     try:
-        return Kit.model_validate(data)
+        kit = Kit.model_validate(data)
     except ValidationError as exc:
         loc = validation_location(exc)
         key = ".".join(str(k) for k in loc)
@@ -323,3 +323,12 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
             f"{where}: {validation_message(exc, default='(kit)')}",
             "see `kit ab --help` and the shipped kits",
         ) from None
+    if kit.load.trace is None:
+        return kit
+    # a kit's trace is found beside the kit; one given on the command line, from here
+    given = "load.trace" in (overrides or {})
+    shipped = origin == f"{name_or_path}.toml"
+    base = Path.cwd() if given else KITS_DIR if shipped else Path(origin).parent
+    trace = (base / kit.load.trace).resolve()
+    load_trace(trace)  # a trace that does not parse stops the command before anything runs
+    return kit.model_copy(update={"load": kit.load.model_copy(update={"trace": str(trace)})})

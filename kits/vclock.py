@@ -32,13 +32,14 @@ from kits.cores import virtual_core
 from kits.recorder import ArmEnd, ArmRecorder, error_line
 from loadgen import (
     Action,
-    AgentMachine,
     LoadConfig,
     Outcome,
+    PromptPart,
     Send,
     TurnRecord,
     Wait,
     WordConversation,
+    workload_for,
 )
 from monitor import (
     EngineMetrics,
@@ -99,6 +100,9 @@ class _Flight:
     prompt_tokens: int
     t_start: float
     last_byte_s: float
+    parts: list[PromptPart]
+    #: when the agent's pause ended (the request goes out at the next step boundary)
+    ready_s: float
     seen_tokens: int = 0
     chunks: list[tuple[float, int]] = field(default_factory=list)
 
@@ -129,8 +133,9 @@ class VirtualDriver:
         self.core, self.load, self.mon, self.recorder = core, load, mon, recorder
         self.step_counter = step_counter
         self.step = MonitorStep(mon, gpu_checked=True)
-        self.machines = [AgentMachine(load, i) for i in range(load.agents)]
-        self.conversations = [WordConversation(load, i) for i in range(load.agents)]
+        workload = workload_for(load)
+        self.machines = [workload.machine(i) for i in range(workload.agents)]
+        self.conversations = [WordConversation(load, i) for i in range(workload.agents)]
         self.timers: list[tuple[float, int, int]] = []  # (due, sequence, agent)
         self.flights: dict[str, _Flight] = {}
         self.seq = 0
@@ -145,19 +150,21 @@ class VirtualDriver:
         self.stalled = False
 
     # -- agents -----------------------------------------------------------------------------
-    def _act(self, agent: int, action: Action) -> None:
+    def _act(self, agent: int, action: Action, ready_s: float | None = None) -> None:
         if isinstance(action, Wait):
             self.seq += 1
-            heapq.heappush(self.timers, (self.now + action.seconds, self.seq, agent))
+            heapq.heappush(self.timers, (action.due_s(self.now), self.seq, agent))
         elif isinstance(action, Send):
-            self._send(agent, action)
+            self._send(agent, action, self.now if ready_s is None else ready_s)
 
-    def _send(self, agent: int, send: Send) -> None:
+    def _send(self, agent: int, send: Send, ready_s: float) -> None:
         conversation = self.conversations[agent]
         prompt = conversation.prompt(send)
         plan = send.plan
         rid = f"a{agent}-s{plan.session}-t{plan.turn}-{send.attempt}"
-        flight = _Flight(agent, send, rid, len(prompt), self.now, self.now)
+        flight = _Flight(
+            agent, send, rid, len(prompt), self.now, self.now, conversation.parts, ready_s
+        )
         try:
             continues = conversation.continues(send)
             self.core.add_request(rid, prompt, plan.max_tokens, self.now, continues=continues)
@@ -190,6 +197,8 @@ class VirtualDriver:
             outcome=outcome,
             error=error,
             status=status,
+            prompt_parts=flight.parts,
+            t_ready=flight.ready_s,
         )
         self.recorder.turns.write(record)
 
@@ -272,8 +281,8 @@ class VirtualDriver:
             if self.now >= end_s:
                 return "duration"
             while self.timers and self.timers[0][0] <= self.now:
-                _, _, agent = heapq.heappop(self.timers)
-                self._act(agent, self.machines[agent].waited())
+                due, _, agent = heapq.heappop(self.timers)
+                self._act(agent, self.machines[agent].waited(), due)
             self._timeouts()
             until = min(next_tick, end_s, self._next_deadline())
             if not self.core.has_work():

@@ -24,21 +24,28 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from loadgen.config import sizes_for_context as sizes_for_context
     from loadgen.conversation import WordConversation as WordConversation
     from loadgen.errors import LoadError as LoadError
+    from loadgen.export import mooncake_lines as mooncake_lines
+    from loadgen.export import workload_calls as workload_calls
     from loadgen.preflight import ServerInfo as ServerInfo
     from loadgen.progress import LoadProgress as LoadProgress
     from loadgen.progress import live_progress as live_progress
     from loadgen.progress import summary_table as summary_table
     from loadgen.records import TURNS_FILE as TURNS_FILE
     from loadgen.records import Outcome as Outcome
+    from loadgen.records import PromptPart as PromptPart
     from loadgen.records import RecordWriter as RecordWriter
     from loadgen.records import TurnRecord as TurnRecord
     from loadgen.records import read_records as read_records
+    from loadgen.replay import Workload as Workload
+    from loadgen.replay import load_trace as load_trace
+    from loadgen.replay import workload_for as workload_for
     from loadgen.run import AgentState as AgentState
     from loadgen.run import RunFinished as RunFinished
     from loadgen.run import TurnFinished as TurnFinished
     from loadgen.run import run_agents as run_agents
     from loadgen.summary import LoadSummary as LoadSummary
     from loadgen.summary import summarize as summarize
+    from loadgen.tracestats import trace_stats as trace_stats
 
 if not TYPE_CHECKING:
     __all__, __getattr__, __dir__ = public_face(__name__)

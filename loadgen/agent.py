@@ -22,10 +22,20 @@ __all__ = ["Action", "AgentMachine", "Done", "Send", "Wait"]
 
 @dataclass(frozen=True, slots=True)
 class Wait:
-    """Pause for `seconds` of the load's clock; `why` is "start", "think" or "retry"."""
+    """Pause for `seconds` of the load's clock; `why` is "start", "think" or "retry".
+
+    `until_s` (a replayed trace's timestamp, seconds since the run start) holds the pause on
+    until then when that is later.
+    """
 
     seconds: float
     why: str
+    until_s: float | None = None
+
+    def due_s(self, now_s: float) -> float:
+        """When the pause ends, for a pause that begins at `now_s`."""
+        due = now_s + self.seconds
+        return due if self.until_s is None else max(due, self.until_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,21 +55,32 @@ Action = Wait | Send | Done
 
 
 class AgentMachine:
-    """The decisions of agent `agent` under `cfg` (seeded: the same plan on every engine)."""
+    """The decisions of agent `agent` under `cfg` (seeded: the same plan on every engine).
 
-    def __init__(self, cfg: LoadConfig, agent: int) -> None:
+    `plans` and `start` replace the synthetic model's turns and staggered start (a replayed
+    trace's session); the agent is done when its plans run out.
+    """
+
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        agent: int,
+        plans: Iterator[TurnPlan] | None = None,
+        start: Wait | None = None,
+    ) -> None:
         self.cfg = cfg
         self.agent = agent
-        self._plans: Iterator[TurnPlan] = plan_agent(cfg, agent)
+        self._plans: Iterator[TurnPlan] = plan_agent(cfg, agent) if plans is None else plans
+        self._start = Wait(start_offset_s(cfg, agent), "start") if start is None else start
         self._plan: TurnPlan | None = None
         self._attempt = 0
         self._played = 0
         self._next: Action = Done()
 
     def start(self) -> Action:
-        """The first action: wait for the agent's staggered start."""
+        """The first action: wait for the agent's start."""
         self._next = self._send_next()
-        return Wait(start_offset_s(self.cfg, self.agent), "start")
+        return self._start
 
     def waited(self) -> Action:
         """A `Wait` is over: the action it was holding back."""
@@ -77,9 +98,11 @@ class AgentMachine:
         if self.cfg.max_turns is not None and self._played >= self.cfg.max_turns:
             return Done()
         self._next = self._send_next()
-        return Wait(plan.think_s, "think")
+        if isinstance(self._next, Done):
+            return self._next
+        return Wait(plan.think_s, "think", plan.resume_at_s)
 
-    def _send_next(self) -> Send:
-        self._plan = next(self._plans)
+    def _send_next(self) -> Send | Done:
+        self._plan = next(self._plans, None)
         self._attempt = 0
-        return Send(self._plan, 0)
+        return Done() if self._plan is None else Send(self._plan, 0)

@@ -122,6 +122,21 @@ class LoadConfig(BaseModel):
         description="Hugging Face tokenizer name or path used to size prompts when the server "
         "has no /tokenize.",
     )
+    trace: str | None = Field(
+        None,
+        description="Replay this trace (mooncake_trace or sessions JSONL) instead of the "
+        "synthetic workload: one agent per session; in a kit, relative to the kit's file.",
+    )
+    trace_block_tokens: int = Field(
+        512, ge=1, description="Tokens per hash_ids block of the trace (AIPerf's isl block size)."
+    )
+    trace_second_s: float = Field(
+        1.0,
+        gt=0.0,
+        description="Seconds one second of the trace's time lasts (0.5 replays it twice as "
+        "fast: `--trace-speed 2`).",
+        json_schema_extra={"unit": "engine"},
+    )
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Self:

@@ -22,13 +22,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
+from contract.records import PromptPart
 from loadgen import text
 from loadgen.agent import Send
 from loadgen.config import LoadConfig
 from loadgen.tokens import Message
 from loadgen.workload import TurnPlan
 
-__all__ = ["ChatConversation", "WordConversation", "pool_words", "system_text"]
+__all__ = [
+    "ChatConversation",
+    "WordConversation",
+    "new_parts",
+    "pool_words",
+    "replay_parts",
+    "system_text",
+]
 
 #: distinct words the virtual clock's prompts are cut from
 POOL_SIZE = 400_000
@@ -37,6 +45,19 @@ POOL_SIZE = 400_000
 def system_text(cfg: LoadConfig, plan: TurnPlan) -> str:
     """The system prompt of the session `plan` opens (shared when the load says so)."""
     return text.text(plan.system_seed, cfg.system_prompt_tokens)
+
+
+def new_parts(plan: TurnPlan, system_tokens: int, new_tokens: int) -> list[PromptPart]:
+    """What a synthetic turn adds to its prompt: a session's system prompt, then new text."""
+    parts = [PromptPart(key=f"text:{plan.text_seed}", tokens=new_tokens)]
+    if plan.turn == 0:
+        parts.insert(0, PromptPart(key=f"system:{plan.system_seed}", tokens=system_tokens))
+    return parts
+
+
+def replay_parts(plan: TurnPlan) -> list[PromptPart]:
+    """What a replayed turn adds to its prompt: its trace blocks and own tokens."""
+    return [PromptPart(key=part.key, tokens=part.tokens) for part in plan.content or ()]
 
 
 @dataclass
@@ -80,6 +101,8 @@ class WordConversation:
         self._history_len = 0
         # the request whose prompt and reply those are (the engine reuses its block hashes)
         self._history_id: str | None = None
+        #: what the last prompt added to the conversation (for its turn record)
+        self.parts: list[PromptPart] = []
 
     def prompt(self, send: Send) -> list[str]:
         """The send's prompt: the conversation so far (or a new system prompt), new content.
@@ -88,14 +111,23 @@ class WordConversation:
         """
         plan = send.plan
         tokens = self._tokens
+        if plan.turn == 0 and send.attempt == 0:
+            self._history_len, self._history_id = 0, None
+        if plan.content is not None:  # a replayed turn: the kept history, then its parts
+            keep = self._history_len if plan.keep_tokens is None else plan.keep_tokens
+            del tokens[min(keep, self._history_len) :]
+            for part in plan.content:
+                tokens += part.words()
+            self.parts = replay_parts(plan)
+            return tokens
         if plan.turn == 0:
-            if send.attempt == 0:
-                self._history_len, self._history_id = 0, None
             tokens[:] = ("<|system|>", self._who, f"s{plan.system_seed}")
             tokens += pool_words(plan.system_seed, self.cfg.system_prompt_tokens - 3)
         else:
             del tokens[self._history_len :]
+        system = len(tokens) if plan.turn == 0 else 0
         tokens += pool_words(plan.text_seed, plan.target_prompt_tokens - len(tokens))
+        self.parts = new_parts(plan, system, len(tokens) - (system or self._history_len))
         return tokens
 
     def continues(self, send: Send) -> str | None:

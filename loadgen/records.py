@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from contract.files import TURNS_FILE
 from contract.jsonl import JsonlWriter
-from contract.records import OUTCOMES, Outcome, TurnRecord, read_records
+from contract.records import OUTCOMES, Outcome, PromptPart, TurnRecord, read_records
 
-__all__ = ["OUTCOMES", "TURNS_FILE", "Outcome", "RecordWriter", "TurnRecord", "read_records"]
+__all__ = [
+    "OUTCOMES",
+    "TURNS_FILE",
+    "Outcome",
+    "PromptPart",
+    "RecordWriter",
+    "TurnRecord",
+    "read_records",
+]
 
 
 class RecordWriter(JsonlWriter):

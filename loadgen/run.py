@@ -23,13 +23,15 @@ from typing import Any, Literal, TypeVar
 import httpx
 from asyncio_throttle.throttler import Throttler
 
-from loadgen.agent import AgentMachine, Done, Wait
+from loadgen import text
+from loadgen.agent import Done, Wait
 from loadgen.client import StreamResult, make_client, stream_chat
 from loadgen.config import LoadConfig
-from loadgen.conversation import ChatConversation
+from loadgen.conversation import ChatConversation, new_parts, replay_parts
 from loadgen.preflight import ServerInfo, auth_headers, make_counter
-from loadgen.records import TURNS_FILE, RecordWriter, TurnRecord
-from loadgen.tokens import Message, PromptSizer, TokenizeFailed
+from loadgen.records import TURNS_FILE, PromptPart, RecordWriter, TurnRecord
+from loadgen.replay import Workload, workload_for
+from loadgen.tokens import Message, PromptSizer, TokenCounter, TokenizeFailed
 from loadgen.workload import TurnPlan
 
 _T = TypeVar("_T")
@@ -68,6 +70,15 @@ LoadEvent = AgentState | TurnFinished | RunFinished
 
 
 @dataclass(frozen=True, slots=True)
+class _Sized:
+    """A turn's messages, their token count, and what the turn added to its session's prompt."""
+
+    messages: list[Message]
+    expected: int
+    parts: list[PromptPart]
+
+
+@dataclass(frozen=True, slots=True)
 class _AgentExit:
     task: str
     error: BaseException | None
@@ -82,12 +93,16 @@ class _Run:
         cfg: LoadConfig,
         client: httpx.AsyncClient,
         writer: RecordWriter | None,
+        workload: Workload,
     ) -> None:
         self.info, self.cfg, self.client, self.writer = info, cfg, client, writer
+        self.workload = workload
         self.url = info.base_url + "/v1/chat/completions"
         self.queue: asyncio.Queue[LoadEvent | _AgentExit] = asyncio.Queue()
         self.t0 = time.perf_counter()
         self.counter = make_counter(info, cfg, client)
+        #: the server's tokens per word of replayed content (measured before a replay starts)
+        self.tokens_per_word = 1.0
         rate = cfg.request_rate
         self.throttler = Throttler(rate_limit=1, period=1.0 / rate) if rate else None
 
@@ -124,14 +139,17 @@ async def run_agents(
     ``out_dir/turns.jsonl`` when ``out_dir`` is given; the writer is closed at the end.
     """
     headers = auth_headers(cfg)
+    workload = workload_for(cfg)  # a trace that does not parse stops the run before it starts
     writer = records
     if writer is None and out_dir is not None:
         writer = RecordWriter(out_dir / TURNS_FILE)
     client = make_client(cfg.read_timeout_s, cfg.connect_timeout_s, headers)
     tasks: list[asyncio.Task[None]] = []
     try:
-        run = _Run(info, cfg, client, writer)
-        for i in range(cfg.agents):
+        run = _Run(info, cfg, client, writer, workload)
+        if workload.sessions is not None:
+            run.tokens_per_word = await _tokens_per_word(run.counter)
+        for i in range(workload.agents):
             tasks.append(asyncio.create_task(_agent(run, i), name=f"agent-{i}"))
             tasks[-1].add_done_callback(run.exited)
         reason: Literal["duration", "done"] = "done"
@@ -185,14 +203,14 @@ async def _agent(run: _Run, agent: int) -> None:
     """Play the agent's state machine over HTTP: its waits are wall-clock sleeps."""
     cfg = run.cfg
     sizer = PromptSizer(run.counter, additive=run.info.additive)
-    machine = AgentMachine(cfg, agent)
+    machine = run.workload.machine(agent)
     run.state(agent, "waiting")
     conversation = ChatConversation()
-    sent: tuple[list[Message], int] | None = None
+    sent: _Sized | None = None
     action = machine.start()
     while not isinstance(action, Done):
         if isinstance(action, Wait):
-            await asyncio.sleep(action.seconds)
+            await asyncio.sleep(max(0.0, action.due_s(run.now()) - run.now()))
             action = machine.waited()
             continue
         if run.over():
@@ -201,9 +219,14 @@ async def _agent(run: _Run, agent: int) -> None:
             break
         plan = action.plan
         if action.attempt == 0:
-            if plan.turn == 0:
-                conversation = ChatConversation.start(cfg, plan)
-            sent = await _fit(run, sizer, conversation, plan)
+            if plan.content is not None:
+                if plan.turn == 0:
+                    conversation = ChatConversation()
+                sent = await _replayed(run, conversation, plan)
+            else:
+                if plan.turn == 0:
+                    conversation = ChatConversation.start(cfg, plan)
+                sent = await _fit(run, sizer, conversation, plan)
         ok = sent is not None and await _send(run, sizer, conversation, plan, action.attempt, sent)
         action = machine.answered(ok)
     run.state(agent, "done")
@@ -211,7 +234,7 @@ async def _agent(run: _Run, agent: int) -> None:
 
 async def _fit(
     run: _Run, sizer: PromptSizer, conversation: ChatConversation, plan: TurnPlan
-) -> tuple[list[Message], int] | None:
+) -> _Sized | None:
     """The turn's messages and their token count, or None (recorded) when sizing failed."""
     extra = [conversation.pending_reply] if conversation.pending_reply else []
     try:
@@ -226,7 +249,41 @@ async def _fit(
         run.finish(_failed_record(plan, run.now(), exc))
         run.state(plan.agent, "failed")
         return None
-    return [*conversation.history, *extra, message], expected
+    system = len(conversation.history[0]["content"].split()) if plan.turn == 0 else 0
+    parts = new_parts(plan, system, len(message["content"].split()))
+    return _Sized([*conversation.history, *extra, message], expected, parts)
+
+
+async def _tokens_per_word(counter: TokenCounter) -> float:
+    """What the server's tokenizer spends on a word of replayed content (1 on the simulator),
+    so that a trace's block of N tokens is about N of its tokens (a block's word count is
+    fixed for the run, so blocks shared in the trace stay shared)."""
+    probe = " ".join(text.words(7, 1000))
+    try:
+        empty = await counter.count([{"role": "user", "content": ""}])
+        full = await counter.count([{"role": "user", "content": probe}])
+    except TokenizeFailed as exc:  # the turns' own counts will record what fails
+        logger.warning("cannot measure tokens per word (%s): one token a word", exc.error)
+        return 1.0
+    return max(0.05, (full - empty) / 1000)
+
+
+async def _replayed(run: _Run, conversation: ChatConversation, plan: TurnPlan) -> _Sized | None:
+    """A replayed turn's messages: the conversation so far (all of it, unless the turn keeps
+    nothing) and a user message of its parts' words, counted by the server."""
+    history = conversation.history if plan.keep_tokens != 0 else []
+    extra = [conversation.pending_reply] if conversation.pending_reply and history else []
+    words = [w for part in plan.content or () for w in part.words(run.tokens_per_word)]
+    messages = [*history, *extra, {"role": "user", "content": " ".join(words)}]
+    if plan.messages is not None:  # a whole chat, sent as the trace gave it
+        messages = [{"role": role, "content": text} for role, text in plan.messages]
+    try:
+        expected = await run.counter.count(messages)
+    except TokenizeFailed as exc:
+        run.finish(_failed_record(plan, run.now(), exc))
+        run.state(plan.agent, "failed")
+        return None
+    return _Sized(messages, expected, replay_parts(plan))
 
 
 async def _send(
@@ -235,18 +292,18 @@ async def _send(
     conversation: ChatConversation,
     plan: TurnPlan,
     attempt: int,
-    sent: tuple[list[Message], int],
+    sent: _Sized,
 ) -> bool:
     """One attempt of a sized turn; on success the conversation grows by it and its reply."""
-    messages, expected = sent
+    messages, expected = sent.messages, sent.expected
     run.state(plan.agent, "queued")
-    result = await _attempt(
-        run, plan, attempt, _request_body(run, messages, plan.max_tokens), expected
-    )
+    body = _request_body(run, messages, plan.max_tokens)
+    result = await _attempt(run, plan, attempt, body, sent)
     if result.outcome != "ok":
         run.state(plan.agent, "failed")
         return False
-    _check_prompt_size(sizer, plan, expected, result.prompt_tokens)
+    if plan.content is None:
+        _check_prompt_size(sizer, plan, expected, result.prompt_tokens)
     conversation.history = messages
     conversation.history_tokens = result.prompt_tokens or expected
     conversation.pending_reply = {"role": "assistant", "content": result.text}
@@ -255,7 +312,7 @@ async def _send(
 
 
 async def _attempt(
-    run: _Run, plan: TurnPlan, attempt: int, body: dict[str, Any], expected: int
+    run: _Run, plan: TurnPlan, attempt: int, body: dict[str, Any], sent: _Sized
 ) -> StreamResult:
     if run.throttler is not None:
         async with run.throttler:
@@ -267,9 +324,9 @@ async def _attempt(
         if result.started:
             result.fail("aborted", "the run stopped while the request was in flight")
             result.elapsed_s = time.perf_counter() - result.started
-            run.finish(_record(run, plan, attempt, expected, result))
+            run.finish(_record(run, plan, attempt, sent, result))
         raise
-    run.finish(_record(run, plan, attempt, expected, result))
+    run.finish(_record(run, plan, attempt, sent, result))
     return result
 
 
@@ -331,7 +388,7 @@ def _check_prompt_size(
 
 
 def _record(
-    run: _Run, plan: TurnPlan, attempt: int, expected: int, result: StreamResult
+    run: _Run, plan: TurnPlan, attempt: int, sent: _Sized, result: StreamResult
 ) -> TurnRecord:
     t_start = result.started - run.t0
     assert result.outcome is not None
@@ -344,7 +401,7 @@ def _record(
         t_end=t_start + result.elapsed_s,
         ttft_s=result.ttft_s,
         chunks=result.chunks,
-        expected_prompt_tokens=expected,
+        expected_prompt_tokens=sent.expected,
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cached_tokens=result.cached_tokens,
@@ -352,6 +409,7 @@ def _record(
         outcome=result.outcome,
         error=result.error,
         status=result.status,
+        prompt_parts=sent.parts,
     )
 
 

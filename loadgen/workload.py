@@ -13,7 +13,31 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from loadgen import text
 from loadgen.config import LoadConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Content:
+    """A stretch of a replayed turn's new content: the same key, the same words."""
+
+    #: names the content: `b<id>` a trace's hash-id block, `t<line>` a line's own tokens
+    key: str
+    tokens: int
+    #: the words themselves when the trace gave text (else drawn from the key)
+    literal: tuple[str, ...] | None = None
+
+    def words(self, tokens_per_word: float = 1.0) -> list[str]:
+        """The part's words: a prefix-stable stream per key, so equal keys share a prefix.
+
+        One word per token (the simulator's and the twin's count), or as many as make its
+        tokens under a tokenizer that spends `tokens_per_word` on a word.
+        """
+        if self.literal is not None:
+            return list(self.literal[: self.tokens])
+        count = max(1, round(self.tokens / tokens_per_word)) if self.tokens else 0
+        rng = random.Random(f"stallkit:trace:{self.key}")
+        return rng.choices(text.vocabulary(), k=count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +57,14 @@ class TurnPlan:
     text_seed: int
     #: Seed of the session's system prompt (equal across agents with a shared prompt).
     system_seed: int
+    #: Trace replay: the turn's new content (None: drawn from `text_seed` to the target).
+    content: tuple[Content, ...] | None = None
+    #: Trace replay: leading tokens of the previous prompt and reply kept (None: all).
+    keep_tokens: int | None = None
+    #: Trace replay: the next turn starts no earlier than this (seconds since the run start).
+    resume_at_s: float | None = None
+    #: Trace replay: the request's whole chat as (role, text), sent as it is over HTTP.
+    messages: tuple[tuple[str, str], ...] | None = None
 
 
 def agent_rng(seed: int, agent: int) -> random.Random:

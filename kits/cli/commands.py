@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rules": ("rules", "Write the stall rule as Prometheus rules, with a dashboard."),
     "schema": ("schema", "The JSON Schemas of a run directory's files."),
     "sim": ("sim", "The embedded simulated engine: serve it, or trace its steps."),
+    "trace": ("trace", "Traces: their numbers, a run or a kit's workload written as one."),
     "engine": (
         "engine",
         "Prepare engines: the tiny CPU model, the engine image, the twin's calibration, "

@@ -39,6 +39,14 @@ def load(
     ] = None,
     api_key_env: str | None = field_option(LoadConfig, "api_key_env"),
     tokenizer: str | None = field_option(LoadConfig, "tokenizer"),
+    trace: Path | None = field_option(LoadConfig, "trace"),
+    trace_speed: Annotated[
+        float,
+        typer.Option(
+            min=0.001, help="Replay the trace this many times as fast as it was recorded."
+        ),
+    ] = 1.0,
+    trace_block_tokens: int = field_option(LoadConfig, "trace_block_tokens", "--block-size"),
 ) -> None:
     """Run multi-agent streaming load with long, growing contexts; print and save a summary."""
     import time
@@ -57,6 +65,8 @@ def load(
         "agents": agents, "min_context": min_context, "max_context": max_context,
         "read_timeout_s": read_timeout, "duration_s": duration, "max_turns": max_turns,
         "seed": seed, "model": model, "api_key_env": api_key_env, "tokenizer": tokenizer,
+        "trace": None if trace is None else str(trace), "trace_second_s": 1.0 / trace_speed,
+        "trace_block_tokens": trace_block_tokens,
     }  # fmt: skip
     # turn sizes have no flags here: fit them to the context bounds the user gave
     options |= sizes_for_context(min_context, max_context)
@@ -67,6 +77,10 @@ def load(
             f"invalid load options: {validation_message(exc, names=flags_by_field(ctx, LoadConfig), default='')}",
             "see `kit load --help`",
         ) from None
+    if cfg.trace is not None:  # a trace that does not parse stops here, before any request
+        from loadgen import load_trace
+
+        load_trace(Path(cfg.trace))
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
     interrupted = False
     try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
@@ -95,7 +109,9 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
         f"[dim]load:[/] {cfg.agents} agents on {info.base_url} model {info.model} -> {out_dir}",
         highlight=False,
     )
-    progress = LoadProgress(cfg.agents, cfg.duration_s)
+    from loadgen import workload_for
+
+    progress = LoadProgress(workload_for(cfg).agents, cfg.duration_s)
     with live_progress(progress, err_console):
         async with contextlib.aclosing(run_agents(info, cfg, out_dir)) as events:
             async for event in events:

@@ -75,6 +75,9 @@ MaxContextOpt = Annotated[
         "--max-context", help=override_help(LoadConfig, "max_context", "load.max_context")
     ),
 ]
+TraceOpt = Annotated[
+    Path | None, typer.Option("--trace", help=override_help(LoadConfig, "trace", "load.trace"))
+]
 OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -130,8 +133,10 @@ def _overrides(
     agents: int | None,
     min_context: int | None,
     max_context: int | None,
+    trace: Path | None = None,
 ) -> dict[str, Any]:
     pairs = {
+        "load.trace": None if trace is None else str(trace),
         "load.duration_s": duration,
         "sim.time_scale": scale,
         "load.seed": seed,
@@ -205,6 +210,7 @@ def run(
     agents: AgentsOpt = None,
     min_context: MinContextOpt = None,
     max_context: MaxContextOpt = None,
+    trace: TraceOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     metrics_port: MetricsPortOpt = None,
@@ -221,7 +227,7 @@ def run(
             kit,
             {"run": engine},
             out,
-            _overrides(duration, time_scale, seed, agents, min_context, max_context),
+            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace),
             overlay or [],
         )
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
@@ -269,6 +275,7 @@ def ab(
     agents: AgentsOpt = None,
     min_context: MinContextOpt = None,
     max_context: MaxContextOpt = None,
+    trace: TraceOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     seeds: SeedsOpt = None,
@@ -298,7 +305,7 @@ def ab(
             kit,
             {"base": base, "fix": fix},
             out,
-            _overrides(duration, time_scale, seed, agents, min_context, max_context),
+            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace),
             overlay or [],
             parallel=parallel,
             seeds=seeds,

@@ -91,6 +91,8 @@ DERIVED = {
         ("--seed", "loadgen.config:LoadConfig", "seed", True),
         ("--api-key-env", "loadgen.config:LoadConfig", "api_key_env", True),
         ("--tokenizer", "loadgen.config:LoadConfig", "tokenizer", True),
+        ("--trace", "loadgen.config:LoadConfig", "trace", True),
+        ("--block-size", "loadgen.config:LoadConfig", "trace_block_tokens", True),
     ],
     "monitor": [
         ("--interval", "monitor.config:MonitorConfig", "interval_s", True),
@@ -117,6 +119,7 @@ DERIVED = {
             ("--max-context", "loadgen.config:LoadConfig", "max_context", False),
             ("--duration", "loadgen.config:LoadConfig", "duration_s", False),
             ("--time-scale", "kits.config:SimSection", "time_scale", False),
+            ("--trace", "loadgen.config:LoadConfig", "trace", False),
         ]
         for command in ("run", "ab")
     },

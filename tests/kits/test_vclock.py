@@ -202,7 +202,8 @@ def _digest(arm_dir: Path) -> dict[str, Any]:
     fields += ("gen_tokens", "prompt_tokens", "preemptions", "prefix_queries", "prefix_hits")
     fields += ("iterations",)
     rows = [repr(tuple(s[f] for f in fields)) for s in samples]
-    rows += [repr(r.model_dump(mode="json")) for r in records]
+    # the records' fields as they were pinned (prompt_parts and t_ready came later, describe only)
+    rows += [repr(r.model_dump(mode="json", exclude={"prompt_parts", "t_ready"})) for r in records]
     last = samples[-1]
     return {
         "turns": len(records),

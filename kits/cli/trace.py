@@ -1,0 +1,124 @@
+"""`kit trace`: look into a trace, write a run or a kit's workload as one.
+
+Thin: the formats are `contract.trace`'s, the numbers `loadgen.tracestats`', the conversions
+`loadgen.export`'s. Replaying a trace is `[load] trace` in a kit, or `kit load --trace`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kits.cli.common import fail, help_when_bare, user_errors
+
+TRACE_HELP = (
+    "Traces: mooncake_trace JSONL (AIPerf's: timestamp or delay in ms, input_length, "
+    "output_length, hash_ids of fixed-size blocks, session_id, text_input) and sessions JSONL "
+    "(agentic calls: session_id, timestamp or delay, prompt_tokens, completion_tokens, "
+    "cached_tokens). Replay one with `[load] trace` in a kit or `kit load --trace`."
+)
+
+trace_app = typer.Typer(help=TRACE_HELP, invoke_without_command=True, callback=help_when_bare)
+
+_BLOCK = typer.Option(
+    "--block-size", min=1, help="Tokens per hash_ids block (AIPerf's --isl-block-size)."
+)
+
+
+@trace_app.command(short_help="Lengths, sessions and prefix-cache hits of a trace.")
+@user_errors
+def stats(
+    file: Annotated[Path, typer.Argument(help="A trace file (JSONL).")],
+    block_size: Annotated[int, _BLOCK] = 512,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON.")] = False,
+) -> None:
+    """Input/output length distributions, session lengths and the prefix-cache hit share."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from contract.trace import read_trace
+    from loadgen import trace_stats
+
+    numbers = trace_stats(read_trace(file), block_size)
+    if as_json:
+        typer.echo(numbers.model_dump_json(indent=2))
+        return
+    table = Table(title=f"{file} ({numbers.format})", show_edge=False)
+    for column in ("", "min", "mean", "p50", "p90", "p99", "max"):
+        table.add_column(column, justify="right" if column else "left")
+    for name, dist in (
+        ("turns per session", numbers.turns_per_session),
+        ("input tokens", numbers.input_tokens),
+        ("output tokens", numbers.output_tokens),
+    ):
+        cells = [dist.min, dist.mean, dist.p50, dist.p90, dist.p99, dist.max]
+        table.add_row(name, *(f"{v:,.0f}" if v >= 10 else f"{v:.1f}" for v in cells))
+    console = Console()
+    console.print(table)
+    console.print(
+        f"{numbers.requests:,} requests in {numbers.sessions:,} sessions; "
+        f"{numbers.input_tokens_total:,} input and {numbers.output_tokens_total:,} output "
+        f"tokens; prefix-cache hits {numbers.cache_hit_share:.1%} of input tokens at "
+        f"{block_size}-token blocks",
+        highlight=False,
+    )
+
+
+@trace_app.command(short_help="Write a run's turns as a mooncake_trace.")
+@user_errors
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="An arm's directory (holding turns.jsonl).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The trace file to write.")],
+    block_size: Annotated[int, _BLOCK] = 512,
+) -> None:
+    """Write the run's turns as a mooncake_trace, hash_ids from the prompts' blocks.
+
+    One session per conversation, its first turn at its timestamp, later turns a delay after
+    the previous one ended. A failed try is left out (it added nothing to its conversation)
+    unless it was its conversation's last, such as a request a stall held. Replay it with
+    stallkit against another engine, or with AIPerf.
+    """
+    from contract.files import TURNS_FILE
+    from contract.records import read_records
+    from contract.trace import write_trace
+    from loadgen import mooncake_lines
+
+    if not (run_dir / TURNS_FILE).is_file():
+        arms = sorted(p.name for p in run_dir.glob(f"*/{TURNS_FILE}"))
+        hint = "name an arm's directory" + (f" (here: {', '.join(arms)})" if arms else "")
+        raise fail(f"{run_dir} holds no {TURNS_FILE}", hint)
+    records = read_records(run_dir)
+    lines = mooncake_lines(records, block_size)
+    written = write_trace(out, lines)
+    left = len(records) - written
+    typer.echo(f"{out}: {written} requests" + (f" ({left} failed tries left out)" if left else ""))
+
+
+@trace_app.command(short_help="Write a kit's synthetic workload as a sessions trace.")
+@user_errors
+def generate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="The trace file to write.")],
+    kit: Annotated[str, typer.Option(help="A shipped kit's name or a kit file.")] = "cpu-smoke",
+    seed: Annotated[int | None, typer.Option(help="Workload seed (default: the kit's).")] = None,
+    turns: Annotated[int, typer.Option(min=1, help="Turns per agent.")] = 200,
+) -> None:
+    """The kit's agents (sizes, replies, pauses, session restarts) as a sessions trace.
+
+    Replayed with the kit's settings, it gives the kit's own requests: a kit's workload to
+    edit, to hand to another tool, or to test trace replay with.
+    """
+    from contract.trace import write_trace
+    from kits.config import load_kit
+    from loadgen import workload_calls
+
+    overrides = {} if seed is None else {"load.seed": seed}
+    load = load_kit(kit, overrides).load
+    written = write_trace(out, workload_calls(load, turns))
+    typer.echo(f"{out}: {written} calls of {load.agents} agents (seed {load.seed})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `kit trace` (stats, export, generate) to the top-level app."""
+    app.add_typer(trace_app, name="trace")
