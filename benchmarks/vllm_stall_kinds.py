@@ -33,18 +33,15 @@ from pathlib import Path
 
 import httpx
 
-from engine import EngineError
-from engine.local import VllmLauncher
-from engine.spec import parse_spec
+from engine import EngineError, VllmLauncher, parse_spec
 from monitor.config import MonitorConfig
 from monitor.events import Down, MonitorEvent, StallEnded, StallStarted
 from monitor.gpu import gpu_source
 from monitor.watch import watch
 
-BLOCKS, BLOCK_TOKENS = (
-    16,
-    128,
-)  # the pool: 2048 tokens, 1920 usable (one block is vLLM's null block)
+#: the KV pool: 16 blocks of 128 tokens on CPU, 2048 tokens (1920 usable: one block is vLLM's
+#: null block)
+BLOCKS = 16
 ARGS = ["--enforce-eager", "--max-num-seqs", "4", "--dtype", "float32",
         "--num-gpu-blocks-override", str(BLOCKS), "--kv-cache-memory-bytes", str(64 * 2**20)]  # fmt: skip
 STALL_AFTER_S = 5.0

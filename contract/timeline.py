@@ -18,6 +18,7 @@ from contract.files import TIMELINE_FILE
 
 __all__ = [
     "STALL_KINDS",
+    "STALL_KIND_MEANING",
     "TIMELINE_FILE",
     "DownLine",
     "EngineView",
@@ -31,15 +32,21 @@ __all__ = [
     "timeline_adapter",
 ]
 
-#: What a stall looks like from the engine's metrics (the detector's table names each one):
-#: `spinning` the scheduler steps and schedules nothing (a livelock); `frozen` nothing moves;
-#: `blocked` nothing running, requests waiting for good (a request that can never fit);
-#: `thrashing` requests are preempted and re-prefilled, no token comes out; `busy_hang` the
-#: GPUs are busy and nothing moves (a collective or kernel hang); `dead_core` the server
-#: answers but the engine's own series are gone (its core died behind a live API).
-StallKind = Literal["spinning", "frozen", "blocked", "thrashing", "busy_hang", "dead_core"]
-#: every kind, in the order above
+#: What a stall looks like from the engine's metrics, in the order the detector checks the
+#: signatures (the first that holds names the stall); `STALL_KIND_MEANING` says each one.
+StallKind = Literal["dead_core", "thrashing", "blocked", "busy_hang", "spinning", "frozen"]
+#: every kind, in the detector's order
 STALL_KINDS: tuple[StallKind, ...] = get_args(StallKind)
+#: what each kind means, for people (alerts, docs)
+STALL_KIND_MEANING: dict[StallKind, str] = {
+    "dead_core": "the server answers but the engine's series are gone (its core died behind "
+    "a live API)",
+    "thrashing": "requests are preempted and re-prefilled, no token comes out",
+    "blocked": "nothing runs while requests wait (one that can never fit heads the queue)",
+    "busy_hang": "the GPUs are busy but the scheduler does not step (a collective or kernel hang)",
+    "spinning": "the scheduler steps and schedules nothing (a livelock)",
+    "frozen": "nothing moves",
+}
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -63,6 +70,12 @@ class EngineView(BaseModel):
     compute_s: dict[str, float] | None = Field(
         None, description="Scheduler compute seconds by class (the fork's counter)."
     )
+
+    @property
+    def has_engine_series(self) -> bool:
+        """Whether the page carried the engine's own series (a core that died behind a live
+        server leaves a page without them: no load is observed there)."""
+        return any(v is not None for v in (self.running, self.waiting, self.gen_tokens))
 
 
 class _SampleHead(BaseModel):

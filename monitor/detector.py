@@ -58,6 +58,9 @@ from monitor.events import (
 from monitor.parse import MetricsSnapshot
 from monitor.rates import Deltas, snapshot_deltas
 
+#: Seconds a page without the engine's series still counts as a dead core after the engine
+#: was last seen with work (the requests it held are gone from the page with the series)
+DEAD_CORE_MEMORY_S = 3600.0
 #: CPU cores an engine must burn while quiet to count as spinning: a spinning engine core
 #: takes a whole core; the HTTP server answering scrapes next to a frozen core, a few percent
 SPIN_CPU_CORES = 0.5
@@ -67,8 +70,8 @@ SPIN_CPU_CORES = 0.5
 class Evidence:
     """What a quiet period has shown since its onset: the inputs of its kind."""
 
-    core_gone: bool = False  # the page answered without the engine's series
-    preempted: bool = False  # preemptions moved while quiet
+    core_gone: bool = False  # the latest page answered without the engine's series
+    preempted: bool = False  # preemptions moved while quiet (or within stall_after before)
     blocked: bool = False  # the latest sample: nothing running, requests waiting
     gpu_busy: bool = False  # the latest GPU reading past the window was over the idle mark
     stepped: bool = False  # scheduler counters or the engine's CPU moved after the first interval
@@ -95,11 +98,12 @@ def pending(snapshot: MetricsSnapshot) -> bool:
     return (snapshot.running or 0) > 0 or (snapshot.waiting or 0) > 0
 
 
-def progressed(deltas: Deltas) -> bool:
-    """A token came out, or prompt tokens were counted with nothing preempted."""
+def progressed(deltas: Deltas, recently_preempted: bool) -> bool:
+    """A token came out, or prompt tokens were counted with nothing preempted lately (a
+    re-prefill of work thrown away is no progress, however many scrapes it spans)."""
     if deltas.gen_tokens:
         return True
-    return bool(deltas.prompt_tokens) and not deltas.preemptions
+    return bool(deltas.prompt_tokens) and not deltas.preemptions and not recently_preempted
 
 
 class StallDetector:
@@ -122,6 +126,8 @@ class StallDetector:
         self._kind: StallKind | None = None  # judged when the stall starts
         self._stop_sent = False
         self._down_since: float | None = None
+        self._work_seen_t: float | None = None  # the last sample with work pending
+        self._preempted_engine_t: float | None = None  # the last sample with a preemption
         self._state = DetectorState("starting", gpu_checked=gpu_checked)
 
     @property
@@ -175,17 +181,19 @@ class StallDetector:
         self._down_since = None
         now_engine_t = t if engine_t is None else engine_t
         prev, prev_t, prev_engine_t = self._prev, self._prev_t, self._prev_engine_t
-        if not snapshot.is_vllm and prev is not None and pending(prev):
-            # the server answers without the engine's series: its core is gone, the work with it
-            if self._onset is None:
-                self._begin(prev_t, prev_engine_t, prev)
-            self._evidence.core_gone = True
-            return self._hold(t, now_engine_t)
+        if not snapshot.is_vllm:
+            return self._blank_page(t, now_engine_t)
         self._prev, self._prev_t, self._prev_engine_t = snapshot, t, now_engine_t
+        if pending(snapshot):
+            self._work_seen_t = t
         if prev is None:
             return self._not_stalled(t, "ok" if pending(snapshot) else "idle")
         deltas = snapshot_deltas(prev, snapshot, t - prev_t)
-        if not pending(snapshot) or progressed(deltas):
+        if deltas.preemptions:
+            self._preempted_engine_t = now_engine_t
+        last = self._preempted_engine_t
+        recently = last is not None and now_engine_t - last < self._config.stall_after_s
+        if not pending(snapshot) or progressed(deltas, recently):
             return self._not_stalled(t, "ok" if pending(snapshot) else "idle")
         evidence = self._evidence
         if self._onset is None:
@@ -196,11 +204,29 @@ class StallDetector:
             evidence.stepped = True
         evidence.preempted = evidence.preempted or bool(deltas.preemptions)
         evidence.blocked = (snapshot.running or 0) == 0 and (snapshot.waiting or 0) > 0
+        evidence.core_gone = False
         assert self._onset is not None
         if gpu_util and self._gpu_checked and t >= self._onset + self._config.gpu_window_s:
             # the latest reading decides; a missing one changes nothing
             evidence.gpu_busy = any(u > self._config.idle_gpu_perc for u in gpu_util.values())
         return self._hold(t, now_engine_t)
+
+    def _blank_page(self, t: float, engine_t: float) -> list[DetectorEvent]:
+        """The server answers without the engine's series: a dead core if it had work lately
+        (the work it held is gone from the page with them), else nothing to judge."""
+        seen = self._work_seen_t
+        if seen is None or t - seen > DEAD_CORE_MEMORY_S:
+            return self._not_stalled(t, "idle")
+        if self._onset is None:
+            prev = self._prev
+            if prev is not None and pending(prev):  # quiet since the last sample with work
+                self._begin(self._prev_t, self._prev_engine_t, prev)
+            else:
+                self._begin(t, engine_t, prev or MetricsSnapshot())
+        # no rate across the blank pages: start afresh when the series come back
+        self._prev = None
+        self._evidence.core_gone = True
+        return self._hold(t, engine_t)
 
     def _went_down(self, t: float) -> list[DetectorEvent]:
         events = self._end(t)

@@ -72,6 +72,13 @@ class EngineMetrics:
     steps: float | None = None  # scheduler steps, empty ones included (patched scheduler)
 
     @property
+    def is_vllm(self) -> bool:
+        """Whether the page carries the vLLM signals a stall is judged on."""
+        return self.gen_tokens is not None and (
+            self.running is not None or self.waiting is not None
+        )
+
+    @property
     def compute_s_total(self) -> float | None:
         """Scheduler compute seconds over all classes (fork only)."""
         return None if self.compute_s is None else sum(self.compute_s.values())
@@ -95,13 +102,6 @@ class MetricsSnapshot(EngineMetrics):
 
     engines: Mapping[str, EngineMetrics] = field(default_factory=dict)
     sim_clock: SimClock | None = None  # None: not a simulator (the wall clock is its clock)
-
-    @property
-    def is_vllm(self) -> bool:
-        """Whether the page carries the vLLM signals a stall is judged on."""
-        return self.gen_tokens is not None and (
-            self.running is not None or self.waiting is not None
-        )
 
 
 _Raw = dict[str, float | dict[str, float]]

@@ -26,7 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contract import names
-from contract.timeline import StallKind
+from contract.timeline import STALL_KIND_MEANING, StallKind
+from monitor.detector import DEAD_CORE_MEMORY_S
 
 #: Labels that name one engine in the recorded series (data-parallel `engine` is summed).
 ENGINE_LABELS = "job, instance, model_name"
@@ -37,9 +38,6 @@ ACTIVITY_COUNTERS = (
     names.sample(names.ITERATION_TOKENS, "count"),
     names.SCHEDULER_COMPUTE_SECONDS,
 )
-#: How long (seconds) a dead core's alert remembers that the engine had work: the engine's
-#: series are gone, so only their history says requests were in flight
-DEAD_CORE_MEMORY_S = 3600.0
 #: The series the recording group writes, with what each one means.
 RECORDED = {
     "stallkit:generation_tokens:irate": "generated tokens per second over the last two scrapes",
@@ -85,7 +83,9 @@ class RulesSettings(BaseModel):
         15.0, gt=0, description="How often the rule groups are evaluated."
     )
     engine_selector: str = Field(
-        "", description='PromQL label matchers picking the engines, e.g. job="vllm".'
+        "",
+        description='PromQL label matchers picking the engines, e.g. job="vllm" (the dead '
+        "core's alert applies them to `up` too: use labels it has, such as job and instance).",
     )
     gpu: bool = Field(True, description="Whether DCGM GPU utilisation is part of the rule.")
     gpu_window_s: float = Field(
@@ -180,14 +180,15 @@ def kind_conditions(s: RulesSettings) -> dict[StallKind, str]:
     moving = "stallkit:scheduler_activity:rate > 0"
     still = "stallkit:scheduler_activity:rate == 0"
     sel = _sel(s.engine_selector)
+    memory = _dur(DEAD_CORE_MEMORY_S)
+    # each side compared on its own: `or` of two unnamed vectors keeps only the left one
     had_work = " or ".join(
-        f"max_over_time({name}{sel}[{_dur(DEAD_CORE_MEMORY_S)}])"
+        f"max by (job, instance) (max_over_time({name}{sel}[{memory}])) > 0"
         for name in (names.NUM_REQUESTS_RUNNING, names.NUM_REQUESTS_WAITING)
     )
-    up = _sel(s.engine_selector)
     out: dict[StallKind, str] = {
-        "dead_core": f"(up{up} == 1) unless on (job, instance) {names.NUM_REQUESTS_RUNNING}{sel}"
-        f" {_on('job, instance')} (max by (job, instance) ({had_work}) > 0)",
+        "dead_core": f"(up{sel} == 1) unless on (job, instance) {names.NUM_REQUESTS_RUNNING}{sel}"
+        f" {_on('job, instance')} ({had_work})",
         "thrashing": f"{q} {_on()} stallkit:preemptions:increase > 0",
     }
     before = f"({out['thrashing']})"
@@ -196,25 +197,19 @@ def kind_conditions(s: RulesSettings) -> dict[StallKind, str]:
         f" unless on ({ENGINE_LABELS}) {before}"
     )
     before = f"{before} or ({out['blocked']})"
+    unless_before = f"unless on ({ENGINE_LABELS}) ({before})"
+    frozen = f"{q} {_on()} {still}"
     if s.gpu:
-        match = _gpu_match(s)
         busy = f"stallkit:gpu_utilization:max > {s.idle_gpu_perc:g}"
-        idle = f"stallkit:gpu_utilization:max <= {s.idle_gpu_perc:g}"
-        # frozen forgives a busy reading within the averaging window after the last token
-        # (it still shows that work); a busy hang needs none: its clock runs from the onset
+        hang = f"{q} {_on()} {still} {_on(_gpu_match(s))} {busy}"
+        out["busy_hang"] = f"({hang}) {unless_before}"
+        # a busy reading within the averaging window after the last token still shows that
+        # work: frozen then, not a hang; without GPU series, frozen too
         since = _dur(s.gpu_window_s + s.scrape_interval_s)
         recent = f"sum by ({ENGINE_LABELS}) (increase({names.GENERATION_TOKENS}{sel}[{since}])) > 0"
-        out["busy_hang"] = (
-            f"({q} {_on()} {still} {_on(match)} {busy}) unless on ({ENGINE_LABELS}) ({before})"
-        )
-        out["spinning"] = f"({q} {_on()} {moving}) unless on ({ENGINE_LABELS}) ({before})"
-        out["frozen"] = (
-            f"(({q} {_on()} {still} {_on(match)} {idle}) or ({q} {_on()} {still} {_on()} {recent}))"
-            f" unless on ({ENGINE_LABELS}) ({before})"
-        )
-    else:
-        out["spinning"] = f"({q} {_on()} {moving}) unless on ({ENGINE_LABELS}) ({before})"
-        out["frozen"] = f"({q} {_on()} {still}) unless on ({ENGINE_LABELS}) ({before})"
+        frozen = f"({frozen}) unless on ({ENGINE_LABELS}) (({hang}) unless on ({ENGINE_LABELS}) ({recent}))"
+    out["spinning"] = f"({q} {_on()} {moving}) {unless_before}"
+    out["frozen"] = f"({frozen}) {unless_before}"
     return out
 
 
@@ -230,18 +225,6 @@ def inline(expr: str, recording: list[dict[str, str]]) -> str:
     while pattern.search(expr):
         expr = pattern.sub(lambda m: f"({defs[m.group(1)]})", expr)
     return expr
-
-
-#: what each kind's alert says it saw
-KIND_TEXT: dict[StallKind, str] = {
-    "dead_core": "the server answers but the engine's series are gone (its core died "
-    "behind a live API)",
-    "thrashing": "requests are preempted and re-prefilled, no token comes out",
-    "blocked": "nothing runs while requests wait (one that can never fit heads the queue)",
-    "busy_hang": "the GPUs are busy but the scheduler does not step (a collective or kernel hang)",
-    "spinning": "the scheduler steps and schedules nothing (a livelock)",
-    "frozen": "nothing moves",
-}
 
 
 def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
@@ -260,10 +243,10 @@ def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
             "for": _dur(s.stall_after_s),
             "labels": {"severity": "critical", "kind": kind},
             "annotations": {
-                "summary": f"{engine}: stalled ({kind}): {KIND_TEXT[kind]}",
+                "summary": f"{engine}: stalled ({kind}): {STALL_KIND_MEANING[kind]}",
                 "gpu": gpu_note,
                 "description": (
-                    f"Stall kind {kind} for {_dur(s.stall_after_s)}: {KIND_TEXT[kind]}. A "
+                    f"Stall kind {kind} for {_dur(s.stall_after_s)}: {STALL_KIND_MEANING[kind]}. A "
                     "stall is work pending (running or waiting requests) with no token "
                     "generated and no prefill moving forward. /health may still answer 200."
                 ),

@@ -43,7 +43,7 @@ def _r(value: float | None, digits: int = 3) -> float | None:
 
 def _engine_fields(m: EngineMetrics) -> dict[str, Any]:
     # a page without the engine's series (its core dead behind a live server) stays empty
-    vllm = m.gen_tokens is not None or m.running is not None or m.waiting is not None
+    vllm = m.is_vllm
     zero = 0 if vllm else None
     return {
         "running": m.running or zero,

@@ -46,9 +46,12 @@ def observe(
     up_since: float | None = None
     for ev in sorted(events, key=lambda e: e.t):
         t = min(ev.t * scale, limit)
-        if isinstance(ev, SampleLine) and up_since is None:
+        seen = isinstance(ev, SampleLine) and ev.has_engine_series
+        blank = isinstance(ev, SampleLine) and not ev.has_engine_series
+        if seen and up_since is None:
             up_since = t
-        elif isinstance(ev, DownLine) and up_since is not None:
+        elif (isinstance(ev, DownLine) or blank) and up_since is not None:
+            # a page without the engine's series observes no load, as a failed scrape
             exposure += t - up_since
             up_since = None
     down_at_end = up_since is None

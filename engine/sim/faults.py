@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import get_args
 
 from contract.simstate import SimState
+from contract.timeline import StallKind
 from engine.errors import EngineError
 from engine.sim.config import Fault, FaultKind
 from engine.sim.core import SimEngine
@@ -33,6 +34,14 @@ from engine.sim.records import AdvanceResult, EngineStats, RequestInfo, StepResu
 _STOPPING: frozenset[FaultKind] = frozenset({"freeze", "busy_hang", "dead_core"})
 _SPEC = re.compile(r"^(?P<kind>[a-z_]+)@(?P<at>[0-9]+(?:\.[0-9]*)?)$")
 KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
+#: the stall kind each fault plays, as the monitor names it
+PLAYS: dict[FaultKind, StallKind] = {
+    "freeze": "frozen",
+    "block": "blocked",
+    "thrash": "thrashing",
+    "busy_hang": "busy_hang",
+    "dead_core": "dead_core",
+}
 
 
 def parse_fault(text: str) -> Fault:
@@ -84,17 +93,20 @@ class FaultyCore:
         *,
         continues: str | None = None,
     ) -> None:
+        """Queue a request; a stopped core never sees it (nothing comes back)."""
         self._strike(now_s)
         if not self.stopped:
             self._core.add_request(request_id, prompt, max_tokens, now_s, continues=continues)
 
     def abort(self, request_id: str, now_s: float) -> None:
+        """Abort a request; a stopped core ignores it."""
         self._strike(now_s)
         if not self.stopped:
             self._core.abort(request_id, now_s)
 
     # -- time -------------------------------------------------------------------------------
     def step(self, now_s: float) -> StepResult:
+        """One step; a stopped core's is an idle tick (its GPUs busy in a busy hang)."""
         self._strike(now_s)
         if not self.stopped:
             return self._core.step(now_s)
@@ -118,6 +130,7 @@ class FaultyCore:
         )
 
     def advance(self, now_s: float, until_s: float, max_steps: int = 1_000_000) -> AdvanceResult:
+        """Run to `until_s`, stopping at the strike to play the fault from there on."""
         self._strike(now_s)
         if not self.stopped and self._struck_s is None and until_s > self.fault.at_s:
             # run up to the strike, then play the fault from there
@@ -133,6 +146,8 @@ class FaultyCore:
         return AdvanceResult(until_s, 0, 0, 0, None, busy)
 
     def has_work(self) -> bool:
+        """Whether the core will step: a frozen or dead one will not, though the requests it
+        held are still pending on its page; a busy hang keeps ticking (its GPUs busy)."""
         if self.stopped:  # a hung collective keeps the GPUs busy: the driver keeps ticking
             return self.fault.kind == "busy_hang"
         return self._core.has_work()
@@ -140,6 +155,8 @@ class FaultyCore:
     # -- what it shows ----------------------------------------------------------------------
     @property
     def stats(self) -> EngineStats:
+        """The counters: a stopped core's as they were at the strike (a busy hang's GPU busy
+        time grows on, a dead core's say it is not alive)."""
         held = self._held
         if held is None:
             return self._core.stats
@@ -156,18 +173,23 @@ class FaultyCore:
 
     @property
     def num_gpus(self) -> int:
+        """The wrapped core's GPUs."""
         return self._core.num_gpus
 
     def output_tokens(self, request_id: str) -> int | None:
+        """As the wrapped core."""
         return self._core.output_tokens(request_id)
 
     def request_info(self, request_id: str) -> RequestInfo | None:
+        """As the wrapped core."""
         return self._core.request_info(request_id)
 
     def reply_words(self, request_id: str, count: int) -> list[str]:
+        """As the wrapped core."""
         return self._core.reply_words(request_id, count)
 
     def debug_state(self, now_s: float, frozen: bool = False) -> SimState:
+        """The wrapped core's state, `frozen` once it stopped."""
         return self._core.debug_state(now_s, frozen or self.stopped)
 
 

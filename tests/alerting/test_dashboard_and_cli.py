@@ -76,7 +76,7 @@ def test_kit_rules_takes_thresholds_from_the_kit_and_flags(tmp_path: Path) -> No
         'name = "k"\n[load]\nduration_s = 60\n[monitor]\nstall_after_s = 42\nidle_gpu_perc = 7\n'
     )
     text = runner.invoke(app, ["rules", "--kit", str(kit)]).output
-    assert 'for: "42s"' in text and "<= 7" in text
+    assert 'for: "42s"' in text and "> 7" in text
     text = runner.invoke(
         app, ["rules", "--kit", str(kit), "--stall-after", "90", "--no-gpu"]
     ).output

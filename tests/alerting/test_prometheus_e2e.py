@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from engine.sim.config import FaultKind
+from engine.sim.faults import PLAYS
 from engine.simproc import SimLauncher
 from engine.spec import parse_spec
 from monitor.config import MonitorConfig
@@ -31,8 +33,13 @@ SCRAPE_S = 0.2
 STALL_AFTER_S = 1.0
 SCALE = 10.0
 STRIKE_AT_S = 7.0 * SCALE  # engine seconds: 7 wall seconds after the simulator starts
-#: simulator -> the fault it plays (and the kind its alert names), or none
-ENGINES = {"frozen": "freeze", "blocked": "block", "busy_hang": "busy_hang", "healthy": None}
+#: simulator -> the fault it plays, or none
+ENGINES: dict[str, FaultKind | None] = {
+    "frozen": "freeze",
+    "blocked": "block",
+    "busy_hang": "busy_hang",
+    "healthy": None,
+}
 
 
 def _free_port() -> int:
@@ -182,7 +189,7 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
         states = [state for _t, state, _k in rows]
         assert "pending" in states and "firing" in states, (name, seen)
         assert states.index("pending") < states.index("firing")
-        assert {kind for _t, state, kind in rows if state == "firing"} == {name}, (name, rows)
+        assert {kind for _t, state, kind in rows if state == "firing"} == {PLAYS[fault]}, rows
     assert started.kind == "frozen"
     fired_at = next(t for t, state, _k in seen[hosts["frozen"]] if state == "firing")
     onset_wall = t0 + started.onset

@@ -10,19 +10,12 @@ from typing import Any
 
 import pytest
 
-from contract.timeline import StallKind
 from engine.sim.config import FaultKind
+from engine.sim.faults import PLAYS
 from kits.config import load_kit
 from kits.vclock import run_virtual_arm
 
 AT_S = 300.0
-PLAYS: dict[FaultKind, StallKind] = {
-    "freeze": "frozen",
-    "block": "blocked",
-    "thrash": "thrashing",
-    "busy_hang": "busy_hang",
-    "dead_core": "dead_core",
-}
 
 
 def _stalls(arm_dir: Path) -> list[dict[str, Any]]:

@@ -119,3 +119,41 @@ def test_a_dead_core_ends_when_the_series_come_back_and_down_ends_it_too() -> No
     ended = det.observe(30, None)
     assert [(e.kind, e.onset) for e in ended if isinstance(e, StallEnded)] == [("dead_core", 5)]
     assert det.state.status == "down"
+
+
+def test_a_long_re_prefill_between_preemptions_is_thrashing() -> None:
+    # prompt tokens counted for three intervals, then the request is thrown back: the prefill
+    # never ends in a token, however many scrapes each round spans
+    def rounds(t: int) -> tuple[MetricsSnapshot, float, float]:
+        n = t - ONSET
+        return _quiet(t, prompt_tokens=n * 2048, preemptions=n // 4, iterations=t), 90.0, 1.0 * t
+
+    started = [e for e in run(rounds) if isinstance(e, StallStarted)]
+    # the first round counted as progress until it was thrown away (its last sample, t=8);
+    # from then on every round follows a preemption within stall_after: no progress
+    assert [(e.kind, e.onset) for e in started] == [("thrashing", ONSET + 3)]
+
+
+def test_a_dead_core_after_a_restart_or_while_idle_is_still_named() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    events: list[DetectorEvent] = []
+    for t in range(8):  # work, then the server goes down (restarting)
+        events += det.observe(t, page(gen_tokens=t * 10) if t < 4 else None)
+    for t in range(8, 30):  # back up, but without the engine's series: its core never came back
+        events += det.observe(t, MetricsSnapshot())
+    started = [e for e in events if isinstance(e, StallStarted)]
+    assert [(e.kind, e.onset, e.t) for e in started] == [("dead_core", 8, 18)]
+    idle = StallDetector(CFG, gpu_checked=False)
+    events = [*idle.observe(0, page(gen_tokens=0)), *idle.observe(1, page(running=0, waiting=0))]
+    for t in range(2, 20):  # idle when its core died: the requests sent since are gone with it
+        events += idle.observe(t, MetricsSnapshot())
+    assert [e.kind for e in events if isinstance(e, StallStarted)] == ["dead_core"]
+
+
+def test_one_blank_page_does_not_name_a_frozen_engine_a_dead_core() -> None:
+    det = StallDetector(CFG, gpu_checked=False)
+    events: list[DetectorEvent] = []
+    for t in range(30):
+        snap = page(gen_tokens=min(t, ONSET) * 10)
+        events += det.observe(t, MetricsSnapshot() if t == ONSET + 2 else snap)
+    assert [e.kind for e in events if isinstance(e, StallStarted)] == ["frozen"]

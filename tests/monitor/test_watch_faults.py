@@ -10,19 +10,13 @@ import asyncio
 import httpx
 
 from engine.sim.config import FaultKind
+from engine.sim.faults import PLAYS
 from monitor.events import GpuReading, MonitorEvent, Sample, StallStarted
 from tests.conftest import SimServerFactory
 from tests.monitor.test_watch_sim import INTERVAL_S, STALL_AFTER_S, collect, stream_chat
 
 SCALE = 20.0
 AT_S = 60.0  # engine seconds: 3 wall seconds after the simulator starts, load running by then
-PLAYS = {
-    "freeze": "frozen",
-    "block": "blocked",
-    "thrash": "thrashing",
-    "busy_hang": "busy_hang",
-    "dead_core": "dead_core",
-}
 
 
 async def _agent(client: httpx.AsyncClient, url: str, max_tokens: int) -> None:
@@ -46,7 +40,7 @@ async def _watch(sim_server: SimServerFactory, fault: FaultKind) -> list[Monitor
 
 
 async def test_each_fault_over_http_is_caught_with_its_kind(sim_server: SimServerFactory) -> None:
-    faults: list[FaultKind] = list(PLAYS)  # type: ignore[arg-type]
+    faults: list[FaultKind] = list(PLAYS)
     runs = await asyncio.gather(*(_watch(sim_server, f) for f in faults))
     for fault, events in zip(faults, runs, strict=True):
         started = [e for e in events if isinstance(e, StallStarted)]
