@@ -24,6 +24,7 @@ from kits.cli.alerting import (
 )
 from kits.cli.common import fail, user_errors
 from kits.cli.fields import field_option, flags_by_field
+from kits.cli.fleet import GpuSelectorOpt, GroupByOpt, PrometheusOpt, SelectorOpt
 from monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
@@ -45,7 +46,10 @@ MONITOR_HELP = (
 @user_errors
 def monitor(
     ctx: typer.Context,
-    url: Annotated[str, typer.Argument(help="Engine base URL, e.g. http://127.0.0.1:8000.")],
+    url: Annotated[
+        str | None,
+        typer.Argument(help="Engine base URL, e.g. http://127.0.0.1:8000 (not with --prometheus)."),
+    ] = None,
     interval: float = field_option(MonitorConfig, "interval_s", "--interval"),
     gpu_source: Annotated[
         str,
@@ -80,6 +84,10 @@ def monitor(
     on_stall: OnStallOpt = None,
     on_stall_end: OnStallEndOpt = False,
     on_stall_timeout: OnStallTimeoutOpt = 60.0,
+    prometheus: PrometheusOpt = None,
+    selector: SelectorOpt = "",
+    group_by: GroupByOpt = "instance",
+    gpu_selector: GpuSelectorOpt = "",
 ) -> None:
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import time
@@ -88,6 +96,28 @@ def monitor(
     from contract.urls import URL_HINT, url_problem
     from monitor import gpu_source as make_gpu_source
 
+    if prometheus is not None or url is None:
+        from kits.cli.fleet import FleetArgs, monitor_fleet
+
+        if url is not None:
+            raise fail(f"an engine URL ({url}) and --prometheus", "give one or the other")
+        if prometheus is None:
+            raise fail("no engine URL", "give an engine's URL, or --prometheus URL for a fleet")
+        config = monitor_config(
+            names=flags_by_field(ctx, MonitorConfig),
+            interval_s=interval,
+            stall_after_s=stall_after,
+            stop_after_s=stop_after or None,
+            idle_gpu_perc=idle_gpu,
+            gpu_window_s=gpu_window,
+            scrape_timeout_s=max(min(10.0, interval * 5), 1.0),
+        )
+        args = FleetArgs(prometheus, selector, group_by, gpu_selector, gpu_source != "none")
+        alerting = start_alerting(
+            metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
+        )
+        monitor_fleet(args, config, out, duration, no_dashboard, exit_on_stall, alerting)
+        return
     url = url.strip()
     problem = url_problem(url)
     if problem is not None:
