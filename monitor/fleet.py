@@ -112,6 +112,22 @@ class FleetBank:
         engine.last_t = now
         return [EngineEvent(key, e) for e in engine.step.events(now, None, None, error=error)]
 
+    def feed(
+        self, key: str, reading: Reading, labels: Mapping[str, str] | None = None
+    ) -> list[FleetEvent]:
+        """Feed one engine's reading (a new engine appears with its first vLLM reading)."""
+        engine = self._engines.get(key)
+        out: list[FleetEvent] = []
+        if engine is None:
+            if reading.snapshot is None:
+                return out  # never seen with vLLM series: another job's target, not an engine
+            checked = self._gpu and reading.gpu_util is not None
+            engine = _Engine(MonitorStep(self._config, checked), labels or {})
+            self._engines[key] = engine
+            out.append(EngineAppeared(reading.t, key, engine.labels))
+        out.extend(self._feed(key, engine, reading))
+        return out
+
     def observe(
         self,
         now: float,
@@ -121,15 +137,7 @@ class FleetBank:
         """Feed one cycle's readings (engine -> its latest reading) read at `now`."""
         out: list[FleetEvent] = []
         for key, reading in readings.items():
-            engine = self._engines.get(key)
-            if engine is None:
-                if reading.snapshot is None:
-                    continue  # never seen with vLLM series: another job's target, not an engine
-                checked = self._gpu and reading.gpu_util is not None
-                engine = _Engine(MonitorStep(self._config, checked), (labels or {}).get(key, {}))
-                self._engines[key] = engine
-                out.append(EngineAppeared(min(now, reading.t), key, engine.labels))
-            out.extend(self._feed(key, engine, reading))
+            out.extend(self.feed(key, reading, (labels or {}).get(key)))
         for key in [k for k in self._engines if k not in readings]:
             out.extend(self._missing(key, now, "no series in Prometheus"))
         return out

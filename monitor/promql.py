@@ -93,6 +93,12 @@ class FleetQuery:
         return names.DCGM_GPU_UTIL + _sel(self.gpu_selector, extra or "")
 
 
+def grid(start: float, end: float, step_s: float) -> list[float]:
+    """The query times of a range query over [start, end] every `step_s`."""
+    count = math.floor((end - start) / step_s + 1e-9) + 1
+    return [round(start + k * step_s, 3) for k in range(count)]
+
+
 def split_range(
     start: float, end: float, step_s: float, max_points: int = MAX_POINTS
 ) -> list[tuple[float, float]]:
@@ -134,7 +140,7 @@ def _points(
         labels = series.get("metric", {})
         values = [series["value"]] if "value" in series else series.get("values", [])
         for ts, value in values:
-            yield labels, float(ts), float(value)
+            yield labels, round(float(ts), 3), float(value)
 
 
 def readings(
@@ -145,7 +151,9 @@ def readings(
 ) -> dict[str, dict[float, Reading]]:
     """Per engine (group value), per query time: its reading, from the three answers.
 
-    Query times without a scrape time are skipped; the reading's `t` is the scrape's own time.
+    Query times without a scrape time are skipped; the reading's `t` is the scrape's own time,
+    or for a target whose `up` is 0 the query time (a down engine's last samples may still be
+    in the answer: a backfilled history has no staleness markers).
     An engine with no GPU series has `gpu_util` None; `gpus` None: GPUs not asked for.
     """
     by_engine: dict[str, dict[float, _Point]] = {}
@@ -168,6 +176,9 @@ def readings(
     out: dict[str, dict[float, Reading]] = {}
     for key, points in by_engine.items():
         for at, point in sorted(points.items()):
+            if point.up == 0:  # its last scrape failed (its old samples may still show)
+                out.setdefault(key, {})[at] = Reading(at, None, "target down (up 0)")
+                continue
             t = scraped.get((key, at))
             if t is None:
                 continue
@@ -178,7 +189,7 @@ def readings(
                 if not snapshot.is_vllm:
                     reading = Reading(t, None, "no vLLM metrics in its series", gpu)
             else:
-                reading = Reading(t, None, "target down (up 0)" if point.up == 0 else "no series")
+                reading = Reading(t, None, "no series")
             out.setdefault(key, {})[at] = reading
     return out
 
@@ -198,3 +209,56 @@ def engine_labels(series: Sequence[Mapping[str, Any]], group_by: str) -> dict[st
             shared = common[key]
             common[key] = {k: v for k, v in shared.items() if labels.get(k) == v}
     return common
+
+
+#: Series one engine has in the series query (its vLLM families, by label; a rough mean).
+SERIES_PER_ENGINE = 25
+
+
+def plan_batches(engines: int, points: int, budget: int = 2_000_000) -> tuple[int, int]:
+    """(engines per query, points per window) so that one answer holds about `budget`
+    values at most: windows of up to `MAX_POINTS`, as many engines as then fit (one at the
+    least, its window shortened until it fits)."""
+    window = max(1, min(points, MAX_POINTS))
+    per_engine = SERIES_PER_ENGINE * window
+    batch = max(1, min(engines, budget // per_engine))
+    if batch == 1 and per_engine > budget:
+        window = max(1, budget // SERIES_PER_ENGINE)
+    return batch, window
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str, what: str = "--step") -> float:
+    """`15s`, `1m`, `0.5` (seconds) -> seconds; raises `MonitorError`."""
+    match = _DURATION.match(text)
+    if match is None or float(match.group(1)) <= 0:
+        raise MonitorError(f"{what} {text!r} is not a duration", hint="e.g. 15s, 1m, 2h or 0.5")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def parse_time(text: str, now: float, what: str = "--from") -> float:
+    """RFC 3339 (`2026-01-31T12:00:00Z`), Unix seconds, `now` or `now-6h` -> Unix seconds."""
+    import datetime as dt
+
+    value = text.strip()
+    if value == "now":
+        return now
+    if value.startswith("now-"):
+        return now - parse_duration(value[4:], what)
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise MonitorError(
+            f"{what} {text!r} is not a time",
+            hint="RFC 3339 (2026-01-31T12:00:00Z), Unix seconds, now or now-6h",
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.timestamp()

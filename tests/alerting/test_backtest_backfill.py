@@ -1,0 +1,119 @@
+"""Backtests of a recorded history: the simulator's timelines (frozen, spinning, healthy, down)
+turned into OpenMetrics, loaded with `promtool tsdb create-blocks-from openmetrics` into a
+Prometheus data directory and served by a real Prometheus; `kit backtest` against it finds
+the stalls the runs recorded, of the same kinds, at the same onsets within one step, and
+none on the healthy and down engines. The same file (and a timeline.jsonl) replayed offline
+with `--from-file` gives the same stalls."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from contract.fleet import BACKTEST_FILE, BACKTEST_HTML, STALLS_FILE, BacktestFile, BacktestStall
+from contract.jsonl import read_json, read_jsonl
+from monitor.promseries import openmetrics_text
+from tests.alerting.alerting_support import INTERVAL_S, STALL_AFTER_S, Recorded, prometheus, tool
+
+#: an hour ago: inside the default retention, and whole blocks before the head
+T0 = round(time.time() - 3600, 1)
+RULE = ["--stall-after", str(STALL_AFTER_S), "--gpu-window", "0", "--step", str(INTERVAL_S)]
+
+
+@dataclass(frozen=True)
+class History:
+    openmetrics: Path
+    prom: str
+    expected: dict[str, list[tuple[str, float]]]  # instance -> [(kind, onset Unix)]
+
+
+@pytest.fixture(scope="module")
+def history(
+    timelines: dict[str, Recorded], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[History]:
+    tool("promtool")
+    tmp = tmp_path_factory.mktemp("backfill")
+    fleet = {f"{name}:8000": rec.lines for name, rec in timelines.items()}
+    path = tmp / "history.om.txt"
+    path.write_text(openmetrics_text(fleet, T0))
+    made = subprocess.run(
+        [tool("promtool"), "tsdb", "create-blocks-from", "openmetrics", str(path), str(tmp / "data")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    expected = {
+        instance: [(x["kind"], T0 + x["onset"]) for x in lines if x["type"] == "stall_started"]
+        for instance, lines in fleet.items()
+    }
+    with prometheus(tmp, [], data=tmp / "data") as prom:
+        yield History(path, prom, expected)
+
+
+def _kit(*args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "kits", "backtest", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def _found(out: Path) -> dict[str, list[BacktestStall]]:
+    found: dict[str, list[BacktestStall]] = {}
+    for stall in read_jsonl(out / STALLS_FILE, BacktestStall):
+        found.setdefault(stall.engine, []).append(stall)
+    return found
+
+
+def _assert_same_stalls(history: History, out: Path, t0: float = 0.0) -> None:
+    found = _found(out)
+    want = {i: stalls for i, stalls in history.expected.items() if stalls}
+    assert set(found) == set(want), (found, want)
+    for instance, stalls in want.items():
+        got = [(s.kind, s.onset + t0) for s in found[instance]]
+        assert [k for k, _ in got] == [k for k, _ in stalls]
+        for (_k, onset), (_kind, expected) in zip(got, stalls, strict=True):
+            assert abs(onset - expected) <= INTERVAL_S + 1e-6, (instance, onset, expected)
+
+
+@pytest.mark.slow
+def test_backtest_of_a_backfilled_prometheus_finds_the_recorded_stalls(
+    history: History, tmp_path: Path
+) -> None:
+    out = tmp_path / "bt"
+    done = _kit(
+        "--prometheus", history.prom, "--selector", '{job="vllm"}', "--from", str(T0),
+        "--to", str(T0 + 6), *RULE, "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _assert_same_stalls(history, out)
+    report = read_json(out / BACKTEST_FILE, BacktestFile)
+    assert {e.engine for e in report.engines} == set(history.expected)
+    assert report.stalls == sum(len(s) for s in history.expected.values())
+    assert report.stalls_by_kind == {"frozen": 1, "spinning": 1}
+    assert report.stalls_per_engine_hour is not None and report.engine_hours > 0
+    down = next(e for e in report.engines if e.engine == "down:8000")
+    assert down.downs > 0 and down.stalls == 0
+    assert "frozen:8000" in (out / BACKTEST_HTML).read_text()
+
+
+def test_backtest_from_files_gives_the_same_stalls(
+    history: History, timelines: dict[str, Recorded], tmp_path: Path
+) -> None:
+    done = _kit("--from-file", str(history.openmetrics), *RULE, "--out", str(tmp_path / "om"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    _assert_same_stalls(history, tmp_path / "om")
+    # a run's own timeline.jsonl, named by its directory, on the timeline's clock
+    run = tmp_path / "frozen:8000"
+    run.mkdir()
+    (run / "timeline.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in timelines["frozen"].lines)
+    )
+    done = _kit("--from-file", str(run / "timeline.jsonl"), *RULE, "--out", str(tmp_path / "tl"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (stall,) = _found(tmp_path / "tl")["frozen:8000"]
+    (expected,) = history.expected["frozen:8000"]
+    assert stall.kind == expected[0] and abs(stall.onset + T0 - expected[1]) <= INTERVAL_S
