@@ -19,8 +19,7 @@ from kits.cli.fleet import GpuSelectorOpt, GroupByOpt, SelectorOpt
 from monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
-    from monitor.backtest import BacktestTally
-    from monitor.promql import FleetQuery
+    from monitor import BacktestTally, FleetQuery
 
 BACKTEST_HELP = (
     "Replay the stall detector over a fleet's history: every stall per engine (kind, onset, "
@@ -71,7 +70,7 @@ def backtest(
     import time
 
     from kits.cli.fleet import FleetArgs, fleet_query
-    from monitor.promql import FleetQuery, parse_duration, parse_time
+    from monitor import FleetQuery, parse_duration, parse_time
 
     if (prometheus is None) == (from_file is None):
         raise fail("give either --prometheus URL or --from-file PATH", "see `kit backtest --help`")
@@ -109,14 +108,13 @@ def backtest(
 def _from_file(
     path: Path, query: FleetQuery, config: MonitorConfig
 ) -> tuple[BacktestTally, float, float]:
-    from monitor.backtestrun import backtest_openmetrics
-    from monitor.promql import FleetQuery
+    from monitor import FleetQuery, backtest_openmetrics
 
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         import json
 
-        from monitor.promseries import openmetrics_text
+        from monitor import openmetrics_text
 
         records = [json.loads(line) for line in text.splitlines() if line.strip()]
         name = path.parent.name or path.stem
@@ -131,8 +129,7 @@ def _from_prometheus(
     import asyncio
 
     from kits.cli.common import err_console
-    from monitor.backtestrun import backtest_prometheus
-    from monitor.prometheus import PrometheusClient
+    from monitor import PrometheusClient, backtest_prometheus
 
     def progress(done: int, total: int) -> None:
         err_console.print(f"backtest: {done}/{total} engines replayed", highlight=False)
@@ -165,8 +162,8 @@ def _write(
 ) -> None:
     from contract.fleet import BACKTEST_FILE, STALLS_FILE
     from contract.jsonl import jsonl_text, write_json
-    from monitor.backtest import backtest_file
-    from reports.backtest import write_backtest_html
+    from monitor import backtest_file
+    from reports import write_backtest_html
 
     report = backtest_file(
         tally, source=source, selector=query.selector, group_by=query.group_by, start=start,

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from kits.alerting import Alerting
-    from monitor import Sink
-    from monitor.config import MonitorConfig
-    from monitor.fleetsinks import FleetOutcome
+    from monitor import FleetOutcome, MonitorConfig, Sink
 
 PrometheusOpt = Annotated[
     str | None,
@@ -71,7 +69,7 @@ class FleetArgs:
 
 def fleet_query(args: FleetArgs) -> object:
     """The checked query (raises `MonitorError` on a bad selector or label)."""
-    from monitor.promql import FleetQuery, label_name, matchers
+    from monitor import FleetQuery, label_name, matchers
 
     return FleetQuery(
         selector=matchers(args.selector),
@@ -95,7 +93,7 @@ def monitor_fleet(
 
     from contract.files import discard_if_unrecorded, outermost_missing
     from contract.urls import URL_HINT, url_problem
-    from monitor.promql import FleetQuery
+    from monitor import FleetQuery
 
     try:
         url = args.prometheus.strip()
@@ -135,13 +133,16 @@ def _watch(
 
     from rich.console import Console
 
-    from monitor.events import StallStarted
-    from monitor.fleet import EngineEvent
-    from monitor.fleetsession import run_fleet
-    from monitor.fleetsinks import AnyFleetEvent, PerEngine
-    from monitor.fleetwatch import FleetStart
-    from monitor.prometheus import PrometheusClient
-    from monitor.promql import FleetQuery
+    from monitor import (
+        AnyFleetEvent,
+        EngineEvent,
+        FleetQuery,
+        FleetStart,
+        PerEngine,
+        PrometheusClient,
+        StallStarted,
+        run_fleet,
+    )
 
     assert isinstance(query, FleetQuery)
     t0_unix = [0.0]
