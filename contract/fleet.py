@@ -6,6 +6,9 @@ cycle, and each engine's own monitor lines (stall started/ended, stop requested,
 the timeline's shapes, so new stall kinds flow through) tagged with the engine. Times `t`
 are seconds since the watch started; `t0_unix` turns them into Unix time.
 
+`kit rules --backtest` writes `alerts.jsonl`: when each generated alert would have been
+pending and firing over the same range, evaluated by Prometheus itself.
+
 `kit backtest` writes `stalls.jsonl` (one line per stall of any engine, with what the engine
 showed at its onset), `backtest.json` (per-engine and fleet-wide exposure, stall counts and
 rates per engine-hour) and `backtest.html`. Its times are Unix seconds (or, from a timeline
@@ -21,10 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from contract.timeline import StallKind, TimelineLine
 
 __all__ = [
+    "ALERTS_FILE",
     "BACKTEST_FILE",
     "BACKTEST_HTML",
     "FLEET_FILE",
     "STALLS_FILE",
+    "AlertFiring",
     "BacktestEngine",
     "BacktestFile",
     "BacktestStall",
@@ -41,6 +46,7 @@ FLEET_FILE = "fleet.jsonl"
 STALLS_FILE = "stalls.jsonl"
 BACKTEST_FILE = "backtest.json"
 BACKTEST_HTML = "backtest.html"
+ALERTS_FILE = "alerts.jsonl"
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -156,3 +162,21 @@ class BacktestFile(BaseModel):
         description="The fleet's stalls per engine-hour; null without exposure."
     )
     wall_s: float = Field(description="Wall seconds the replay took.")
+
+
+class AlertFiring(BaseModel):
+    """One alert of the generated rules over a backtest's range: pending, firing, resolved."""
+
+    model_config = _FROZEN
+    alert: str = Field(description="The alert's name (EngineStalled, EngineMetricsDown, ...).")
+    engine: str = Field(description="The engine: its group label's value ('' if unlabelled).")
+    labels: dict[str, str] = Field(
+        description="The alert's labels (its expression's, and the rule's)."
+    )
+    active: float = Field(description="First evaluation at which its expression held (pending).")
+    fired: float | None = Field(
+        description="When it would have fired (held for its `for:`); null: never."
+    )
+    resolved: float | None = Field(
+        description="First evaluation it no longer held; null: held to the end."
+    )

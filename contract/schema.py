@@ -15,9 +15,11 @@ from pydantic import BaseModel
 from contract.ab import ABFile
 from contract.files import AB_FILE, KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
 from contract.fleet import (
+    ALERTS_FILE,
     BACKTEST_FILE,
     FLEET_FILE,
     STALLS_FILE,
+    AlertFiring,
     BacktestFile,
     BacktestStall,
     fleet_adapter,
@@ -55,6 +57,7 @@ def run_dir_schemas() -> dict[str, dict[str, Any]]:
         FLEET_FILE: {"$schema": _DIALECT, **fleet_adapter.json_schema(), "title": "FleetLine"},
         STALLS_FILE: _schema(BacktestStall, "BacktestStall"),
         BACKTEST_FILE: _schema(BacktestFile, "BacktestFile"),
+        ALERTS_FILE: _schema(AlertFiring, "AlertFiring"),
     }
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from monitor.backtest import backtest_file as backtest_file
     from monitor.backtestrun import backtest_openmetrics as backtest_openmetrics
     from monitor.backtestrun import backtest_prometheus as backtest_prometheus
+    from monitor.backtestrun import replay_alerts as replay_alerts
     from monitor.config import MonitorConfig as MonitorConfig
     from monitor.config import monitor_config as monitor_config
     from monitor.dashboard import Dashboard as Dashboard
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from monitor.promseries import openmetrics_text as openmetrics_text
     from monitor.rates import snapshot_deltas as snapshot_deltas
     from monitor.rules import RulesSettings as RulesSettings
+    from monitor.rules import rules_document as rules_document
     from monitor.rules import rules_yaml as rules_yaml
     from monitor.session import MonitorOutcome as MonitorOutcome
     from monitor.session import Sink as Sink

@@ -8,7 +8,9 @@ live watch's (`monitor.promql.FleetQuery`), as range queries; an engine's scrape
 with its series, so a step shorter than the scrape interval never reads one scrape twice.
 From a file: OpenMetrics text with a timestamp on each sample (what promtool backfills; a
 recorded timeline converts to it with `monitor.promseries.openmetrics_text`), replayed at
-its own sample times.
+its own sample times. `replay_alerts()` evaluates the generated alert rules over a range
+the same way (Prometheus evaluates each alert's expression; `monitor.alertreplay` applies
+`for:`).
 """
 
 from __future__ import annotations
@@ -20,12 +22,22 @@ from typing import Any
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from contract import names
+from contract.fleet import AlertFiring
+from monitor.alertreplay import AlertReplay
 from monitor.backtest import BacktestTally, fill_gaps, replay_engine
 from monitor.config import MonitorConfig
 from monitor.errors import MonitorError
 from monitor.fleet import FleetBank
 from monitor.prometheus import PrometheusClient
-from monitor.promql import FleetQuery, engine_labels, grid, plan_batches, readings, split_range
+from monitor.promql import (
+    FleetQuery,
+    engine_labels,
+    grid,
+    parse_duration,
+    plan_batches,
+    readings,
+    split_range,
+)
 
 Progress = Callable[[int, int], None]
 
@@ -146,3 +158,28 @@ def backtest_openmetrics(
 def wall_clock() -> float:
     """Monotonic seconds, for the report's replay time."""
     return time.monotonic()
+
+
+async def replay_alerts(
+    client: PrometheusClient,
+    document: Mapping[str, Any],
+    start: float,
+    end: float,
+    step_s: float,
+    group_by: str,
+) -> list[AlertFiring]:
+    """Every alert of a rules document (`monitor.rules.rules_document`) over [start, end],
+    its expression evaluated by Prometheus every `step_s` (the evaluation interval)."""
+    await client.check()
+    out: list[AlertFiring] = []
+    for group in document.get("groups", []):
+        for rule in group.get("rules", []):
+            if "alert" not in rule:
+                continue
+            hold = parse_duration(rule["for"], "for") if rule.get("for") else 0.0
+            replay = AlertReplay(rule["alert"], hold, rule.get("labels", {}), group_by)
+            for w_start, w_end in split_range(start, end, step_s):
+                result = await client.query_range(rule["expr"], w_start, w_end, step_s)
+                replay.feed(result, grid(w_start, w_end, step_s))
+            out.extend(replay.finish())
+    return sorted(out, key=lambda a: (a.active, a.alert, a.engine))

@@ -1,6 +1,7 @@
 """backtest.html: a fleet backtest's report as one self-contained page, from its run directory.
 
-Reads `backtest.json` and `stalls.jsonl` (the contract's models) only: the fleet's stall rate
+Reads `backtest.json`, `stalls.jsonl` and `alerts.jsonl` when there (the contract's models)
+only: the fleet's stall rate
 per engine-hour and its stalls by kind, each engine's row (exposure, stalls, rate), every
 stall (engine, kind, onset, duration, what the engine showed at the onset) with a bar on the
 range's time axis, and, when `kit rules --backtest` ran, when each alert fired beside them.
@@ -13,7 +14,14 @@ import datetime as dt
 from html import escape
 from pathlib import Path
 
-from contract.fleet import BACKTEST_FILE, STALLS_FILE, BacktestFile, BacktestStall
+from contract.fleet import (
+    ALERTS_FILE,
+    BACKTEST_FILE,
+    STALLS_FILE,
+    AlertFiring,
+    BacktestFile,
+    BacktestStall,
+)
 from contract.jsonl import read_json, read_jsonl
 
 _STYLE = """
@@ -44,8 +52,31 @@ def _bar(stall: BacktestStall, start: float, end: float) -> str:
     return f'<div class="bar"><span style="left:{left:.2f}%;width:{width:.2f}%"></span></div>'
 
 
-def backtest_html(report: BacktestFile, stalls: list[BacktestStall]) -> str:
-    """The page's text."""
+def _alerts(alerts: list[AlertFiring], stalls: list[BacktestStall], unix: bool) -> list[str]:
+    """The generated alerts' section: each alert's life beside the engine's stall onsets."""
+    onsets: dict[str, list[str]] = {}
+    for stall in stalls:
+        onsets.setdefault(stall.engine, []).append(_when(stall.onset, unix))
+    rows = [
+        "<h2>Alerts of the generated rules</h2><table><tr><th>alert</th><th>engine</th>"
+        "<th>pending</th><th>fired</th><th>resolved</th><th>detector onsets</th></tr>"
+    ]
+    for a in alerts:
+        fired = "never" if a.fired is None else _when(a.fired, unix)
+        resolved = "-" if a.resolved is None else _when(a.resolved, unix)
+        rows.append(
+            f"<tr><td>{escape(a.alert)}</td><td>{escape(a.engine)}</td>"
+            f"<td>{_when(a.active, unix)}</td><td>{fired}</td><td>{resolved}</td>"
+            f"<td>{escape(', '.join(onsets.get(a.engine, [])) or '-')}</td></tr>"
+        )
+    rows.append("</table>")
+    return rows
+
+
+def backtest_html(
+    report: BacktestFile, stalls: list[BacktestStall], alerts: list[AlertFiring] | None = None
+) -> str:
+    """The page's text (with the alerts' section when `kit rules --backtest` ran)."""
     unix = report.start > 1e9  # Unix seconds (a Prometheus range), else a timeline's seconds
     rate = _num(report.stalls_per_engine_hour, "{:.4g}")
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(report.stalls_by_kind.items())) or "none"
@@ -83,8 +114,11 @@ def backtest_html(report: BacktestFile, stalls: list[BacktestStall]) -> str:
             f"<td>{_num(s.gpu_util_max, '{:.0f}')}</td>"
             f"<td>{_bar(s, report.start, report.end)}</td></tr>"
         )
+    parts.append("</table>")
+    if alerts is not None:
+        parts.extend(_alerts(alerts, stalls, unix))
     parts.append(
-        "</table><p class='note'>Exposure counts the seconds between consecutive successful "
+        "<p class='note'>Exposure counts the seconds between consecutive successful "
         "scrapes; a stall still holding at the end of the range is counted to its end.</p>"
         "</body></html>"
     )
@@ -97,6 +131,9 @@ def write_backtest_html(run_dir: Path) -> Path:
 
     report = read_json(run_dir / BACKTEST_FILE, BacktestFile)
     stalls = read_jsonl(run_dir / STALLS_FILE, BacktestStall)
+    alerts = None
+    if (run_dir / ALERTS_FILE).exists():
+        alerts = read_jsonl(run_dir / ALERTS_FILE, AlertFiring)
     path = run_dir / BACKTEST_HTML
-    path.write_text(backtest_html(report, stalls), encoding="utf-8")
+    path.write_text(backtest_html(report, stalls, alerts), encoding="utf-8")
     return path

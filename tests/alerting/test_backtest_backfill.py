@@ -3,7 +3,8 @@ turned into OpenMetrics, loaded with `promtool tsdb create-blocks-from openmetri
 Prometheus data directory and served by a real Prometheus; `kit backtest` against it finds
 the stalls the runs recorded, of the same kinds, at the same onsets within one step, and
 none on the healthy and down engines. The same file (and a timeline.jsonl) replayed offline
-with `--from-file` gives the same stalls."""
+with `--from-file` gives the same stalls; `kit rules --backtest` over the same history says
+when each generated alert would have fired, one scrape plus stall_after after each onset."""
 
 from __future__ import annotations
 
@@ -17,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from contract.fleet import BACKTEST_FILE, BACKTEST_HTML, STALLS_FILE, BacktestFile, BacktestStall
+from contract.fleet import (
+    ALERTS_FILE,
+    BACKTEST_FILE,
+    BACKTEST_HTML,
+    STALLS_FILE,
+    AlertFiring,
+    BacktestFile,
+    BacktestStall,
+)
 from contract.jsonl import read_json, read_jsonl
 from monitor.promseries import openmetrics_text
 from tests.alerting.alerting_support import INTERVAL_S, STALL_AFTER_S, Recorded, prometheus, tool
@@ -117,3 +126,29 @@ def test_backtest_from_files_gives_the_same_stalls(
     (stall,) = _found(tmp_path / "tl")["frozen:8000"]
     (expected,) = history.expected["frozen:8000"]
     assert stall.kind == expected[0] and abs(stall.onset + T0 - expected[1]) <= INTERVAL_S
+
+
+@pytest.mark.slow
+def test_rules_backtest_says_when_each_alert_would_have_fired_beside_the_stalls(
+    history: History, tmp_path: Path
+) -> None:
+    out = tmp_path / "bt"
+    rng = ["--prometheus", history.prom, "--from", str(T0), "--to", str(T0 + 6), "--out", str(out)]
+    assert _kit(*rng, *RULE, "--selector", '{job="vllm"}').returncode == 0
+    step = str(INTERVAL_S)
+    argv = [sys.executable, "-m", "kits", "rules", "--backtest", *rng, "--stall-after", "1"]
+    argv += ["--scrape-interval", step, "--eval-interval", step, "--gpu-match", "instance"]
+    argv += ["--down-after", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    alerts = read_jsonl(out / ALERTS_FILE, AlertFiring)
+    fired = {(a.alert, a.engine): a for a in alerts if a.fired is not None}
+    stalled = {i: s for i, s in history.expected.items() if s}
+    assert {e for a, e in fired if a == "EngineStalled"} == set(stalled)
+    assert ("EngineMetricsDown", "down:8000") in fired
+    for instance, [(_kind, onset)] in stalled.items():
+        # the rule sees the quiet one scrape after the detector's onset, then waits its for:
+        due = onset + INTERVAL_S + STALL_AFTER_S
+        assert abs(fired[("EngineStalled", instance)].fired - due) <= INTERVAL_S + 1e-6, instance  # type: ignore[operator]
+    page = (out / BACKTEST_HTML).read_text()
+    assert "Alerts of the generated rules" in page and "EngineStalled" in page
