@@ -39,7 +39,10 @@ MONITOR_HELP = (
     "Attach to a running engine: live metrics, GPU utilisation and stall detection.\n\n"
     "Watches the engine's /metrics (vLLM, the scheduler fork, or the simulator), writes "
     "every sample and stall to timeline.jsonl, and with --exit-on-stall acts as a watchdog "
-    "for scripts and CI (exit 3 when a stall starts; 2 when the engine is unreachable)."
+    "for scripts and CI (exit 3 when a stall starts; 2 when the engine is unreachable).\n\n"
+    "With --prometheus URL instead of an engine URL it watches every engine behind "
+    "--selector through that Prometheus (one detector per --group-by value), writing "
+    "fleet.jsonl."
 )
 
 

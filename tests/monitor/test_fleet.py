@@ -14,6 +14,7 @@ from rich.console import Console
 
 from contract import names
 from contract.fleet import FLEET_FILE, fleet_adapter
+from monitor.alertreplay import AlertReplay
 from monitor.backtest import BacktestTally, backtest_file, fill_gaps, replay_engine
 from monitor.config import MonitorConfig
 from monitor.errors import MonitorError
@@ -269,3 +270,19 @@ def test_fleet_jsonl_lines_and_the_on_stall_labels(tmp_path: Any) -> None:
     env = stall_env(started, "engine-001", tmp_path, "fleet", 1.7e9, {"job": "vllm", "pod": "p1"})
     assert env["STALLKIT_ENGINE_LABELS"] == '{"job": "vllm", "pod": "p1"}'
     assert not isinstance(started, StallEnded)
+
+
+def test_alert_replay_applies_for_as_prometheus_does() -> None:
+    replay = AlertReplay(
+        "EngineStalled", for_s=2, rule_labels={"severity": "critical"}, group_by="instance"
+    )
+
+    def matrix(points: list[float]) -> list[dict[str, Any]]:
+        return [{"metric": {"instance": "a:1"}, "values": [[t, "1"] for t in points]}]
+
+    replay.feed(matrix([1, 2, 3, 4]), [0, 1, 2, 3, 4])  # active from 1, firing at 3
+    replay.feed(matrix([6, 7]), [5, 6, 7, 8, 9])  # resolved at 5; again at 6, never 2 s long
+    first, second = replay.finish()
+    assert (first.active, first.fired, first.resolved) == (1, 3, 5)
+    assert (second.active, second.fired, second.resolved) == (6, None, 8)
+    assert first.engine == "a:1" and first.labels == {"instance": "a:1", "severity": "critical"}
