@@ -62,7 +62,11 @@ def _answer(query: str, n: int, times: list[float]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def add(metric: dict[str, str], values: list[list[Any]]) -> None:
-        out.append({"metric": metric, "value": values[0]} if vector else {"metric": metric, "values": values})
+        out.append(
+            {"metric": metric, "value": values[0]}
+            if vector
+            else {"metric": metric, "values": values}
+        )
 
     for i in range(n):
         instance = f"10.0.{i // 250}.{i % 250}:8000"
@@ -77,7 +81,10 @@ def _answer(query: str, n: int, times: list[float]) -> list[dict[str, Any]]:
             rows = [_engine_values(i, s) for _t, s in scraped]
             for name in rows[0]:
                 metric = {"__name__": name, "instance": instance, "job": "vllm", "engine": "0"}
-                add(metric, [[t, f"{row[name]:g}"] for (t, _s), row in zip(scraped, rows, strict=True)])
+                add(
+                    metric,
+                    [[t, f"{row[name]:g}"] for (t, _s), row in zip(scraped, rows, strict=True)],
+                )
     return out
 
 
@@ -104,11 +111,15 @@ def _serve(n: int, port_queue: multiprocessing.Queue[int]) -> None:
             data = {"resultType": "scalar", "result": [times[0], "1"]}
         else:
             data = {"resultType": kind, "result": _answer(expr, n, times)}
-        return Response(orjson.dumps({"status": "success", "data": data}), media_type="application/json")
+        return Response(
+            orjson.dumps({"status": "success", "data": data}), media_type="application/json"
+        )
 
     async def labels(request: Request) -> Response:
         values = [f"10.0.{i // 250}.{i % 250}:8000" for i in range(n)]
-        return Response(orjson.dumps({"status": "success", "data": values}), media_type="application/json")
+        return Response(
+            orjson.dumps({"status": "success", "data": values}), media_type="application/json"
+        )
 
     app = Starlette(routes=[
         Route("/api/v1/query", query, methods=["POST"]),
@@ -139,7 +150,9 @@ async def _watch(url: str, n: int, seconds: float) -> dict[str, float]:
                 if isinstance(event.event, StallStarted):
                     stalled.add(event.engine)
                 if type(event.event).__name__ == "Verdict":
-                    engines_per_cycle[-1:] = [engines_per_cycle[-1] + 1] if engines_per_cycle else [1]
+                    engines_per_cycle[-1:] = (
+                        [engines_per_cycle[-1] + 1] if engines_per_cycle else [1]
+                    )
             now = time.monotonic()
             if now - last > 0.5:  # a new cycle (cycles are 1 s apart)
                 cycles.append(now - last)
@@ -163,7 +176,9 @@ async def _backtest(url: str, n: int, days: float) -> dict[str, float]:
     start = 1_700_000_000.0
     began = time.monotonic()
     try:
-        tally = await backtest_prometheus(client, FleetQuery(), config, start, start + days * DAY_S, STEP_S)
+        tally = await backtest_prometheus(
+            client, FleetQuery(), config, start, start + days * DAY_S, STEP_S
+        )
     finally:
         await client.aclose()
     wall = time.monotonic() - began
