@@ -80,21 +80,29 @@ def fleet_query(args: FleetArgs) -> object:
 
 
 def monitor_fleet(
+    url: str | None,
     args: FleetArgs,
     config: MonitorConfig,
     out: Path | None,
     duration: float | None,
     no_dashboard: bool,
     exit_on_stall: bool,
-    alerting: Alerting,
+    alerts: tuple[int | None, str, str | None, bool, float],
 ) -> None:
-    """Run the fleet watch in the foreground; report; exit as `kit monitor` does."""
+    """Run the fleet watch in the foreground; report; exit as `kit monitor` does. `alerts`:
+    the exporter and on-stall flags, as `start_alerting` takes them."""
     import time
 
     from contract.files import discard_if_unrecorded, outermost_missing
     from contract.urls import URL_HINT, url_problem
+    from kits.cli.alerting import start_alerting
     from monitor import FleetQuery
 
+    if url is not None:
+        raise fail(f"an engine URL ({url}) and --prometheus", "give one or the other")
+    if not args.prometheus:
+        raise fail("no engine URL", "give an engine's URL, or --prometheus URL for a fleet")
+    alerting = start_alerting(*alerts)
     try:
         url = args.prometheus.strip()
         problem = url_problem(url)
@@ -164,7 +172,8 @@ def _watch(
     live = not no_dashboard and sys.stdout.isatty()
 
     async def main() -> FleetOutcome:
-        client = PrometheusClient(url, timeout_s=config.scrape_timeout_s)
+        # a fleet's answer is bigger than one page: at least 10 s, as Prometheus's own default
+        client = PrometheusClient(url, timeout_s=max(config.scrape_timeout_s, 10.0))
         try:
             return await run_fleet(
                 client, query, config, out_dir=out_dir, duration_s=duration,

@@ -99,34 +99,6 @@ def monitor(
     from contract.urls import URL_HINT, url_problem
     from monitor import gpu_source as make_gpu_source
 
-    if prometheus is not None or url is None:
-        from kits.cli.fleet import FleetArgs, monitor_fleet
-
-        if url is not None:
-            raise fail(f"an engine URL ({url}) and --prometheus", "give one or the other")
-        if prometheus is None:
-            raise fail("no engine URL", "give an engine's URL, or --prometheus URL for a fleet")
-        config = monitor_config(
-            names=flags_by_field(ctx, MonitorConfig),
-            interval_s=interval,
-            stall_after_s=stall_after,
-            stop_after_s=stop_after or None,
-            idle_gpu_perc=idle_gpu,
-            gpu_window_s=gpu_window,
-            scrape_timeout_s=max(min(10.0, interval * 5), 1.0),
-        )
-        args = FleetArgs(prometheus, selector, group_by, gpu_selector, gpu_source != "none")
-        alerting = start_alerting(
-            metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout
-        )
-        monitor_fleet(args, config, out, duration, no_dashboard, exit_on_stall, alerting)
-        return
-    url = url.strip()
-    problem = url_problem(url)
-    if problem is not None:
-        raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
-    source = GpuSource.parse(gpu_source)
-
     config = monitor_config(
         names=flags_by_field(ctx, MonitorConfig),
         interval_s=interval,
@@ -136,12 +108,24 @@ def monitor(
         gpu_window_s=gpu_window,
         scrape_timeout_s=max(min(5.0, interval * 5), 0.5),
     )
+    alerts = (metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    if prometheus is not None or url is None:
+        from kits.cli.fleet import FleetArgs, monitor_fleet
+
+        fleet = FleetArgs(prometheus or "", selector, group_by, gpu_selector, gpu_source != "none")
+        monitor_fleet(url, fleet, config, out, duration, no_dashboard, exit_on_stall, alerts)
+        return
+    url = url.strip()
+    problem = url_problem(url)
+    if problem is not None:
+        raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
+    source = GpuSource.parse(gpu_source)
     if source.kind == "auto":
         source = _auto_gpu_source(url)
     gpu = make_gpu_source(source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     made = outermost_missing(out_dir)
-    alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    alerting = start_alerting(*alerts)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
     try:
         try:
