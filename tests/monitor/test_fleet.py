@@ -286,3 +286,23 @@ def test_alert_replay_applies_for_as_prometheus_does() -> None:
     assert (first.active, first.fired, first.resolved) == (1, 3, 5)
     assert (second.active, second.fired, second.resolved) == (6, None, 8)
     assert first.engine == "a:1" and first.labels == {"instance": "a:1", "severity": "critical"}
+
+
+def test_each_fleet_engine_has_its_own_exporter_series(tmp_path: Any) -> None:
+    from kits.alerting import Alerting
+    from monitor.exporter import StallExporter
+    from monitor.fleetsinks import PerEngine
+
+    exporter = StallExporter()
+    alerting = Alerting(exporter=exporter)
+    per_engine = PerEngine(lambda e, labels: alerting.for_fleet_engine(e, labels, tmp_path, 0.0))
+    for event in _fleet_events(3, {2}):
+        per_engine.handle(event)
+    per_engine.close()
+    active = {
+        e: exporter.registry.get_sample_value(
+            names.STALL_ACTIVE, {"engine": e, "arm": "fleet", "kind": "frozen"}
+        )
+        for e in ("engine-000", "engine-001", "engine-002")
+    }
+    assert active == {"engine-000": 0.0, "engine-001": 0.0, "engine-002": 1.0}
