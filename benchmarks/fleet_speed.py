@@ -186,13 +186,114 @@ async def _backtest(url: str, n: int, days: float) -> dict[str, float]:
     return {"engine_days_per_s": n * days / wall, "wall_s": wall, "stalls": stalls}
 
 
+def _openmetrics(n: int, start: float, days: float) -> str:
+    """N engines' history at the scrape interval STEP_S, as OpenMetrics with timestamps."""
+    rows: dict[str, list[str]] = {}
+    count = int(days * DAY_S / STEP_S)
+    for i in range(n):
+        instance = f"10.0.{i // 250}.{i % 250}:8000"
+        for k in range(count):
+            t = start + k * STEP_S
+            for name, value in _engine_values(i, t - start).items():
+                job = "" if name == "up" else ',engine="0"'
+                rows.setdefault(name, []).append(
+                    f'{name}{{instance="{instance}",job="vllm"{job}}} {value:g} {t:.3f}'
+                )
+            for gpu in ("0", "1"):
+                util = "0" if i % 10 == 0 else "90"
+                rows.setdefault(names.DCGM_GPU_UTIL, []).append(
+                    f'{names.DCGM_GPU_UTIL}{{instance="{instance}",gpu="{gpu}"}} {util} {t:.3f}'
+                )
+    lines = []
+    for name, samples in rows.items():
+        lines.append(f"# TYPE {name} unknown")
+        lines.extend(samples)  # one series' samples together, in time order
+    return "\n".join([*lines, "# EOF", ""])
+
+
+async def _real_backtest(n: int, days: float, tmp: str) -> dict[str, float]:
+    """The same history backfilled with promtool into a real Prometheus, then replayed."""
+    import contextlib
+    import shutil
+    import socket
+    import subprocess
+    from pathlib import Path
+
+    import httpx
+
+    start = (time.time() - 3 * DAY_S) // STEP_S * STEP_S
+    path = Path(tmp) / "history.om.txt"
+    path.write_text(_openmetrics(n, start, days))
+    data = Path(tmp) / f"data-{n}"
+    if not data.exists():
+        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(path), str(data)],
+                       check=True, capture_output=True)  # fmt: skip
+    (Path(tmp) / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [shutil.which("prometheus") or "prometheus", f"--config.file={tmp}/prometheus.yml",
+         f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
+         "--storage.tsdb.retention.time=30d"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.1)
+        config = MonitorConfig(
+            interval_s=STEP_S, stall_after_s=60, stop_after_s=None, gpu_window_s=0
+        )
+        client = PrometheusClient(url, timeout_s=300)
+        cpu0, began = time.process_time(), time.monotonic()
+        try:
+            tally = await backtest_prometheus(
+                client,
+                FleetQuery(selector='job="vllm"'),
+                config,
+                start,
+                start + days * DAY_S,
+                STEP_S,
+            )
+        finally:
+            await client.aclose()
+        wall, cpu = time.monotonic() - began, time.process_time() - cpu0
+    finally:
+        proc.terminate()
+        proc.wait()
+    stalls = sum(e.stalls for e in tally.engines(start + days * DAY_S))
+    return {"engine_days_per_s": n * days / wall, "client_cpu_s_per_engine_day": cpu / (n * days),
+            "wall_s": wall, "stalls": stalls}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engines", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--engines", type=int, nargs="*", default=[10, 100, 1000])
     parser.add_argument("--watch-s", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--backtest-engines", type=int, default=20)
+    parser.add_argument(
+        "--real-engines", type=int, default=10,
+        help="engines of a backfilled real Prometheus to backtest (0: skip; needs promtool)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.real_engines:
+        import shutil
+        import tempfile
+
+        if shutil.which("promtool") and shutil.which("prometheus"):
+            with tempfile.TemporaryDirectory() as tmp:
+                runs = [
+                    asyncio.run(_real_backtest(args.real_engines, 1.0, tmp))
+                    for _ in range(args.repeat)
+                ]
+            _print(f"backtest {args.real_engines} engines x 1 day, real Prometheus", runs)
+        else:
+            print("backtest on a real Prometheus: skipped (no promtool/prometheus on PATH)")
     ctx = multiprocessing.get_context("spawn")
     for n in [*args.engines, None]:
         size = args.backtest_engines if n is None else n
@@ -211,11 +312,17 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.join()
-        label = f"backtest {size} engines x 1 day" if n is None else f"watch {n:5d} engines"
-        for key in runs[0]:
-            values = [r[key] for r in runs]
-            print(f"{label}: {key:22s} median {statistics.median(values):10.4g}  "
-                  f"min {min(values):10.4g}  max {max(values):10.4g}")  # fmt: skip
+        label = (
+            f"backtest {size} engines x 1 day, stand-in" if n is None else f"watch {n:5d} engines"
+        )
+        _print(label, runs)
+
+
+def _print(label: str, runs: list[dict[str, float]]) -> None:
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        print(f"{label}: {key:28s} median {statistics.median(values):10.4g}  "
+              f"min {min(values):10.4g}  max {max(values):10.4g}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ the same way (Prometheus evaluates each alert's expression; `monitor.alertreplay
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -74,14 +75,16 @@ async def backtest_prometheus(
         seen: dict[str, float] = {}
         labels: dict[str, dict[str, str]] = {}
         for w_start, w_end in windows:
-            series = await client.query_range(query.series(batch), w_start, w_end, step_s)
-            times = await client.query_range(query.times(batch), w_start, w_end, step_s)
-            gpus = None
-            if query.gpu:
-                gpus = await client.query_range(query.gpus(batch), w_start, w_end, step_s)
+            series, times, gpus = await asyncio.gather(
+                client.query_range(query.series(batch), w_start, w_end, step_s),
+                client.query_range(query.times(batch), w_start, w_end, step_s),
+                client.query_range(query.gpus(batch), w_start, w_end, step_s)
+                if query.gpu
+                else _nothing(),
+            )
             for key, found in engine_labels(series, query.group_by).items():
                 labels.setdefault(key, found)
-            per = readings(series, times, gpus, query.group_by)
+            per = readings(series, times, gpus if query.gpu else None, query.group_by)
             window_grid = grid(w_start, w_end, step_s)
             for key in batch:
                 points_of = per.get(key, {})
@@ -93,6 +96,10 @@ async def backtest_prometheus(
         if progress is not None:
             progress(min(first + per_batch, len(engines)), len(engines))
     return tally
+
+
+async def _nothing() -> list[dict[str, Any]]:
+    return []
 
 
 def _as_results(

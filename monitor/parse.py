@@ -198,8 +198,14 @@ def _total(values: list[object]) -> object:
     return sum(present)  # type: ignore[arg-type]
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(EngineMetrics))
+
+
 def _combine(engines: dict[str, EngineMetrics]) -> dict[str, object]:
     """Sum every field over engines; KV usage is a fraction, so the fullest engine's."""
+    if len(engines) == 1:  # the common case: the totals are the one engine's own values
+        (only,) = engines.values()
+        return {name: getattr(only, name) for name in _FIELD_NAMES}
     out: dict[str, object] = {}
     for f in fields(EngineMetrics):
         values = [getattr(e, f.name) for e in engines.values()]
