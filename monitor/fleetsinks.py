@@ -25,11 +25,11 @@ from contract.fleet import (
 from contract.jsonl import JsonlWriter
 from monitor.events import Down, Sample, StallEnded, StallStarted, StopRequested, Up, Verdict
 from monitor.fleet import EngineAppeared, EngineEvent, EngineVanished, FleetEvent, QueryFailed
-from monitor.fleetwatch import FleetStart
+from monitor.fleetwatch import CycleDone, FleetStart
 from monitor.session import Sink
 from monitor.timeline import event_line
 
-AnyFleetEvent = FleetEvent | FleetStart
+AnyFleetEvent = FleetEvent | FleetStart | CycleDone
 
 
 class FleetSink(Protocol):
@@ -114,7 +114,8 @@ class FleetWriter:
 
 
 class FleetLines:
-    """Plain lines: every stall start/end, outage, appearance; a fleet summary every `every_s`."""
+    """Plain lines: every stall start/end, outage, appearance after the first summary (a fleet
+    of a thousand starts with one line, not a thousand); a fleet summary every `every_s`."""
 
     def __init__(self, console: Console, *, every_s: float = 10.0) -> None:
         self.console = console
@@ -129,21 +130,22 @@ class FleetLines:
     def handle(self, event: AnyFleetEvent) -> None:
         """Print what deserves a line."""
         match event:
-            case EngineAppeared(t=t, engine=engine):
-                self._print(t, f"{engine}: appeared")
+            case EngineAppeared(t=t, engine=engine) if self._last_summary is not None:
+                self._print(t, f"{engine}: appeared")  # the first ones: in the first summary
             case EngineVanished(t=t, engine=engine):
                 self._status.pop(engine, None)
                 self._print(t, f"{engine}: vanished")
             case QueryFailed(t=t, error=error):
                 self._print(t, f"query failed: {error}")
+            case CycleDone(t=t):
+                self._summary(t)
             case EngineEvent(engine=engine, event=inner):
                 self._engine(engine, inner)
 
     def _engine(self, engine: str, event: object) -> None:
         match event:
-            case Verdict(t=t, state=state):
+            case Verdict(state=state):
                 self._status[engine] = state.status
-                self._summary(t)
             case Down(t=t, error=error) if engine not in self._down:
                 self._down.add(engine)
                 self._print(t, f"{engine}: down: {error}")

@@ -31,6 +31,13 @@ class FleetStart:
     t0_unix: float
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class CycleDone:
+    """Every engine read at this cycle has had its events (for summaries)."""
+
+    t: float
+
+
 async def query_instant(
     client: PrometheusClient, query: FleetQuery, at: float
 ) -> tuple[dict[str, Reading], dict[str, dict[str, str]]]:
@@ -63,7 +70,7 @@ async def watch_fleet(
     forget_after_s: float = FORGET_AFTER_S,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-) -> AsyncGenerator[FleetEvent | FleetStart, None]:
+) -> AsyncGenerator[FleetEvent | FleetStart | CycleDone, None]:
     """Query the fleet every `config.interval_s` until `duration_s` (None: until stopped)."""
     await client.check()
     bank = FleetBank(config, gpu=query.gpu, forget_after_s=forget_after_s)
@@ -87,5 +94,6 @@ async def watch_fleet(
             events = bank.observe(at - t0, shifted, labels)
         for event in events:
             yield event
+        yield CycleDone(at - t0)
         # A cycle slower than the interval skips the ticks it overran, not piles them up.
         tick = max(tick + 1, math.floor((clock() - t0) / config.interval_s) + 1)

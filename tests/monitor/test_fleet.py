@@ -29,7 +29,7 @@ from monitor.fleet import (
 )
 from monitor.fleetsinks import FleetOutcome, FleetWriter
 from monitor.fleetview import FleetDashboard
-from monitor.fleetwatch import FleetStart
+from monitor.fleetwatch import CycleDone, FleetStart
 from monitor.onstall import stall_env
 from monitor.parse import snapshot_from_samples
 from monitor.promql import (
@@ -306,3 +306,21 @@ def test_each_fleet_engine_has_its_own_exporter_series(tmp_path: Any) -> None:
         for e in ("engine-000", "engine-001", "engine-002")
     }
     assert active == {"engine-000": 0.0, "engine-001": 0.0, "engine-002": 1.0}
+
+
+def test_plain_lines_name_each_stalled_engine_and_sum_up_the_fleet() -> None:
+    from monitor.fleetsinks import FleetLines
+
+    out = io.StringIO()
+    lines = FleetLines(Console(file=out, width=200, color_system=None))
+    bank = FleetBank(CONFIG)
+    for t in range(6):
+        for event in bank.observe(
+            t, {f"engine-{i:03d}": _reading(t, 5.0 + t * (i != 2)) for i in range(3)}
+        ):
+            lines.handle(event)
+        lines.handle(CycleDone(t))
+    text = out.getvalue()
+    assert "[     0.0s] fleet: 3 engines: 3 ok" in text
+    assert "engine-002: STALL started: frozen, onset t=0.0s" in text
+    assert "appeared" not in text and "engine-000: STALL" not in text
