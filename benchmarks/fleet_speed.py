@@ -56,7 +56,7 @@ def _engine_values(i: int, t: float) -> dict[str, float]:
     }
 
 
-def _answer(query: str, n: int, times: list[float]) -> list[dict[str, Any]]:
+def _answer(query: str, n: int, times: list[float], origin: float = 0.0) -> list[dict[str, Any]]:
     """The stand-in's answer (a matrix, or a vector for one time) to one of the three queries."""
     vector = len(times) == 1
     out: list[dict[str, Any]] = []
@@ -78,7 +78,7 @@ def _answer(query: str, n: int, times: list[float]) -> list[dict[str, Any]]:
                 vals = [[t, "0" if i % 10 == 0 else "90"] for t, _s in scraped]
                 add({"__name__": names.DCGM_GPU_UTIL, "instance": instance, "gpu": gpu}, vals)
         else:
-            rows = [_engine_values(i, s) for _t, s in scraped]
+            rows = [_engine_values(i, s - origin) for _t, s in scraped]
             for name in rows[0]:
                 metric = {"__name__": name, "instance": instance, "job": "vllm", "engine": "0"}
                 add(
@@ -95,6 +95,9 @@ def _serve(n: int, port_queue: multiprocessing.Queue[int]) -> None:
     from starlette.responses import Response
     from starlette.routing import Route
 
+    # a watch starts 590 s into the hour: the frozen engines stop ten seconds in
+    origin = time.time() - 590
+
     async def query(request: Request) -> Response:
         from urllib.parse import parse_qs
 
@@ -107,6 +110,11 @@ def _serve(n: int, port_queue: multiprocessing.Queue[int]) -> None:
         else:
             times = [float(form.get("time", time.time()))]
             kind = "vector"
+            if expr != "1":
+                data = {"resultType": kind, "result": _answer(expr, n, times, origin)}
+                return Response(
+                    orjson.dumps({"status": "success", "data": data}), media_type="application/json"
+                )
         if expr == "1":
             data = {"resultType": "scalar", "result": [times[0], "1"]}
         else:
@@ -295,7 +303,7 @@ def main() -> None:
         else:
             print("backtest on a real Prometheus: skipped (no promtool/prometheus on PATH)")
     ctx = multiprocessing.get_context("spawn")
-    for n in [*args.engines, None]:
+    for n in [*args.engines, *([None] if args.backtest_engines else [])]:
         size = args.backtest_engines if n is None else n
         ports: multiprocessing.Queue[int] = ctx.Queue()
         proc = ctx.Process(target=_serve, args=(size, ports), daemon=True)
