@@ -28,6 +28,10 @@ from contract.fleet import (
     BacktestStall,
 )
 from contract.jsonl import read_json, read_jsonl
+from monitor.backtestrun import backtest_prometheus
+from monitor.config import MonitorConfig
+from monitor.prometheus import PrometheusClient
+from monitor.promql import SERIES_PER_ENGINE, FleetQuery
 from monitor.promseries import openmetrics_text
 from tests.alerting.alerting_support import INTERVAL_S, STALL_AFTER_S, Recorded, prometheus, tool
 
@@ -152,3 +156,24 @@ def test_rules_backtest_says_when_each_alert_would_have_fired_beside_the_stalls(
         assert abs(fired[("EngineStalled", instance)].fired - due) <= INTERVAL_S + 1e-6, instance  # type: ignore[operator]
     page = (out / BACKTEST_HTML).read_text()
     assert "Alerts of the generated rules" in page and "EngineStalled" in page
+
+
+async def test_small_windows_and_one_engine_per_query_find_the_same_stalls(
+    history: History,
+) -> None:
+    # a budget of 20 points per answer: windows of 20 points, one engine a query, so every
+    # stall spans a window's edge and each engine's state must carry across windows
+    config = MonitorConfig(interval_s=INTERVAL_S, stall_after_s=STALL_AFTER_S, stop_after_s=None,
+                           gpu_window_s=0)  # fmt: skip
+    client = PrometheusClient(history.prom)
+    try:
+        tally = await backtest_prometheus(
+            client, FleetQuery(selector='job="vllm"'), config, T0, T0 + 6, INTERVAL_S,
+            budget=SERIES_PER_ENGINE * 20,
+        )  # fmt: skip
+    finally:
+        await client.aclose()
+    found = {(s.engine, s.kind): s.onset for s in tally.stalls(T0 + 6)}
+    want = {(i, k): onset for i, stalls in history.expected.items() for k, onset in stalls}
+    assert found.keys() == want.keys()
+    assert all(abs(found[k] - want[k]) <= INTERVAL_S + 1e-6 for k in want)
