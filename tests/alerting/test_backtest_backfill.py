@@ -173,7 +173,9 @@ async def test_small_windows_and_one_engine_per_query_find_the_same_stalls(
         )  # fmt: skip
     finally:
         await client.aclose()
-    found = {(s.engine, s.kind): s.onset for s in tally.stalls(T0 + 6)}
+    found: dict[tuple[str, str], float] = {
+        (s.engine, s.kind): s.onset for s in tally.stalls(T0 + 6)
+    }
     want = {(i, k): onset for i, stalls in history.expected.items() for k, onset in stalls}
     assert found.keys() == want.keys()
     assert all(abs(found[k] - want[k]) <= INTERVAL_S + 1e-6 for k in want)
