@@ -70,7 +70,7 @@ def backtest(
     import time
 
     from kits.cli.fleet import FleetArgs, fleet_query
-    from monitor import FleetQuery, parse_duration, parse_time
+    from monitor import parse_duration, parse_time
 
     if (prometheus is None) == (from_file is None):
         raise fail("give either --prometheus URL or --from-file PATH", "see `kit backtest --help`")
@@ -84,7 +84,6 @@ def backtest(
         gpu_window_s=gpu_window,
     )
     query = fleet_query(FleetArgs(prometheus or "", selector, group_by, gpu_selector, not no_gpu))
-    assert isinstance(query, FleetQuery)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-backtest"
     began = time.monotonic()
     if from_file is not None:

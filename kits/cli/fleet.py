@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from kits.alerting import Alerting
-    from monitor import FleetOutcome, MonitorConfig, Sink
+    from monitor import FleetOutcome, FleetQuery, MonitorConfig, Sink
 
 PrometheusOpt = Annotated[
     str | None,
@@ -67,7 +67,7 @@ class FleetArgs:
     gpu: bool
 
 
-def fleet_query(args: FleetArgs) -> object:
+def fleet_query(args: FleetArgs) -> FleetQuery:
     """The checked query (raises `MonitorError` on a bad selector or label)."""
     from monitor import FleetQuery, label_name, matchers
 
@@ -93,31 +93,30 @@ def monitor_fleet(
     the exporter and on-stall flags, as `start_alerting` takes them."""
     import time
 
+    from contract.errors import StallkitError
     from contract.files import discard_if_unrecorded, outermost_missing
     from contract.urls import URL_HINT, url_problem
     from kits.cli.alerting import start_alerting
-    from monitor import FleetQuery
 
     if url is not None:
         raise fail(f"an engine URL ({url}) and --prometheus", "give one or the other")
     if not args.prometheus:
         raise fail("no engine URL", "give an engine's URL, or --prometheus URL for a fleet")
+    url = args.prometheus.strip()
+    problem = url_problem(url)
+    if problem is not None:
+        raise fail(f"bad --prometheus URL {url!r}: {problem}", URL_HINT)
+    query = fleet_query(args)  # checked before the metrics port is bound
     alerting = start_alerting(*alerts)
     try:
-        url = args.prometheus.strip()
-        problem = url_problem(url)
-        if problem is not None:
-            raise fail(f"bad --prometheus URL {url!r}: {problem}", URL_HINT)
-        query = fleet_query(args)
-        assert isinstance(query, FleetQuery)
         out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-fleet"
         made = outermost_missing(out_dir)
         try:
             outcome = _watch(
                 url, query, config, out_dir, duration, no_dashboard, exit_on_stall, alerting
             )
-        except Exception:
-            if made is not None:
+        except (StallkitError, typer.Exit):
+            if made is not None:  # a watch that could not start leaves no empty directory
                 discard_if_unrecorded(out_dir, made)
             raise
     finally:
@@ -127,7 +126,7 @@ def monitor_fleet(
 
 def _watch(
     url: str,
-    query: object,
+    query: FleetQuery,
     config: MonitorConfig,
     out_dir: Path,
     duration: float | None,
@@ -144,7 +143,6 @@ def _watch(
     from monitor import (
         AnyFleetEvent,
         EngineEvent,
-        FleetQuery,
         FleetStart,
         PerEngine,
         PrometheusClient,
@@ -152,7 +150,6 @@ def _watch(
         run_fleet,
     )
 
-    assert isinstance(query, FleetQuery)
     t0_unix = [0.0]
 
     def make(engine: str, labels: Mapping[str, str]) -> list[Sink]:
