@@ -104,22 +104,31 @@ def backtest(
     )
 
 
+def history_text(path: Path) -> str:
+    """A history file as OpenMetrics text: as it is, or a run's timeline.jsonl converted (its
+    engine named by its directory, its times the timeline's seconds)."""
+    import json
+
+    from monitor import openmetrics_text
+
+    text = path.read_text(encoding="utf-8")
+    if path.suffix != ".jsonl":
+        return text
+    try:
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise fail(f"{path}: not JSON lines: {exc}", "give a run's timeline.jsonl") from None
+    return openmetrics_text({path.parent.name or path.stem: records}, 0.0)
+
+
 def _from_file(
     path: Path, query: FleetQuery, config: MonitorConfig
 ) -> tuple[BacktestTally, float, float]:
     from monitor import FleetQuery, backtest_openmetrics
 
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        import json
-
-        from monitor import openmetrics_text
-
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
-        name = path.parent.name or path.stem
-        text = openmetrics_text({name: records}, 0.0)
-        query = FleetQuery(group_by="instance", gpu=query.gpu)
-    return backtest_openmetrics(text, query, config)
+        query = FleetQuery(group_by="instance", gpu=query.gpu)  # the converted file's label
+    return backtest_openmetrics(history_text(path), query, config)
 
 
 def _from_prometheus(

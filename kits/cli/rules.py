@@ -66,6 +66,14 @@ def rules(
     prometheus: Annotated[
         str | None, typer.Option("--prometheus", metavar="URL", help="With --backtest.")
     ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-file",
+            help="With --backtest, instead of --prometheus: a recorded history (OpenMetrics "
+            "with timestamps, or a timeline.jsonl) served by a Prometheus of its own.",
+        ),
+    ] = None,
     start: Annotated[str | None, typer.Option("--from", help="With --backtest.")] = None,
     end: Annotated[str, typer.Option("--to", help="With --backtest (default now).")] = "now",
     group_by: Annotated[
@@ -97,7 +105,7 @@ def rules(
     if backtest:
         from kits.cli.rulesbacktest import rules_backtest
 
-        rules_backtest(settings, prometheus, start, end, group_by, out)
+        rules_backtest(settings, prometheus, from_file, start, end, group_by, out)
         return
     text = rules_yaml(settings)
     if out is None:

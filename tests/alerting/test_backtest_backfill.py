@@ -179,3 +179,21 @@ async def test_small_windows_and_one_engine_per_query_find_the_same_stalls(
     want = {(i, k): onset for i, stalls in history.expected.items() for k, onset in stalls}
     assert found.keys() == want.keys()
     assert all(abs(found[k] - want[k]) <= INTERVAL_S + 1e-6 for k in want)
+
+
+@pytest.mark.slow
+def test_rules_backtest_of_a_file_serves_it_from_a_prometheus_of_its_own(
+    history: History, tmp_path: Path
+) -> None:
+    step = str(INTERVAL_S)
+    argv = [sys.executable, "-m", "kits", "rules", "--backtest", "--from-file"]
+    argv += [str(history.openmetrics), "--out", str(tmp_path), "--stall-after", "1"]
+    argv += ["--scrape-interval", step, "--eval-interval", step, "--gpu-match", "instance"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stdout + done.stderr
+    alerts = read_jsonl(tmp_path / ALERTS_FILE, AlertFiring)
+    fired = {a.engine: a.fired for a in alerts if a.alert == "EngineStalled" and a.fired}
+    assert set(fired) == {i for i, s in history.expected.items() if s}
+    for instance, fired_at in fired.items():
+        [(_kind, onset)] = history.expected[instance]
+        assert abs(fired_at - (onset + INTERVAL_S + STALL_AFTER_S)) <= INTERVAL_S + 1e-6
