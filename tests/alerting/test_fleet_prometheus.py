@@ -153,7 +153,7 @@ async def test_every_stalled_engine_named_with_its_kind_and_no_healthy_one(
     try:
         outcome = await run_fleet(
             client, FleetQuery(selector='job="vllm"'), CONFIG, out_dir=tmp_path,
-            duration_s=3.0, display="none",
+            duration_s=4.0, display="none",
         )  # fmt: skip
     finally:
         await client.aclose()
