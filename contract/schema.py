@@ -14,6 +14,16 @@ from pydantic import BaseModel
 
 from contract.ab import ABFile
 from contract.files import AB_FILE, KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
+from contract.fleet import (
+    ALERTS_FILE,
+    BACKTEST_FILE,
+    FLEET_FILE,
+    STALLS_FILE,
+    AlertFiring,
+    BacktestFile,
+    BacktestStall,
+    fleet_adapter,
+)
 from contract.forensics import MANIFEST_FILE, BundleManifest
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
@@ -44,6 +54,10 @@ def run_dir_schemas() -> dict[str, dict[str, Any]]:
         AB_FILE: _schema(ABFile, "ABFile"),
         MANIFEST_FILE: _schema(BundleManifest, "BundleManifest"),
         SIM_STATE_FILE: _schema(SimState, "SimState"),
+        FLEET_FILE: {"$schema": _DIALECT, **fleet_adapter.json_schema(), "title": "FleetLine"},
+        STALLS_FILE: _schema(BacktestStall, "BacktestStall"),
+        BACKTEST_FILE: _schema(BacktestFile, "BacktestFile"),
+        ALERTS_FILE: _schema(AlertFiring, "AlertFiring"),
     }
 
 

@@ -9,7 +9,7 @@ end. Forensics are always on; the exporter and the command only when asked for.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,10 +103,31 @@ class Alerting:
             sinks.closers.append(runner.close)
         return sinks
 
+    def for_fleet_engine(
+        self, engine: str, labels: Mapping[str, str], out_dir: Path, t0_unix: float
+    ) -> list[Sink]:
+        """One engine of a fleet watched through Prometheus: its exporter series (labelled
+        `engine` = its group label's value, `arm` = fleet) and its `--on-stall` runner (the
+        engine's labels in the command's environment). No forensics: the engine is remote."""
+        sinks: list[Sink] = []
+        if self.exporter is not None:
+            sinks.append(self.exporter.sink(engine, "fleet"))
+        if self.on_stall is not None:
+            where = out_dir / "engines" / _safe(engine)
+            sinks.append(
+                OnStallRunner(self.on_stall, where, engine, "fleet", labels=labels, t0_unix=t0_unix)
+            )
+        return sinks
+
     def close(self) -> None:
         """Stop the exporter."""
         if self.exporter is not None:
             self.exporter.close()
+
+
+def _safe(name: str) -> str:
+    """A directory name for an engine (`host:port`, a pod name): unsafe characters as `_`."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "_"
 
 
 @dataclass

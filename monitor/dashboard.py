@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Protocol
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -215,9 +216,15 @@ class Dashboard:
         return Group(*parts)
 
 
+class View(Protocol):
+    """Anything that describes itself as a renderable (a one-engine or a fleet view)."""
+
+    def render(self) -> RenderableType: ...
+
+
 @contextlib.asynccontextmanager
 async def live_dashboard(
-    dashboard: Dashboard,
+    dashboard: View,
     console: Console | None = None,
     *,
     refresh_per_s: float = 4.0,

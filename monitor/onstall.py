@@ -11,6 +11,7 @@ command is recorded, and the run goes on.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +61,15 @@ class OnStallCommand:
 
 
 def stall_env(
-    event: StallStarted | StallEnded, engine_url: str, run_dir: Path, arm: str, t0_unix: float
+    event: StallStarted | StallEnded,
+    engine_url: str,
+    run_dir: Path,
+    arm: str,
+    t0_unix: float,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The verdict as environment variables (times: monitor seconds and Unix time)."""
+    """The verdict as environment variables (times: monitor seconds and Unix time); a fleet's
+    engine also gets its Prometheus labels as a JSON object."""
     env = {
         "STALLKIT_EVENT": "start" if isinstance(event, StallStarted) else "end",
         "STALLKIT_STALL_KIND": event.kind,
@@ -72,6 +80,8 @@ def stall_env(
         "STALLKIT_ARM": arm,
         "STALLKIT_FORENSICS_DIR": str(run_dir / "forensics" / onset_name(event.onset)),
     }
+    if labels is not None:
+        env["STALLKIT_ENGINE_LABELS"] = json.dumps(dict(labels), sort_keys=True)
     if isinstance(event, StallEnded):
         env["STALLKIT_STALL_DURATION_S"] = f"{event.duration_s:.3f}"
     else:
@@ -88,14 +98,22 @@ class OnStallRunner:
     """A monitor-event consumer that starts the command on stall start (and end)."""
 
     def __init__(
-        self, command: OnStallCommand, run_dir: Path, engine_url: str, arm: str = ""
+        self,
+        command: OnStallCommand,
+        run_dir: Path,
+        engine_url: str,
+        arm: str = "",
+        *,
+        labels: Mapping[str, str] | None = None,
+        t0_unix: float | None = None,
     ) -> None:
         self.command = command
         self.dir = run_dir / "on-stall"
         self._run_dir = run_dir
         self._url = engine_url
         self._arm = arm
-        self._t0_unix = time.time()
+        self._labels = labels
+        self._t0_unix = time.time() if t0_unix is None else t0_unix
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
@@ -104,7 +122,7 @@ class OnStallRunner:
         if isinstance(event, StallStarted) or (
             isinstance(event, StallEnded) and self.command.on_end
         ):
-            env = stall_env(event, self._url, self._run_dir, self._arm, self._t0_unix)
+            env = stall_env(event, self._url, self._run_dir, self._arm, self._t0_unix, self._labels)
             name = f"{onset_name(event.onset)}-{env['STALLKIT_EVENT']}"
             thread = threading.Thread(target=self._run, args=(name, env), daemon=True)
             self._threads.append(thread)

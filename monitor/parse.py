@@ -13,7 +13,7 @@ per server, not summed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -123,23 +123,28 @@ def _select_lines(text: str) -> str:
     return "\n".join(keep)
 
 
+def _add(per_engine: dict[str, _Raw], name: str, labels: Mapping[str, str], value: float) -> None:
+    """Add one sample of a read family to its engine's raw fields."""
+    field_name, split = _SAMPLES[name]
+    raw = per_engine.setdefault(labels.get("engine", "0"), {})
+    if split:
+        sub = raw.setdefault(field_name, {})
+        assert isinstance(sub, dict)
+        key = labels.get(split, "")
+        sub[key] = sub.get(key, 0.0) + value
+    else:
+        old = raw.get(field_name, 0.0)
+        assert isinstance(old, float)
+        raw[field_name] = old + value
+
+
 def _collect(text: str) -> dict[str, _Raw]:
     """Per engine label: field -> value, or field -> {label value: value}."""
     per_engine: dict[str, _Raw] = {}
     try:
         for family in text_string_to_metric_families(_select_lines(text)):
             for sample in family.samples:
-                name, split = _SAMPLES[sample.name]
-                raw = per_engine.setdefault(sample.labels.get("engine", "0"), {})
-                if split:
-                    sub = raw.setdefault(name, {})
-                    assert isinstance(sub, dict)
-                    key = sample.labels.get(split, "")
-                    sub[key] = sub.get(key, 0.0) + sample.value
-                else:
-                    old = raw.get(name, 0.0)
-                    assert isinstance(old, float)
-                    raw[name] = old + sample.value
+                _add(per_engine, sample.name, sample.labels, sample.value)
     except (ValueError, KeyError, IndexError) as exc:
         raise MonitorError(f"malformed /metrics text: {exc}") from None
     return per_engine
@@ -193,8 +198,14 @@ def _total(values: list[object]) -> object:
     return sum(present)  # type: ignore[arg-type]
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(EngineMetrics))
+
+
 def _combine(engines: dict[str, EngineMetrics]) -> dict[str, object]:
     """Sum every field over engines; KV usage is a fraction, so the fullest engine's."""
+    if len(engines) == 1:  # the common case: the totals are the one engine's own values
+        (only,) = engines.values()
+        return {name: getattr(only, name) for name in _FIELD_NAMES}
     out: dict[str, object] = {}
     for f in fields(EngineMetrics):
         values = [getattr(e, f.name) for e in engines.values()]
@@ -215,9 +226,32 @@ def _sim_clock(per_engine: dict[str, _Raw]) -> SimClock | None:
     return None
 
 
-def parse_metrics(text: str) -> MetricsSnapshot:
-    """Parse a Prometheus text page into a `MetricsSnapshot` (raises `MonitorError`)."""
-    per_engine = dict(sorted(_collect(text).items()))
+def _snapshot(per_engine: dict[str, _Raw]) -> MetricsSnapshot:
+    per_engine = dict(sorted(per_engine.items()))
     engines = {key: _engine(raw) for key, raw in per_engine.items()}
     clock = _sim_clock(per_engine)
     return MetricsSnapshot(**_combine(engines), engines=engines, sim_clock=clock)  # type: ignore[arg-type]
+
+
+def parse_metrics(text: str) -> MetricsSnapshot:
+    """Parse a Prometheus text page into a `MetricsSnapshot` (raises `MonitorError`)."""
+    return _snapshot(_collect(text))
+
+
+def snapshot_from_samples(
+    samples: Iterable[tuple[str, Mapping[str, str], float]],
+) -> MetricsSnapshot:
+    """The snapshot of one scrape given as (sample name, labels, value) triples, as a
+    Prometheus query returns them; samples of families the monitor does not read are skipped.
+    Counters stay counters (raw totals), so rates between snapshots work as for a page."""
+    per_engine: dict[str, _Raw] = {}
+    for name, labels, value in samples:
+        if name in _SAMPLES:
+            _add(per_engine, name, labels, float(value))
+    return _snapshot(per_engine)
+
+
+def sample_names() -> tuple[str, ...]:
+    """Every sample name the monitor reads (counters with and without `_total`, the
+    iteration histogram's count, the simulator's clock), for a query that selects them."""
+    return tuple(sorted(_SAMPLES))

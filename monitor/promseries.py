@@ -109,3 +109,45 @@ def input_series(
 
 def _row(values: Mapping[int, str], points: int, missing: str) -> str:
     return " ".join(values.get(k, missing) for k in range(points))
+
+
+def openmetrics_text(
+    timelines: Mapping[str, Iterable[Mapping[str, Any]]],
+    t0_unix: float,
+    *,
+    job: str = "vllm",
+    model_name: str = "stallkit-sim",
+    gpu_job: str = "dcgm",
+) -> str:
+    """Timelines (instance -> its records) as OpenMetrics text with a timestamp on every
+    sample (`t0_unix` + `t`): what `promtool tsdb create-blocks-from openmetrics` loads into
+    a Prometheus data directory, and what `kit backtest --from-file` replays. Each sample line
+    gives the engine's series and `up` 1, a down line `up` 0 alone, a GPU line DCGM's
+    utilisation. Families are typed `unknown`, so each sample keeps the name Prometheus
+    stores it under."""
+    rows: dict[str, list[tuple[str, float, str]]] = {}
+    for instance, records in timelines.items():
+        base = {"job": job, "instance": instance}
+        engine = {**base, "model_name": model_name, "engine": "0"}
+        for record in records:
+            kind = record.get("type")
+            ts = t0_unix + float(record.get("t", 0.0))
+            if kind == "sample":
+                rows.setdefault("up", []).append((_labels("up", base), ts, "1"))
+                for (name, extra), value in _sample_values(record).items():
+                    series = _labels(name, {**engine, **dict(extra)})
+                    rows.setdefault(name, []).append((series, ts, value))
+            elif kind == "down":
+                rows.setdefault("up", []).append((_labels("up", base), ts, "0"))
+            elif kind == "gpu":
+                for gpu, util in sorted(record["util"].items()):
+                    labels = {"job": gpu_job, "instance": instance, "gpu": str(gpu)}
+                    series = _labels(names.DCGM_GPU_UTIL, labels)
+                    rows.setdefault(names.DCGM_GPU_UTIL, []).append((series, ts, _num(util)))
+    out = []
+    for name, lines in sorted(rows.items()):
+        out.append(f"# TYPE {name} unknown")
+        # OpenMetrics wants one series' samples together, in time order
+        out.extend(f"{series} {value} {ts:.3f}" for series, ts, value in sorted(lines))
+    out.append("# EOF")
+    return "\n".join(out) + "\n"

@@ -13,6 +13,7 @@ from contract.faces import public_face
 
 if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
     from reports.ab import ABReport as ABReport
+    from reports.backtest import write_backtest_html as write_backtest_html
     from reports.errors import ReportError as ReportError
     from reports.view import ab_table as ab_table
     from reports.write import write_reports as write_reports

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ab": ("run", "A/B: the same kit and seeds on a base and a fix engine."),
     "report": ("run", "Re-make the reports of a saved run directory."),
     "rules": ("rules", "Write the stall rule as Prometheus rules, with a dashboard."),
+    "backtest": ("backtest", "Replay the stall detector over a fleet's history."),
     "schema": ("schema", "The JSON Schemas of a run directory's files."),
     "sim": ("sim", "The embedded simulated engine: serve it, or trace its steps."),
     "trace": ("trace", "Traces: their numbers, a run or a kit's workload written as one."),

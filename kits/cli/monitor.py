@@ -24,6 +24,7 @@ from kits.cli.alerting import (
 )
 from kits.cli.common import fail, user_errors
 from kits.cli.fields import field_option, flags_by_field
+from kits.cli.fleet import GpuSelectorOpt, GroupByOpt, PrometheusOpt, SelectorOpt
 from monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
@@ -38,14 +39,20 @@ MONITOR_HELP = (
     "Attach to a running engine: live metrics, GPU utilisation and stall detection.\n\n"
     "Watches the engine's /metrics (vLLM, the scheduler fork, or the simulator), writes "
     "every sample and stall to timeline.jsonl, and with --exit-on-stall acts as a watchdog "
-    "for scripts and CI (exit 3 when a stall starts; 2 when the engine is unreachable)."
+    "for scripts and CI (exit 3 when a stall starts; 2 when the engine is unreachable).\n\n"
+    "With --prometheus URL instead of an engine URL it watches every engine behind "
+    "--selector through that Prometheus (one detector per --group-by value), writing "
+    "fleet.jsonl."
 )
 
 
 @user_errors
 def monitor(
     ctx: typer.Context,
-    url: Annotated[str, typer.Argument(help="Engine base URL, e.g. http://127.0.0.1:8000.")],
+    url: Annotated[
+        str | None,
+        typer.Argument(help="Engine base URL, e.g. http://127.0.0.1:8000 (not with --prometheus)."),
+    ] = None,
     interval: float = field_option(MonitorConfig, "interval_s", "--interval"),
     gpu_source: Annotated[
         str,
@@ -80,6 +87,10 @@ def monitor(
     on_stall: OnStallOpt = None,
     on_stall_end: OnStallEndOpt = False,
     on_stall_timeout: OnStallTimeoutOpt = 60.0,
+    prometheus: PrometheusOpt = None,
+    selector: SelectorOpt = "",
+    group_by: GroupByOpt = "instance",
+    gpu_selector: GpuSelectorOpt = "",
 ) -> None:
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import time
@@ -87,12 +98,6 @@ def monitor(
     from contract.gpu import GpuSource
     from contract.urls import URL_HINT, url_problem
     from monitor import gpu_source as make_gpu_source
-
-    url = url.strip()
-    problem = url_problem(url)
-    if problem is not None:
-        raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
-    source = GpuSource.parse(gpu_source)
 
     config = monitor_config(
         names=flags_by_field(ctx, MonitorConfig),
@@ -103,12 +108,24 @@ def monitor(
         gpu_window_s=gpu_window,
         scrape_timeout_s=max(min(5.0, interval * 5), 0.5),
     )
+    alerts = (metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    if prometheus is not None or url is None:
+        from kits.cli.fleet import FleetArgs, monitor_fleet
+
+        fleet = FleetArgs(prometheus or "", selector, group_by, gpu_selector, gpu_source != "none")
+        monitor_fleet(url, fleet, config, out, duration, no_dashboard, exit_on_stall, alerts)
+        return
+    url = url.strip()
+    problem = url_problem(url)
+    if problem is not None:
+        raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
+    source = GpuSource.parse(gpu_source)
     if source.kind == "auto":
         source = _auto_gpu_source(url)
     gpu = make_gpu_source(source)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     made = outermost_missing(out_dir)
-    alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    alerting = start_alerting(*alerts)
     hooks = alerting.for_url(url, out_dir, config.stall_after_s)
     try:
         try:

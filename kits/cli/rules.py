@@ -2,7 +2,8 @@
 
 Thin: thresholds come from the kit (stall_after_s, idle_gpu_perc) unless a flag says
 otherwise; the PromQL is made by `monitor.rules`. With `--out DIR` it writes
-`stallkit-rules.yml` and `stallkit-dashboard.json` there, else it prints the rules.
+`stallkit-rules.yml` and `stallkit-dashboard.json` there, else it prints the rules. With
+`--backtest` it evaluates the alerts over a Prometheus's history instead (`kits.cli.rulesbacktest`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,30 @@ def rules(
         bool,
         typer.Option("--no-gpu", help="No DCGM series: judge on engine metrics alone (said so)."),
     ] = False,
+    backtest: Annotated[
+        bool,
+        typer.Option(
+            "--backtest",
+            help="Evaluate the alerts over a history (--prometheus, --from, --to): when each "
+            "would have fired, written to alerts.jsonl in --out beside a `kit backtest` report.",
+        ),
+    ] = False,
+    prometheus: Annotated[
+        str | None, typer.Option("--prometheus", metavar="URL", help="With --backtest.")
+    ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-file",
+            help="With --backtest, instead of --prometheus: a recorded history (OpenMetrics "
+            "with timestamps, or a timeline.jsonl) served by a Prometheus of its own.",
+        ),
+    ] = None,
+    start: Annotated[str | None, typer.Option("--from", help="With --backtest.")] = None,
+    end: Annotated[str, typer.Option("--to", help="With --backtest (default now).")] = "now",
+    group_by: Annotated[
+        str, typer.Option("--group-by", help="With --backtest: the label naming an engine.")
+    ] = "instance",
 ) -> None:
     """Write the stall rule as Prometheus rules (and a Grafana dashboard with --out)."""
     from pydantic import ValidationError
@@ -78,6 +103,11 @@ def rules(
     except ValidationError as exc:
         message = validation_message(exc, names=flags_by_field(ctx, RulesSettings))
         raise fail(f"invalid {message}", "see `kit rules --help`") from None
+    if backtest:
+        from kits.cli.rulesbacktest import rules_backtest
+
+        rules_backtest(settings, prometheus, from_file, start, end, group_by, out)
+        return
     text = rules_yaml(settings)
     if out is None:
         typer.echo(text, nl=False)

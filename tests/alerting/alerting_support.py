@@ -1,5 +1,6 @@
 """Helpers of the alerting tests: timelines of the simulator (its core on a virtual clock),
-streaming load, and the Prometheus tools (or a skip saying how to get them)."""
+streaming load, simulator processes, a real Prometheus on loopback, and the Prometheus tools
+(or a skip saying how to get them)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import asyncio
 import contextlib
 import itertools
 import shutil
-from collections.abc import AsyncIterator
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +24,8 @@ from engine.sim.core import SimEngine
 from engine.sim.faults import with_fault
 from engine.sim.metrics import SimMetrics
 from engine.sim.trace import prepare
+from engine.simproc import SimLauncher
+from engine.spec import parse_spec
 from monitor.config import MonitorConfig
 from monitor.detector import StallDetector
 from monitor.events import Down, GpuReading, MonitorEvent, Sample
@@ -145,3 +152,97 @@ def tool(name: str) -> str:
     if path is None:
         pytest.skip(f"{name} not installed (Debian: apt-get install prometheus)")
     return path
+
+
+def free_port() -> int:
+    """A free loopback port (for a server that cannot bind port 0 itself and say so)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def sim_process(
+    tmp: Path, scale: float, name: str, *extra: str, config: Mapping[str, Any] | None = None
+) -> Iterator[SimLauncher]:
+    """A simulator (`sim:base`, `config` its SimConfig fields) in its own process."""
+    launcher = SimLauncher(
+        parse_spec("sim:base"), tmp / name, dict(config or {}), scale, extra_args=list(extra)
+    )
+    launcher.start()
+    try:
+        launcher.wait_healthy(30)
+        yield launcher
+    finally:
+        launcher.stop()
+
+
+def prometheus_config(targets: list[str], rules: Path | None, scrape_s: float) -> str:
+    """Scrape `targets`' /metrics (job vllm) and their DCGM pages (job dcgm)."""
+    listed = ", ".join(f'"{t}"' for t in targets)
+    ms = int(scrape_s * 1000)
+    text = (
+        f"global:\n  scrape_interval: {ms}ms\n"
+        f"  evaluation_interval: {ms}ms\n  scrape_timeout: {min(ms, 150)}ms\n"
+    )
+    if rules is not None:
+        text += f'rule_files: ["{rules}"]\n'
+    if not targets:
+        return text
+    return text + (
+        "scrape_configs:\n"
+        f"  - job_name: vllm\n    static_configs: [{{targets: [{listed}]}}]\n"
+        "  - job_name: dcgm\n    metrics_path: /dcgm/metrics\n"
+        f"    static_configs: [{{targets: [{listed}]}}]\n"
+    )
+
+
+def _scraped(url: str) -> int:
+    body = httpx.get(f"{url}/api/v1/query", params={"query": "up"}, timeout=2).json()
+    return len(body["data"]["result"])
+
+
+@contextlib.contextmanager
+def prometheus(
+    tmp: Path,
+    targets: list[str],
+    rules: Path | None = None,
+    scrape_s: float = 0.2,
+    *,
+    data: Path | None = None,
+    extra_args: tuple[str, ...] = (),
+) -> Iterator[str]:
+    """A real Prometheus on loopback scraping `targets` (none: serving `data` alone)."""
+    (tmp / "prometheus.yml").write_text(prometheus_config(targets, rules, scrape_s))
+    port = free_port()
+    argv = [tool("prometheus"), f"--config.file={tmp / 'prometheus.yml'}"]
+    argv += [
+        f"--storage.tsdb.path={data or tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    argv += list(extra_args)
+    log = (tmp / "prometheus.log").open("wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                    break
+            assert proc.poll() is None, (tmp / "prometheus.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "prometheus did not get ready"
+            time.sleep(0.1)
+        # its scrape manager takes up new targets every 5 s: wait for every target's first
+        while targets and _scraped(url) < 2 * len(targets):
+            assert time.monotonic() < deadline, "prometheus scraped nothing"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,19 +17,18 @@ import pytest
 
 from engine.sim.config import FaultKind
 from engine.sim.faults import PLAYS
-from engine.simproc import SimLauncher
-from engine.spec import parse_spec
 from monitor.config import MonitorConfig
 from monitor.events import StallStarted
 from monitor.gpu import gpu_source
 from monitor.rules import RulesSettings, rules_yaml
 from monitor.watch import watch
-from tests.alerting.alerting_support import streaming_load, tool
+from tests.alerting.alerting_support import prometheus, sim_process, streaming_load, tool
 
 SCRAPE_S = 0.2
 STALL_AFTER_S = 1.0
 SCALE = 10.0
-STRIKE_AT_S = 7.0 * SCALE  # engine seconds: 7 wall seconds after the simulator starts
+STRIKE_AT_S = 12.0 * SCALE  # engine seconds: 12 wall seconds after each simulator starts (the
+# four start one after another, then Prometheus: the load must be on by then)
 #: simulator -> the fault it plays, or none
 ENGINES: dict[str, FaultKind | None] = {
     "frozen": "freeze",
@@ -42,38 +38,7 @@ ENGINES: dict[str, FaultKind | None] = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextlib.contextmanager
-def _sim(tmp: Path, name: str, *extra: str) -> Iterator[SimLauncher]:
-    launcher = SimLauncher(parse_spec("sim:base"), tmp / name, {}, SCALE, extra_args=list(extra))
-    launcher.start()
-    try:
-        launcher.wait_healthy(30)
-        yield launcher
-    finally:
-        launcher.stop()
-
-
-def _config(targets: list[str], rules: Path) -> str:
-    listed = ", ".join(f'"{t}"' for t in targets)
-    return (
-        f"global:\n  scrape_interval: {int(SCRAPE_S * 1000)}ms\n"
-        f"  evaluation_interval: {int(SCRAPE_S * 1000)}ms\n  scrape_timeout: 150ms\n"
-        f'rule_files: ["{rules}"]\n'
-        "scrape_configs:\n"
-        f"  - job_name: vllm\n    static_configs: [{{targets: [{listed}]}}]\n"
-        "  - job_name: dcgm\n    metrics_path: /dcgm/metrics\n"
-        f"    static_configs: [{{targets: [{listed}]}}]\n"
-    )
-
-
-@contextlib.contextmanager
-def _prometheus(tmp: Path, targets: list[str]) -> Iterator[str]:
+def _rules(tmp: Path) -> Path:
     settings = RulesSettings(
         stall_after_s=STALL_AFTER_S,
         scrape_interval_s=SCRAPE_S,
@@ -81,31 +46,7 @@ def _prometheus(tmp: Path, targets: list[str]) -> Iterator[str]:
         gpu_match_labels="instance",  # each simulator serves its own GPUs' DCGM page
     )
     (tmp / "rules.yml").write_text(rules_yaml(settings))
-    (tmp / "prometheus.yml").write_text(_config(targets, tmp / "rules.yml"))
-    port = _free_port()
-    argv = [tool("prometheus"), f"--config.file={tmp / 'prometheus.yml'}"]
-    argv += [f"--storage.tsdb.path={tmp / 'data'}", f"--web.listen-address=127.0.0.1:{port}"]
-    log = (tmp / "prometheus.log").open("wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
-                    break
-            assert proc.poll() is None, (tmp / "prometheus.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "prometheus did not get ready"
-            time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    return tmp / "rules.yml"
 
 
 async def _healthy_load(url: str) -> None:
@@ -157,12 +98,14 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
     with contextlib.ExitStack() as stack:
         sims = {
             name: stack.enter_context(
-                _sim(tmp_path, name, *(["--fault", f"{fault}@{STRIKE_AT_S:g}"] if fault else []))
+                sim_process(
+                    tmp_path, SCALE, name, *(["--fault", f"{f}@{STRIKE_AT_S:g}"] if f else [])
+                )
             )
-            for name, fault in ENGINES.items()
+            for name, f in ENGINES.items()
         }
         hosts = {name: sim.url.removeprefix("http://") for name, sim in sims.items()}
-        with _prometheus(tmp_path, list(hosts.values())) as prom:
+        with prometheus(tmp_path, list(hosts.values()), _rules(tmp_path), SCRAPE_S) as prom:
             # long requests in flight where the engine stops; short ones back to back where a
             # queue must drain (blocked) or nothing may stall (healthy)
             loads = [
