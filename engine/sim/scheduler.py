@@ -31,6 +31,7 @@ from engine.sim.records import (
 from engine.sim.request import Request, StepWork, is_deferred, request_info
 from engine.sim.running import RunningPass
 from engine.sim.stats import Counters
+from engine.sim.steady import run_idle, run_quiet
 
 #: Finished requests remembered for `request_info`.
 FINISHED_KEPT = 4096
@@ -53,6 +54,7 @@ class Scheduler:
         self.now_s = 0.0
         self.gpu_busy = False
         self._pending_finished: dict[str, str] = {}
+        self.last_step_empty = False
         # the hash chains of the finished requests in `done`, for prompts that continue them
         self._chains: OrderedDict[str, list[int]] = OrderedDict()
         self._running = RunningPass(
@@ -218,6 +220,18 @@ class Scheduler:
         finished: dict[str, str] = dict(self._pending_finished)
         self._pending_finished = {}
         while now_s < until_s and steps < max_steps and (self.running or self.waiting):
+            if self.running:  # most steps of a loaded engine: alike decodes, run lean
+                now_s, quiet, quiet_tokens = run_quiet(self, now_s, until_s, max_steps - steps)
+                if quiet:
+                    steps += quiet
+                    tokens += quiet_tokens
+                    last_token = last_busy = now_s
+                    continue
+            now_s, idle = run_idle(self, now_s, until_s, max_steps - steps)
+            if idle:
+                steps += idle
+                empty += idle
+                continue
             gen_before = self.c.generation_tokens
             _, work, duration, done = self._step(now_s, None)
             now_s += duration
@@ -252,6 +266,8 @@ class Scheduler:
             self._running.run(work, sampled, "all", may_preempt=True)
             if not work.preemptions:
                 self._admission.run(work, sampled, now_s)
+        # an empty step that preempted nothing changed only counters (see `steady.run_idle`)
+        self.last_step_empty = not work.scheduled and not work.preemptions
         if not work.scheduled:
             self.gpu_busy = False
             self.c.empty_steps += 1
