@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.sim.core import SimEngine as SimEngine
     from engine.sim.metrics import FINISH_REASONS as FINISH_REASONS
     from engine.simproc import SimLauncher as SimLauncher
+    from engine.simproc import dump_toml as dump_toml
     from engine.spec import DockerSpec as DockerSpec
     from engine.spec import EngineSpec as EngineSpec
     from engine.spec import PatchedSpec as PatchedSpec

@@ -60,7 +60,7 @@ class Scheduler:
         self._running = RunningPass(
             config, self.pool, self.c, logger, self.running, self.waiting, self._requeued
         )
-        self._admission = Admission(
+        self.admission = Admission(
             config, self.pool, self.c, logger, self.running, self.waiting, self._running.schedule
         )
 
@@ -92,7 +92,7 @@ class Scheduler:
         req.chain = self._chain(prompt, continues)
         self.live[request_id] = req
         self.waiting.append(req)
-        self._admission.changed()
+        self.admission.changed()
 
     def _chain(self, tokens: Sequence[str], continues: str | None) -> list[int]:
         """The hash chain of a prompt's full blocks, from a finished request's where it extends it.
@@ -118,7 +118,7 @@ class Scheduler:
             req.blocks = []
         else:
             self.waiting.remove(req)
-            self._admission.changed()
+            self.admission.changed()
         self._finish(req, "abort", now_s)
         self._pending_finished[request_id] = "abort"
 
@@ -259,13 +259,13 @@ class Scheduler:
         sampled: list[Request] = []
         if contended and turn == "prefill":
             self._running.run(work, sampled, "prefill", may_preempt=False)
-            self._admission.run(work, sampled, now_s)
+            self.admission.run(work, sampled, now_s)
             # the leftover decode pass: the prefill-turn rule decides (base never, fix while empty)
             self._running.run(work, sampled, "decode", may_preempt=True)
         else:
             self._running.run(work, sampled, "all", may_preempt=True)
             if not work.preemptions:
-                self._admission.run(work, sampled, now_s)
+                self.admission.run(work, sampled, now_s)
         # an empty step that preempted nothing changed only counters (see `steady.run_idle`)
         self.last_step_empty = not work.scheduled and not work.preemptions
         if not work.scheduled:
@@ -281,7 +281,7 @@ class Scheduler:
 
     def _requeued(self) -> None:
         """A preempted request went back to the head of the waiting queue."""
-        self._admission.changed()
+        self.admission.changed()
 
     # -- after the passes ---------------------------------------------------------------------
 

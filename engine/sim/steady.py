@@ -14,15 +14,31 @@ about nine steps in ten.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from engine.sim.controller import runnable_classes
+from engine.sim.admission import Admission
+from engine.sim.config import SimConfig
+from engine.sim.controller import ComputeShareController, runnable_classes
 from engine.sim.records import ITERATION_TOKEN_BOUNDS, VOCABULARY
 from engine.sim.request import Request
+from engine.sim.stats import Counters
 
-if TYPE_CHECKING:
-    from engine.sim.scheduler import Scheduler
+
+class SchedulerState(Protocol):
+    """What the loops read and move of the scheduler (`engine.sim.scheduler.Scheduler`)."""
+
+    cfg: SimConfig
+    running: list[Request]
+    waiting: deque[Request]
+    ctl: ComputeShareController
+    c: Counters
+    admission: Admission
+    step_no: int
+    now_s: float
+    gpu_busy: bool
+    last_step_empty: bool
 
 
 def quiet_steps(running: Sequence[Request], block_size: int) -> int:
@@ -45,7 +61,9 @@ def quiet_steps(running: Sequence[Request], block_size: int) -> int:
     return max(steps or 0, 0)
 
 
-def run_quiet(s: Scheduler, now_s: float, until_s: float, max_steps: int) -> tuple[float, int, int]:
+def run_quiet(
+    s: SchedulerState, now_s: float, until_s: float, max_steps: int
+) -> tuple[float, int, int]:
     """Run quiet steps from `now_s` while engine time is short of `until_s`.
 
     Returns (engine time after them, steps run, tokens generated); 0 steps when the next step
@@ -61,7 +79,7 @@ def run_quiet(s: Scheduler, now_s: float, until_s: float, max_steps: int) -> tup
     limit = min(quiet_steps(running, cfg.block_size), max_steps)
     if limit <= 0:
         return now_s, 0, 0
-    ctl, admission, c, cost = s.ctl, s._admission, s.c, cfg.cost
+    ctl, admission, c, cost = s.ctl, s.admission, s.c, cfg.cost
     # a prefill turn enters the waiting pass with its whole budget (its decodes come after),
     # a decode turn with what its decodes left; a quiet step changes neither pass's outcome
     by_turn = (admission.recorded(budget - n), admission.recorded(budget))
@@ -112,7 +130,7 @@ def run_quiet(s: Scheduler, now_s: float, until_s: float, max_steps: int) -> tup
     return now_s, steps, n * steps
 
 
-def _book(s: Scheduler, steps: int, first_end: float, last_start: float) -> None:
+def _book(s: SchedulerState, steps: int, first_end: float, last_start: float) -> None:
     """Each running request's `steps` decoded tokens (as `Scheduler._sample` appends them)."""
     vocab, size = VOCABULARY, len(VOCABULARY)
     s.step_no += steps
@@ -129,7 +147,7 @@ def _book(s: Scheduler, steps: int, first_end: float, last_start: float) -> None
             r.first_token_s = first_end
 
 
-def run_idle(s: Scheduler, now_s: float, until_s: float, max_steps: int) -> tuple[float, int]:
+def run_idle(s: SchedulerState, now_s: float, until_s: float, max_steps: int) -> tuple[float, int]:
     """Repeat an empty step (the livelock's step) while it stays the same.
 
     After a step that scheduled nothing and preempted nothing, only the counters moved, so
@@ -139,7 +157,7 @@ def run_idle(s: Scheduler, now_s: float, until_s: float, max_steps: int) -> tupl
     """
     if not s.last_step_empty:
         return now_s, 0
-    admission, ctl, c = s._admission, s.ctl, s.c
+    admission, ctl, c = s.admission, s.ctl, s.c
     budget = s.cfg.max_num_batched_tokens
     idle_s = s.cfg.idle_tick_s
     remaining = [r.num_tokens - r.num_computed for r in s.running]

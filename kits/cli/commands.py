@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("run", "Re-make the reports of a saved run directory."),
     "rules": ("rules", "Write the stall rule as Prometheus rules, with a dashboard."),
     "schema": ("schema", "The JSON Schemas of a run directory's files."),
+    "sweep": ("sweep", "Sweep a kit's settings x seeds x arms on the virtual clock: stall maps."),
     "sim": ("sim", "The embedded simulated engine: serve it, or trace its steps."),
     "engine": (
         "engine",
