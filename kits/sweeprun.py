@@ -12,6 +12,7 @@ Ray cluster as Ray tasks whose results come back to the driver: the files are th
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -122,7 +123,12 @@ def _ray_session(address: str) -> Iterator[Any]:
     except ImportError:
         raise KitError("--ray needs Ray, which is not installed", RAY_HINT) from None
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise KitError(
             f"--ray {address}: no Ray cluster there ({str(exc).splitlines()[0]})",
