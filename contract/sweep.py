@@ -16,11 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from contract.ab import SeedRow, StallRate, Verdict
 
 __all__ = [
+    "HUNT_FILE",
     "SWEEP_FILE",
     "SWEEP_HTML",
     "SWEEP_PLAN_FILE",
     "SWEEP_RUNS_FILE",
     "SWEEP_SCHEMA_VERSION",
+    "HuntFile",
+    "HuntPoint",
     "Setting",
     "SweepAxis",
     "SweepCell",
@@ -83,6 +86,11 @@ class SweepRun(SeedRow):
     settings: dict[str, Setting] = Field(description="The cell's value of each axis.")
     arm: str = Field(description="The arm's name.")
     compute_s: float = Field(description="Wall seconds the run took to compute.")
+    quiet_s: float = Field(
+        0.0,
+        description="Longest span of engine seconds with work pending and no token generated "
+        "(the stall rule's condition; short of the kit's stall_after_s, a near miss).",
+    )
 
 
 class SweepCell(BaseModel):
@@ -116,3 +124,42 @@ class SweepFile(BaseModel):
 def cell_kit_file(cell: int) -> str:
     """The kit file of a cell inside its sweep directory (what its replay command runs)."""
     return f"kits/cell-{cell}.toml"
+
+
+HUNT_FILE = "hunt.json"
+
+
+class HuntPoint(BaseModel):
+    """A point of a hunt's space: a value per setting and a seed, with what its runs showed."""
+
+    model_config = _FROZEN
+    settings: dict[str, Setting] = Field(description="The point's value of each setting.")
+    seed: int = Field(description="The load's seed.")
+    stalled: dict[str, bool] = Field(description="Per arm: whether it stalled.")
+    quiet_s: float = Field(description="Longest span with work pending and no token, engine s.")
+
+
+class HuntFile(BaseModel):
+    """hunt.json: what a hunt searched, how much of the space it covered, what it found."""
+
+    model_config = _FROZEN
+    schema_version: int = Field(SWEEP_SCHEMA_VERSION, description="Layout version.")
+    kit: str = Field(description="The kit's name or path, as given.")
+    arms: dict[str, str] = Field(description="Arm name -> engine spec.")
+    looking_for: str = Field(description="What counts as found, in words.")
+    seed: int = Field(description="The search's own seed (the same seed, the same search).")
+    budget: int = Field(description="Runs the search could spend.")
+    search_runs: int = Field(description="Runs the search spent.")
+    points: int = Field(description="Distinct points run.")
+    space_points: int = Field(description="Points in the space (settings x seeds).")
+    values_covered: dict[str, str] = Field(
+        description="Per setting: how many of its values some point used, of how many."
+    )
+    nearest_miss: HuntPoint | None = Field(
+        description="The point whose runs came closest (longest quiet span), if none was found."
+    )
+    found: HuntPoint | None = Field(description="The point found, before shrinking.")
+    shrunk: HuntPoint | None = Field(description="The point found, shrunk.")
+    shrink_runs: int = Field(description="Runs the shrinking spent.")
+    reproducer: str | None = Field(description="The shrunk point's kit file.")
+    command: str | None = Field(description="The `kit ab` that reproduces it.")

@@ -52,6 +52,8 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.sim.config import SimConfig as SimConfig
     from engine.sim.core import SimEngine as SimEngine
     from engine.sim.metrics import FINISH_REASONS as FINISH_REASONS
+    from engine.sim.trace import TraceStep as TraceStep
+    from engine.sim.trace import trace_steps as trace_steps
     from engine.simproc import SimLauncher as SimLauncher
     from engine.simproc import dump_toml as dump_toml
     from engine.spec import DockerSpec as DockerSpec

@@ -27,6 +27,7 @@ __all__ = [
     "Job",
     "build_plan",
     "cell_overrides",
+    "check_values",
     "jobs",
     "parse_arms",
     "parse_vary",
@@ -140,9 +141,7 @@ def build_plan(
         raise KitError("nothing to sweep", "give at least one --vary KEY=VALUES")
     fixed: dict[str, Any] = {} if duration_s is None else {"load.duration_s": duration_s}
     kit = _check(kit_ref, fixed, {"load.duration_s": "--duration"})
-    for axis in axes:  # each value alone first: the error then names the one value
-        for value in axis.values:
-            _check(kit_ref, {**fixed, axis.key: value}, {axis.key: f"--vary {axis.key}={value}"})
+    check_values(kit_ref, axes, fixed)
     runs = math.prod(len(a.values) for a in axes) * len(seeds) * len(arms)
     if runs > MAX_RUNS:
         raise KitError(f"the sweep plans {runs} runs, more than {MAX_RUNS}", "vary fewer values")
@@ -159,6 +158,13 @@ def build_plan(
     for cell in plan.cells():  # then the cells: values that only fail together
         _check(kit_ref, {**fixed, **cell}, flags)
     return plan
+
+
+def check_values(kit_ref: str, axes: Sequence[SweepAxis], fixed: dict[str, Any]) -> None:
+    """Each axis's every value, alone over the kit: a KitError names the one value."""
+    for axis in axes:
+        for value in axis.values:
+            _check(kit_ref, {**fixed, axis.key: value}, {axis.key: f"--vary {axis.key}={value}"})
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,16 @@ from kits.config import Kit, set_dotted
 from kits.errors import KitError
 from kits.sweep import Job, cell_overrides
 
-__all__ = ["RAY_HINT", "cores", "kit_of", "run_job", "run_local", "run_ray", "write_cell_kits"]
+__all__ = [
+    "RAY_HINT",
+    "cores",
+    "kit_of",
+    "ray_session",
+    "run_job",
+    "run_local",
+    "run_ray",
+    "write_cell_kits",
+]
 
 #: what to do when `--ray` is given without Ray installed
 RAY_HINT = "install the extra: pip install 'stallkit[ray]'"
@@ -62,19 +71,21 @@ def _deep_copy(value: dict[str, Any]) -> dict[str, Any]:
 def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
     """Run one job in this process and return its row (its directory is scratch)."""
     from kits.vclock import run_virtual_arm
-    from reports import arm_seed_row
+    from reports import arm_seed_row, quiet_span_s
 
     kit = kit_of(kit_data, cell_overrides(plan, job.settings, job.seed))
     with tempfile.TemporaryDirectory(prefix="stallkit-sweep-") as scratch:
         arm_dir = Path(scratch) / job.arm
         done = run_virtual_arm(kit, job.arm, job.spec, arm_dir)
         row = arm_seed_row(arm_dir)
+        quiet_s = quiet_span_s(arm_dir)
     return SweepRun(
         **row.model_dump(),
         cell=job.cell,
         settings=job.settings,
         arm=job.arm,
         compute_s=done.wall_s,
+        quiet_s=quiet_s,
     )
 
 
@@ -117,11 +128,15 @@ def run_local(
 
 
 @contextlib.contextmanager
-def _ray_session(address: str) -> Iterator[Any]:
+def ray_session(address: str) -> Iterator[Any]:
+    """Connected to the Ray cluster at `address` (a session already open here is reused)."""
     try:
         import ray
     except ImportError:
         raise KitError("--ray needs Ray, which is not installed", RAY_HINT) from None
+    if ray.is_initialized():
+        yield ray
+        return
     try:
         ray.init(
             address=address,
@@ -144,7 +159,7 @@ def run_ray(
     kit_data: dict[str, Any], plan: SweepPlan, todo: list[Job], on_run: OnRun, address: str
 ) -> None:
     """Every job as a Ray task on the cluster at `address`; results come back here."""
-    with _ray_session(address) as ray:
+    with ray_session(address) as ray:
         task = ray.remote(num_cpus=1, max_retries=1)(run_job)
         kit_ref, plan_ref = ray.put(kit_data), ray.put(plan)
         pending = [task.remote(kit_ref, plan_ref, job) for job in todo]

@@ -28,12 +28,14 @@ from contract.sweep import (
     SweepRun,
     cell_kit_file,
 )
-from reports.rundir import arm_figures
+from contract.timeline import SampleLine
+from reports.rundir import arm_figures, read_timeline
 from reports.seeds import rate_of, seed_row, verdict
 
 __all__ = [
     "arm_seed_row",
     "load_sweep",
+    "quiet_span_s",
     "read_plan",
     "read_runs",
     "replay_command",
@@ -45,6 +47,22 @@ __all__ = [
 def arm_seed_row(arm_dir: Path) -> SeedRow:
     """The per-seed row of one saved arm directory (as the A/B table's per-seed table)."""
     return seed_row(arm_figures(arm_dir))
+
+
+def quiet_span_s(arm_dir: Path) -> float:
+    """The longest span (engine seconds) over which an arm's samples had work pending and no
+    token generated: the stall rule's first condition, whether or not it ripened."""
+    longest, start = 0.0, None
+    for line in read_timeline(arm_dir):
+        if not isinstance(line, SampleLine):
+            continue
+        pending = (line.running or 0) > 0 or (line.waiting or 0) > 0
+        if pending and not line.gen_tok_s:
+            start = line.t if start is None else start
+            longest = max(longest, line.t - start)
+        else:
+            start = None
+    return round(longest, 3)
 
 
 def read_plan(sweep_dir: Path) -> SweepPlan:

@@ -1,4 +1,7 @@
-"""`kit sweep`: a kit's settings x seeds x arms on the virtual clock, as heat maps of stalls.
+"""`kit sweep` and `kit hunt`: a kit's settings on the virtual clock, mapped or searched.
+
+`kit sweep` runs settings x seeds x arms and maps where each arm stalls; `kit hunt` searches
+a space of settings for a point where an arm stalls, and shrinks it.
 
 Thin: parse the flags into a plan validated against the kit (`kits.sweep`), run it
 (`kits.sweepexec`), print where each arm stalled and the report paths.
@@ -132,6 +135,92 @@ def sweep(
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
+@user_errors
+def hunt(
+    space: Annotated[
+        Path,
+        typer.Option(
+            "--space",
+            help="TOML file: [settings] KEY = [values] or {min, max, step} per kit setting; "
+            "[seeds] min, max",
+        ),
+    ],
+    kit: Annotated[
+        str, typer.Option("--kit", "-k", help="Kit name (shipped) or path to a .toml")
+    ] = "restore-stall",
+    arm: Annotated[
+        str, typer.Option("--arm", help="The arm that must not stall: a sim policy (fix, base)")
+    ] = "fix",
+    differ: Annotated[
+        bool, typer.Option("--differ", help="Look for a point where base and fix disagree")
+    ] = False,
+    budget: Annotated[int, typer.Option("--budget", min=1, help="Runs the search may spend")] = 500,
+    shrink_budget: Annotated[
+        int, typer.Option("--shrink-budget", min=0, help="Runs the shrinking may spend")
+    ] = 200,
+    seed: Annotated[
+        int, typer.Option("--seed", help="The search's seed (same seed, same search)")
+    ] = 1,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Hunt directory (default ./kit-runs/<time>-<kit>-hunt/)"),
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="Run on an existing Ray cluster: its address, or auto"),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", min=1, help="Local worker processes (default: one per core)"),
+    ] = None,
+) -> None:
+    """Search a space of settings for a point where an arm stalls (or base and fix disagree).
+
+    Random points first, then points next to near misses (work pending and no token for a
+    while, short of the stall rule), reproducible from --seed. A point found is shrunk (each
+    setting toward the kit's value, agents and duration toward their smallest, then the
+    smallest seed) and written as reproducer.toml with the `kit ab` that replays it and the
+    step log of its stall (steps.txt). Otherwise hunt.json says how much of the space was
+    covered and that nothing was found.
+    """
+    import time
+
+    from rich.console import Console
+
+    from kits.config import load_kit
+    from kits.huntexec import HuntOptions, execute_hunt
+    from kits.plan import DEFAULT_RUNS_DIR
+
+    console = Console()
+    if out is None:
+        name = load_kit(kit).name
+        out = DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-hunt"
+    opts = HuntOptions(kit, space, arm, differ, budget, shrink_budget, seed, out, ray, workers)
+    content = execute_hunt(opts, console)
+    covered = ", ".join(f"{k} {v}" for k, v in content.values_covered.items())
+    console.print(
+        f"searched {content.search_runs} runs over {content.points:,} points of "
+        f"{content.space_points:,} (values used: {covered})"
+    )
+    if content.shrunk is None:
+        console.print(f"nothing found: no point where {content.looking_for}")
+        if content.nearest_miss is not None:
+            miss = content.nearest_miss
+            console.print(
+                f"nearest miss: {miss.quiet_s:.0f} engine s pending without a token at "
+                f"{miss.settings}, seed {miss.seed}"
+            )
+    else:
+        console.print(
+            f"[bold red]found[/]: {content.looking_for} at {content.shrunk.settings}, seed "
+            f"{content.shrunk.seed} (shrunk in {content.shrink_runs} runs)"
+        )
+        console.print(f"reproduce: {content.command}")
+        console.print(f"[dim]step log: {out / 'steps.txt'}[/]")
+    console.print(f"[dim]{out / 'hunt.json'}[/]")
+
+
 def register(app: typer.Typer) -> None:
-    """Add `kit sweep` to the command line."""
+    """Add `kit sweep` and `kit hunt` to the command line."""
     app.command("sweep")(sweep)
+    app.command("hunt")(hunt)
