@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import random
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -81,8 +82,11 @@ def _hunt_point(space: Space, point: Point, runs: list[SweepRun]) -> HuntPoint:
 class _Runner:
     """Runs points on every arm (local processes or Ray); appends each run; counts them."""
 
-    def __init__(self, opts: HuntOptions, kit_data: dict[str, Any], plan: SweepPlan) -> None:
-        self.opts, self.kit_data, self.plan = opts, kit_data, plan
+    def __init__(
+        self, opts: HuntOptions, kit_data: dict[str, Any], plan: SweepPlan, console: Console
+    ) -> None:
+        self.opts, self.kit_data, self.plan, self.console = opts, kit_data, plan, console
+        self.runs, self.stalls, self.start = 0, 0, time.monotonic()
         self.space_axes = plan.axes
         self.drawn: dict[Point, int] = {}
         self.results: dict[Point, list[SweepRun]] = {}
@@ -108,7 +112,20 @@ class _Runner:
             run_local(self.kit_data, self.plan, jobs, on_run, min(workers, len(jobs) or 1))
         for p in todo:
             self.results[p] = sorted(got[self.drawn[p]], key=lambda r: r.arm)
+        self._progress([r for p in todo for r in self.results[p]])
         return [self.results[p] for p in points]
+
+    def _progress(self, runs: list[SweepRun]) -> None:
+        self.runs += len(runs)
+        self.stalls += sum(r.stalled for r in runs)
+        longest = max(
+            (r.quiet_s for p in self.results.values() for r in p if not r.stalled), default=0.0
+        )
+        rate = self.runs / max(time.monotonic() - self.start, 1e-9)
+        self.console.print(
+            f"hunt: {self.runs}/{self.opts.budget} runs ({rate:.1f}/s), {self.stalls} stalled, "
+            f"longest quiet span without a stall {longest:.0f} engine s"
+        )
 
 
 def _step_log(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, arm: str) -> str:
@@ -182,7 +199,7 @@ def execute_hunt(opts: HuntOptions, console: Console) -> HuntFile:
         duration_s=float(kit.load.duration_s or 0),
     )
     opts.out.mkdir(parents=True, exist_ok=True)
-    runner = _Runner(opts, kit_data, plan)
+    runner = _Runner(opts, kit_data, plan, console)
 
     def found(runs: list[SweepRun]) -> bool:
         if opts.differ:
