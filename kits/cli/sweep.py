@@ -10,11 +10,16 @@ Thin: parse the flags into a plan validated against the kit (`kits.sweep`), run 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kits.cli.common import user_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from contract.sweep import HuntFile, SweepFile
 
 EXIT_INTERRUPTED = 130
 
@@ -28,31 +33,42 @@ VaryOpt = Annotated[
     ),
 ]
 
+KitOpt = Annotated[str, typer.Option("--kit", "-k", help="Kit name (shipped) or path to a .toml")]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray", help="Run on an existing Ray cluster: its address, or auto (needs stallkit[ray])"
+    ),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option("--workers", min=1, help="Local worker processes (default: one per core)"),
+]
+SeedsOpt = Annotated[
+    str,
+    typer.Option("--seeds", help="Seeds per cell and arm: N (from the kit's seed), A-B or A,B,C"),
+]
+ArmsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--arms",
+        help="Arms: sim policies by name (base,fix) or NAME=SPEC,...; default base,fix. "
+        "The first is the verdict's base, the last its fix",
+    ),
+]
+DurationOpt = Annotated[
+    float | None,
+    typer.Option("--duration", help="Engine seconds per run (default: the kit's)", min=1),
+]
+
 
 @user_errors
 def sweep(
-    kit: Annotated[
-        str, typer.Option("--kit", "-k", help="Kit name (shipped) or path to a .toml")
-    ] = "restore-stall",
+    kit: KitOpt = "restore-stall",
     vary: VaryOpt = None,
-    seeds: Annotated[
-        str,
-        typer.Option(
-            "--seeds", help="Seeds per cell and arm: N (from the kit's seed), A-B or A,B,C"
-        ),
-    ] = "10",
-    arms: Annotated[
-        str | None,
-        typer.Option(
-            "--arms",
-            help="Arms: sim policies by name (base,fix) or NAME=SPEC,...; default base,fix. "
-            "The first is the verdict's base, the last its fix",
-        ),
-    ] = None,
-    duration: Annotated[
-        float | None,
-        typer.Option("--duration", help="Engine seconds per run (default: the kit's)", min=1),
-    ] = None,
+    seeds: SeedsOpt = "10",
+    arms: ArmsOpt = None,
+    duration: DurationOpt = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -63,17 +79,8 @@ def sweep(
         bool,
         typer.Option("--resume", help="Finish the sweep in --out: run only its missing runs"),
     ] = False,
-    ray: Annotated[
-        str | None,
-        typer.Option(
-            "--ray",
-            help="Run on an existing Ray cluster: its address, or auto (needs stallkit[ray])",
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option("--workers", min=1, help="Local worker processes (default: one per core)"),
-    ] = None,
+    ray: RayOpt = None,
+    workers: WorkersOpt = None,
     no_dashboard: Annotated[
         bool, typer.Option("--no-dashboard", help="Plain progress lines instead of the bar")
     ] = False,
@@ -120,19 +127,20 @@ def sweep(
         console=console,
     )
     if result.content is not None:
-        content = result.content
-        for arm in content.plan.arms:
-            cells = [c for c in content.cells if c.arm == arm and c.seeds]
-            hit = sum(bool(c.stalled_seeds) for c in cells)
-            stalls = sum(len(c.stalled_seeds) for c in cells)
-            runs = sum(len(c.seeds) for c in cells)
-            console.print(
-                f"{arm}: stalled in {hit} of {len(cells)} cells ({stalls} of {runs} runs)"
-            )
-        console.print(f"[dim]reports: {out / 'sweep.html'}, {out / 'sweep.json'}[/]")
+        _print_sweep(console, result.content, out)
     if result.interrupted:
         console.print(f"interrupted: `kit sweep --resume --out {out}` runs the rest")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _print_sweep(console: Console, content: SweepFile, out: Path) -> None:
+    for arm in content.plan.arms:
+        cells = [c for c in content.cells if c.arm == arm and c.seeds]
+        hit = sum(bool(c.stalled_seeds) for c in cells)
+        stalls = sum(len(c.stalled_seeds) for c in cells)
+        runs = sum(len(c.seeds) for c in cells)
+        console.print(f"{arm}: stalled in {hit} of {len(cells)} cells ({stalls} of {runs} runs)")
+    console.print(f"[dim]reports: {out / 'sweep.html'}, {out / 'sweep.json'}[/]")
 
 
 @user_errors
@@ -145,9 +153,7 @@ def hunt(
             "[seeds] min, max",
         ),
     ],
-    kit: Annotated[
-        str, typer.Option("--kit", "-k", help="Kit name (shipped) or path to a .toml")
-    ] = "restore-stall",
+    kit: KitOpt = "restore-stall",
     arm: Annotated[
         str, typer.Option("--arm", help="The arm that must not stall: a sim policy (fix, base)")
     ] = "fix",
@@ -165,14 +171,8 @@ def hunt(
         Path | None,
         typer.Option("--out", "-o", help="Hunt directory (default ./kit-runs/<time>-<kit>-hunt/)"),
     ] = None,
-    ray: Annotated[
-        str | None,
-        typer.Option("--ray", help="Run on an existing Ray cluster: its address, or auto"),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option("--workers", min=1, help="Local worker processes (default: one per core)"),
-    ] = None,
+    ray: RayOpt = None,
+    workers: WorkersOpt = None,
 ) -> None:
     """Search a space of settings for a point where an arm stalls (or base and fix disagree).
 
@@ -197,6 +197,10 @@ def hunt(
         out = DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-hunt"
     opts = HuntOptions(kit, space, arm, differ, budget, shrink_budget, seed, out, ray, workers)
     content = execute_hunt(opts, console)
+    _print_hunt(console, content, out)
+
+
+def _print_hunt(console: Console, content: HuntFile, out: Path) -> None:
     covered = ", ".join(f"{k} {v}" for k, v in content.values_covered.items())
     console.print(
         f"searched {content.search_runs} runs over {content.points:,} points of "
