@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -84,7 +85,9 @@ def _spread(values: list[float], unit: str) -> str:
 def _overhead(address: str, tasks: int) -> float:
     import ray
 
-    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+    )
     try:
 
         @ray.remote(num_cpus=1)
