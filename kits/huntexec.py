@@ -87,6 +87,7 @@ class _Runner:
     ) -> None:
         self.opts, self.kit_data, self.plan, self.console = opts, kit_data, plan, console
         self.runs, self.stalls, self.start = 0, 0, time.monotonic()
+        self.shrinking, self.shrink_from = False, 0
         self.space_axes = plan.axes
         self.drawn: dict[Point, int] = {}
         self.results: dict[Point, list[SweepRun]] = {}
@@ -122,6 +123,9 @@ class _Runner:
             (r.quiet_s for p in self.results.values() for r in p if not r.stalled), default=0.0
         )
         rate = self.runs / max(time.monotonic() - self.start, 1e-9)
+        if self.shrinking:
+            self.console.print(f"shrink: {self.runs - self.shrink_from} runs")
+            return
         self.console.print(
             f"hunt: {self.runs}/{self.opts.budget} runs ({rate:.1f}/s), {self.stalls} stalled, "
             f"longest quiet span without a stall {longest:.0f} engine s"
@@ -226,6 +230,7 @@ def execute_hunt(opts: HuntOptions, console: Console) -> HuntFile:
         shrunk, shrink_runs = None, 0
         if hit is not None:
             console.print(f"found after {search.runs} runs: {space.settings(hit)}, seed {hit.seed}")
+            runner.shrinking, runner.shrink_from = True, runner.runs
             shrunk, shrink_runs = shrink(
                 space,
                 hit,
