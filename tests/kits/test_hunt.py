@@ -102,3 +102,8 @@ def test_hunt_finds_shrinks_and_writes_the_reproducer(tmp_path: Path) -> None:
     assert len(steps) == 2 + 16 and all(" prefill " in s and " 0 " in s for s in steps[2:])
     nothing = CliRunner().invoke(app, [*args, "--arm", "fix", "--out", str(tmp_path / "h2")])
     assert nothing.exit_code == 0 and "nothing found" in nothing.output
+    # base stalls there and fix does not: the arms disagree
+    differ = CliRunner().invoke(app, [*args, "--differ", "--out", str(tmp_path / "h3")])
+    assert differ.exit_code == 0, differ.output
+    found = json.loads((tmp_path / "h3" / "hunt.json").read_text())["shrunk"]
+    assert found["stalled"] == {"base": True, "fix": False}

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ from kits.cli import app
 from kits.errors import KitError
 from kits.sweep import build_plan, jobs, parse_arms, parse_vary
 
+REPO = Path(__file__).resolve().parents[2]
 SHARE = "sim.engine.prefill_compute_share"
 SEQS = "sim.engine.max_num_seqs"
 
@@ -116,3 +121,22 @@ def test_resume_runs_only_what_is_missing_and_gives_the_same_rows(
     assert "3 runs to go (5 recorded)" in " ".join(result.output.split())
     assert _rows(copy) == _rows(swept)  # the virtual clock is deterministic
     assert json.loads((copy / "sweep.json").read_text())["missing"] == 0
+
+
+def test_ctrl_c_keeps_every_finished_run_and_the_reports(tmp_path: Path) -> None:
+    out = tmp_path / "s"
+    argv = [sys.executable, "-m", "kits", "sweep", "--vary", f"{SEQS}=4,6,8", "--seeds", "6"]
+    argv += ["--duration", "1800", "--out", str(out), "--no-dashboard"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    runs = out / "runs.jsonl"
+    deadline = time.monotonic() + 60
+    while not (runs.exists() and len(runs.read_text().splitlines()) >= 2):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, output
+    assert "--resume" in output and "Traceback" not in output
+    kept = read_jsonl(runs, SweepRun)
+    content = SweepFile.model_validate_json((out / "sweep.json").read_text())
+    assert len(kept) >= 2 and content.runs == len(kept) and content.missing == 36 - len(kept)
