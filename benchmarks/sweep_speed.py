@@ -73,7 +73,9 @@ def _sweep(args: argparse.Namespace, ray: str | None) -> tuple[float, int, float
         start = time.perf_counter()
         subprocess.run(argv, check=True, capture_output=True)
         wall = time.perf_counter() - start
-        runs = [json.loads(line) for line in Path(tmp, "s", "runs.jsonl").read_text().splitlines()]
+        runs = [
+            json.loads(line) for line in Path(tmp, "s", "sweep-runs.jsonl").read_text().splitlines()
+        ]
     return wall, len(runs), statistics.mean(r["compute_s"] for r in runs)
 
 

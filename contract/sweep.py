@@ -2,7 +2,7 @@
 
 `sweep-plan.json` is written first: the kit, the settings varied (one axis per `--vary`), the
 arms, the seeds and the virtual duration, so that `--resume` and the reports know what was
-meant to run. `runs.jsonl` gets one line per finished run (a cell's settings on one arm with
+meant to run. `sweep-runs.jsonl` gets one line per finished run (a cell's settings on one arm with
 one seed), appended as each finishes, so an interrupted sweep loses nothing. `sweep.json` is
 made from those two by the reports: per cell and arm, the stalls, exposure and stall rate with
 its exact interval, and the cell's verdict, with the statistics of the A/B table (one
@@ -34,7 +34,7 @@ __all__ = [
 ]
 
 SWEEP_PLAN_FILE = "sweep-plan.json"
-SWEEP_RUNS_FILE = "runs.jsonl"
+SWEEP_RUNS_FILE = "sweep-runs.jsonl"
 SWEEP_FILE = "sweep.json"
 SWEEP_HTML = "sweep.html"
 #: the layout version of sweep-plan.json and sweep.json
@@ -79,7 +79,7 @@ class SweepPlan(BaseModel):
 
 
 class SweepRun(SeedRow):
-    """One line of runs.jsonl: one cell's settings on one arm with one seed."""
+    """One line of sweep-runs.jsonl: one cell's settings on one arm with one seed."""
 
     seed: int = Field(description="The load's seed.")
     cell: int = Field(description="The cell's index in the plan's product of axes.")

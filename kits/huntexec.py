@@ -1,6 +1,6 @@
 """Execute `kit hunt`: the search and the shrinking on the sweep's runner, then the reproducer.
 
-Every run is appended to `runs.jsonl` as in a sweep (its `cell` numbers the points in the
+Every run is appended to `sweep-runs.jsonl` as in a sweep (its `cell` numbers the points in the
 order they were drawn). When a point is found and shrunk, the reproducer is written: the kit
 file of the shrunk point (`reproducer.toml`, its seed as the kit's seed), the `kit ab` command
 that replays it, and the step log of its stall (`steps.txt`, as `kit sim trace` prints one):

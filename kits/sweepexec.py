@@ -2,7 +2,7 @@
 
 The plan (`sweep-plan.json`) is written before the first run; a directory that already holds
 one is resumed with `--resume` (its plan stands) and refused otherwise. Each finished run is
-appended to `runs.jsonl` at once; whatever ends the sweep (its last run, Ctrl-C, a failed run),
+appended to `sweep-runs.jsonl` at once; whatever ends the sweep (its last run, Ctrl-C, a failed run),
 `sweep.json` and `sweep.html` are made from the runs recorded. Progress is a rich progress
 bar (runs done, runs per second, time left, stalls per arm so far) or, without the dashboard,
 a line every few seconds.

@@ -1,6 +1,6 @@
 """sweep.json: a sweep directory's runs grouped per cell and arm, with the A/B statistics.
 
-Reads `sweep-plan.json` and `runs.jsonl` only. Per cell and arm: the seeds that ran, those
+Reads `sweep-plan.json` and `sweep-runs.jsonl` only. Per cell and arm: the seeds that ran, those
 that stalled (by the kind of their first stall), the stall rate per engine hour of exposure
 with its exact interval (`reports.seeds.rate_of`), and per cell the verdict of its first arm
 (base) against its last (fix) (`reports.seeds.verdict`): the same definitions as the A/B
@@ -71,7 +71,7 @@ def read_plan(sweep_dir: Path) -> SweepPlan:
 
 
 def read_runs(sweep_dir: Path) -> list[SweepRun]:
-    """runs.jsonl (none when it is not there yet); a later line for the same run wins."""
+    """sweep-runs.jsonl (none when it is not there yet); a later line for the same run wins."""
     runs = read_jsonl(sweep_dir / SWEEP_RUNS_FILE, SweepRun, missing_ok=True)
     return list({(r.cell, r.arm, r.seed): r for r in runs}.values())
 

@@ -87,7 +87,7 @@ def sweep(
 ) -> None:
     """Run every combination of the --vary settings over seeds and arms on the virtual clock.
 
-    Writes runs.jsonl (one line per run, appended as each finishes), sweep.json (per cell and
+    Writes sweep-runs.jsonl (one line per run, appended as each finishes), sweep.json (per cell and
     arm: stalls, exposure, stall rate per engine hour with its exact interval, the cell's
     verdict) and sweep.html (heat maps of where each arm stalls, each cell linked to the
     `kit ab` command that replays it). Ctrl-C keeps every finished run; --resume runs the rest.

@@ -78,7 +78,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _rows(path: Path) -> dict[tuple[int, str, int], dict[str, object]]:
-    runs = read_jsonl(path / "runs.jsonl", SweepRun)
+    runs = read_jsonl(path / "sweep-runs.jsonl", SweepRun)
     return {(r.cell, r.arm, r.seed): r.model_dump(exclude={"compute_s"}) for r in runs}
 
 
@@ -110,8 +110,8 @@ def test_resume_runs_only_what_is_missing_and_gives_the_same_rows(
 ) -> None:
     copy = tmp_path / "s"
     shutil.copytree(swept, copy)
-    lines = (copy / "runs.jsonl").read_text().splitlines(keepends=True)
-    (copy / "runs.jsonl").write_text("".join(lines[:5]))
+    lines = (copy / "sweep-runs.jsonl").read_text().splitlines(keepends=True)
+    (copy / "sweep-runs.jsonl").write_text("".join(lines[:5]))
     again = CliRunner().invoke(app, ["sweep", "--vary", f"{SHARE}=0.4", "--out", str(copy)])
     assert again.exit_code == 2 and "--resume" in again.output
     result = CliRunner().invoke(
@@ -128,7 +128,7 @@ def test_ctrl_c_keeps_every_finished_run_and_the_reports(tmp_path: Path) -> None
     argv = [sys.executable, "-m", "kits", "sweep", "--vary", f"{SEQS}=4,6,8", "--seeds", "6"]
     argv += ["--duration", "1800", "--out", str(out), "--no-dashboard"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    runs = out / "runs.jsonl"
+    runs = out / "sweep-runs.jsonl"
     deadline = time.monotonic() + 60
     while not (runs.exists() and len(runs.read_text().splitlines()) >= 2):
         assert proc.poll() is None and time.monotonic() < deadline

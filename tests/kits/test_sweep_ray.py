@@ -66,7 +66,7 @@ def ray_address() -> Iterator[str]:
 
 
 def _rows(out: Path) -> dict[tuple[int, str, int], dict[str, object]]:
-    runs = read_jsonl(out / "runs.jsonl", SweepRun)
+    runs = read_jsonl(out / "sweep-runs.jsonl", SweepRun)
     return {(r.cell, r.arm, r.seed): r.model_dump(exclude={"compute_s"}) for r in runs}
 
 
