@@ -186,7 +186,16 @@ def _session(opts: HuntOptions) -> Iterator[None]:
 
 
 def execute_hunt(opts: HuntOptions, console: Console) -> HuntFile:
-    """Search, shrink what is found, write the reproducer and hunt.json."""
+    """Search, shrink what is found, write the reproducer and hunt.json.
+
+    With `--ray` the cluster is reached first (one session for every batch): a cluster that
+    is not there is an error before anything is written.
+    """
+    with _session(opts):
+        return _hunt(opts, console)
+
+
+def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
     if (opts.out / HUNT_FILE).exists():
         raise KitError(f"{opts.out} already holds a hunt", "choose another --out")
     kit = load_kit(opts.kit)
@@ -225,7 +234,7 @@ def execute_hunt(opts: HuntOptions, console: Console) -> HuntFile:
         batch=batch,
         valid=lambda point: _valid(kit_data, space, point),
     )
-    with runner.writer, _session(opts):
+    with runner.writer:
         hit = search.run(opts.budget)
         shrunk, shrink_runs = None, 0
         if hit is not None:

@@ -10,6 +10,7 @@ a line every few seconds.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from contract.sweep import SWEEP_PLAN_FILE, SWEEP_RUNS_FILE, SweepFile, SweepPla
 from kits.config import load_kit
 from kits.errors import KitError
 from kits.sweep import jobs
-from kits.sweeprun import cores, run_local, run_ray, write_cell_kits
+from kits.sweeprun import cores, ray_session, run_local, run_ray, write_cell_kits
 
 __all__ = ["SweepResult", "execute_sweep", "existing_plan"]
 
@@ -128,10 +129,27 @@ def execute_sweep(
     dashboard: bool = True,
     console: Console | None = None,
 ) -> SweepResult:
-    """Run every run of the plan not yet in `out`, appending each; then write the reports."""
+    """Run every run of the plan not yet in `out`, appending each; then write the reports.
+
+    With `ray_address` the cluster is reached first: a cluster that is not there is an error
+    before anything is written.
+    """
+    session = ray_session(ray_address) if ray_address else contextlib.nullcontext()
+    with session:
+        return _execute(plan, out, resume, ray_address, workers, dashboard, console or Console())
+
+
+def _execute(
+    plan: SweepPlan,
+    out: Path,
+    resume: bool,
+    ray_address: str | None,
+    workers: int | None,
+    dashboard: bool,
+    console: Console,
+) -> SweepResult:
     from reports import write_sweep_reports
 
-    console = console or Console()
     made = outermost_missing(out)
     plan = _prepare(out, plan, resume)
     kit_data = load_kit(plan.kit).model_dump(mode="json")
@@ -147,23 +165,26 @@ def execute_sweep(
     )
     interrupted = False
     ran = 0
-    with (
-        JsonlWriter(out / SWEEP_RUNS_FILE) as writer,
-        _Progress(console, len(todo), dashboard) as progress,
-    ):
+    try:
+        with (
+            JsonlWriter(out / SWEEP_RUNS_FILE) as writer,
+            _Progress(console, len(todo), dashboard) as progress,
+        ):
 
-        def on_run(run: SweepRun) -> None:
-            nonlocal ran
-            writer.write(run)
-            ran += 1
-            progress.add(run)
+            def on_run(run: SweepRun) -> None:
+                nonlocal ran
+                writer.write(run)
+                ran += 1
+                progress.add(run)
 
-        try:
-            if ray_address:
-                run_ray(kit_data, plan, todo, on_run, ray_address)
-            else:
-                run_local(kit_data, plan, todo, on_run, workers or min(cores(), len(todo) or 1))
-        except KeyboardInterrupt:
-            interrupted = True
-    content = write_sweep_reports(out) if (done or ran) else None
+            try:
+                if ray_address:
+                    run_ray(kit_data, plan, todo, on_run, ray_address)
+                else:
+                    local = workers or min(cores(), len(todo) or 1)
+                    run_local(kit_data, plan, todo, on_run, local)
+            except KeyboardInterrupt:
+                interrupted = True
+    finally:  # whatever ended the sweep (a run that failed too), the reports of what ran
+        content = write_sweep_reports(out) if (done or ran) else None
     return SweepResult(content, ran, interrupted)
