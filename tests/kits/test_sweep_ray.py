@@ -58,7 +58,7 @@ def ray_address() -> Iterator[str]:
         # Ray's own shutdown takes half a minute: a short grace, then the whole group goes
         os.killpg(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(3)
+            proc.wait(1)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
