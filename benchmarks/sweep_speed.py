@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -61,6 +62,7 @@ def ray_head(cpus: int) -> Iterator[str]:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _sweep(args: argparse.Namespace, ray: str | None) -> tuple[float, int, float]:
