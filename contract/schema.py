@@ -30,6 +30,16 @@ from contract.meta import ArmMeta
 from contract.records import TurnRecord
 from contract.simstate import SIM_STATE_FILE, SimState
 from contract.summary import LoadSummary
+from contract.sweep import (
+    HUNT_FILE,
+    SWEEP_FILE,
+    SWEEP_PLAN_FILE,
+    SWEEP_RUNS_FILE,
+    HuntFile,
+    SweepFile,
+    SweepPlan,
+    SweepRun,
+)
 from contract.timeline import timeline_adapter
 
 __all__ = ["SCHEMA_SUFFIX", "run_dir_schemas", "schema_file_name", "schema_text"]
@@ -58,6 +68,11 @@ def run_dir_schemas() -> dict[str, dict[str, Any]]:
         STALLS_FILE: _schema(BacktestStall, "BacktestStall"),
         BACKTEST_FILE: _schema(BacktestFile, "BacktestFile"),
         ALERTS_FILE: _schema(AlertFiring, "AlertFiring"),
+        # a sweep's (and a hunt's) directory
+        SWEEP_PLAN_FILE: _schema(SweepPlan, "SweepPlan"),
+        SWEEP_RUNS_FILE: _schema(SweepRun, "SweepRun"),
+        SWEEP_FILE: _schema(SweepFile, "SweepFile"),
+        HUNT_FILE: _schema(HuntFile, "HuntFile"),
     }
 
 

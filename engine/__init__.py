@@ -56,7 +56,10 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.sim.faults import parse_fault as parse_fault
     from engine.sim.faults import with_fault as with_fault
     from engine.sim.metrics import FINISH_REASONS as FINISH_REASONS
+    from engine.sim.trace import TraceStep as TraceStep
+    from engine.sim.trace import trace_steps as trace_steps
     from engine.simproc import SimLauncher as SimLauncher
+    from engine.simproc import dump_toml as dump_toml
     from engine.spec import DockerSpec as DockerSpec
     from engine.spec import EngineSpec as EngineSpec
     from engine.spec import PatchedSpec as PatchedSpec

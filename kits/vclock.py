@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -312,11 +313,19 @@ def _arm_logger(arm_dir: Path) -> tuple[logging.Logger, logging.Handler]:
 
 
 def run_virtual_arm(
-    kit: Kit, arm: str, spec: str, arm_dir: Path, *, stop_on_stall: bool = True
+    kit: Kit,
+    arm: str,
+    spec: str,
+    arm_dir: Path,
+    *,
+    stop_on_stall: bool = True,
+    at_end: Callable[[EngineCore, float], None] | None = None,
 ) -> VirtualResult:
     """Run one `sim:` or `twin:` arm of `kit` on the virtual clock and write its directory.
 
     `stop_on_stall=False` keeps running through a stall (the monitor's stop is disabled).
+    `at_end` is given the engine core and its engine time once the run has ended (`kit hunt`
+    steps a stalled engine on to log its steps).
     """
     mon_fields = kit.monitor.model_dump(exclude={"gpu_source"})
     if not stop_on_stall:
@@ -342,6 +351,8 @@ def run_virtual_arm(
         core = virtual_core(kit, parsed, arm, log)
         driver = VirtualDriver(core, kit.load, mon, recorder, caps.step_counter)
         end = ArmEnd(driver.run())
+        if at_end is not None:
+            at_end(core, driver.now)
     except EngineError as exc:  # the engine refused its configuration: the command's error
         end = ArmEnd("error", error_line(exc))
         raise

@@ -15,6 +15,9 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from reports.ab import ABReport as ABReport
     from reports.backtest import write_backtest_html as write_backtest_html
     from reports.errors import ReportError as ReportError
+    from reports.sweep import arm_seed_row as arm_seed_row
+    from reports.sweep import quiet_span_s as quiet_span_s
+    from reports.sweep import write_sweep_reports as write_sweep_reports
     from reports.view import ab_table as ab_table
     from reports.write import write_reports as write_reports
 

@@ -31,7 +31,7 @@ Schedule = Callable[[Request, int, StepWork, list[Request]], None]
 
 
 @dataclass(frozen=True, slots=True)
-class _Replay:
+class Replay:
     """A pass that changed nothing but counters: what it added to them."""
 
     #: earliest deferral among the restores it refused (None: it refused none)
@@ -66,7 +66,7 @@ class Admission:
         self._queue_version = 0
         # the (pool, queue, running count) state the replays were recorded in; per budget
         self._state: tuple[int, int, int] | None = None
-        self._replays: dict[int, _Replay] = {}
+        self._replays: dict[int, Replay] = {}
 
     def changed(self) -> None:
         """The waiting queue changed outside the pass (a request added, aborted, preempted)."""
@@ -79,17 +79,9 @@ class Admission:
             self._state = state
             self._replays.clear()
         c = self.c
-        # prefill and decode turns enter the pass with different budgets: one replay each
-        replay = self._replays.get(work.budget)
-        if replay is not None and (
-            replay.oldest_deferral is None
-            or now_s - replay.oldest_deferral < self.cfg.restore_max_wait_s
-        ):
-            c.prefix_cache_queries += replay.queries
-            c.prefix_cache_hits += replay.hits
-            c.external_queries += replay.external_queries
-            c.external_hits += replay.external_hits
-            work.restores_polled += replay.polled
+        replay = self.replay(work.budget, now_s)
+        if replay is not None:
+            self.apply(replay, work)
             return
         budget, polled = work.budget, work.restores_polled
         before = (c.prefix_cache_queries, c.prefix_cache_hits, c.external_queries, c.external_hits)
@@ -98,7 +90,7 @@ class Admission:
             self._state = None
             self._replays.clear()
             return
-        self._replays[budget] = _Replay(
+        self._replays[budget] = Replay(
             oldest,
             c.prefix_cache_queries - before[0],
             c.prefix_cache_hits - before[1],
@@ -106,6 +98,36 @@ class Admission:
             c.external_hits - before[3],
             work.restores_polled - polled,
         )
+
+    def replay(self, budget: int, now_s: float) -> Replay | None:
+        """The recorded pass a pass at `now_s` with `budget` would replay (None: it would run).
+
+        No side effects: the steady decode loop (`engine.sim.steady`) asks before each step.
+        """
+        replay = self.recorded(budget)
+        if replay is not None and (
+            replay.oldest_deferral is None
+            or now_s - replay.oldest_deferral < self.cfg.restore_max_wait_s
+        ):
+            return replay
+        return None
+
+    def recorded(self, budget: int) -> Replay | None:
+        """The pass recorded for `budget` in the current state, whatever the time."""
+        if self._state != (self.pool.epoch, self._queue_version, len(self.running)):
+            return None
+        # prefill and decode turns enter the pass with different budgets: one replay each
+        return self._replays.get(budget)
+
+    def apply(self, replay: Replay, work: StepWork | None, times: int = 1) -> None:
+        """Add a replayed pass's counter increments `times` over (its restores polled to `work`)."""
+        c = self.c
+        c.prefix_cache_queries += replay.queries * times
+        c.prefix_cache_hits += replay.hits * times
+        c.external_queries += replay.external_queries * times
+        c.external_hits += replay.external_hits * times
+        if work is not None:
+            work.restores_polled += replay.polled * times
 
     def _pass(
         self, work: StepWork, sampled: list[Request], now_s: float

@@ -31,6 +31,7 @@ from engine.sim.records import (
 from engine.sim.request import Request, StepWork, is_deferred, request_info
 from engine.sim.running import RunningPass
 from engine.sim.stats import Counters
+from engine.sim.steady import run_idle, run_quiet
 
 #: Finished requests remembered for `request_info`.
 FINISHED_KEPT = 4096
@@ -55,12 +56,13 @@ class Scheduler:
         #: fault `thrash`: every request that completes its tokens is preempted instead
         self.thrash = False
         self._pending_finished: dict[str, str] = {}
+        self.last_step_empty = False
         # the hash chains of the finished requests in `done`, for prompts that continue them
         self._chains: OrderedDict[str, list[int]] = OrderedDict()
         self._running = RunningPass(
             config, self.pool, self.c, logger, self.running, self.waiting, self._requeued
         )
-        self._admission = Admission(
+        self.admission = Admission(
             config, self.pool, self.c, logger, self.running, self.waiting, self._running.schedule
         )
 
@@ -92,7 +94,7 @@ class Scheduler:
         req.chain = self._chain(prompt, continues)
         self.live[request_id] = req
         self.waiting.append(req)
-        self._admission.changed()
+        self.admission.changed()
 
     def add_blocker(self, request_id: str, now_s: float) -> None:
         """Fault `block`: queue at the head a request longer than the whole KV pool (one an
@@ -104,7 +106,7 @@ class Scheduler:
         req.chain = self._chain(prompt, None)
         self.live[request_id] = req
         self.waiting.appendleft(req)
-        self._admission.changed()
+        self.admission.changed()
 
     def _chain(self, tokens: Sequence[str], continues: str | None) -> list[int]:
         """The hash chain of a prompt's full blocks, from a finished request's where it extends it.
@@ -130,7 +132,7 @@ class Scheduler:
             req.blocks = []
         else:
             self.waiting.remove(req)
-            self._admission.changed()
+            self.admission.changed()
         self._finish(req, "abort", now_s)
         self._pending_finished[request_id] = "abort"
 
@@ -232,6 +234,20 @@ class Scheduler:
         finished: dict[str, str] = dict(self._pending_finished)
         self._pending_finished = {}
         while now_s < until_s and steps < max_steps and (self.running or self.waiting):
+            # most steps of a loaded engine: alike decodes, run lean (not while thrashing: every
+            # token is then thrown back, which only the full step does)
+            if self.running and not self.thrash:
+                now_s, quiet, quiet_tokens = run_quiet(self, now_s, until_s, max_steps - steps)
+                if quiet:
+                    steps += quiet
+                    tokens += quiet_tokens
+                    last_token = last_busy = now_s
+                    continue
+            now_s, idle = run_idle(self, now_s, until_s, max_steps - steps)
+            if idle:
+                steps += idle
+                empty += idle
+                continue
             gen_before = self.c.generation_tokens
             _, work, duration, done = self._step(now_s, None)
             now_s += duration
@@ -259,13 +275,15 @@ class Scheduler:
         sampled: list[Request] = []
         if contended and turn == "prefill":
             self._running.run(work, sampled, "prefill", may_preempt=False)
-            self._admission.run(work, sampled, now_s)
+            self.admission.run(work, sampled, now_s)
             # the leftover decode pass: the prefill-turn rule decides (base never, fix while empty)
             self._running.run(work, sampled, "decode", may_preempt=True)
         else:
             self._running.run(work, sampled, "all", may_preempt=True)
             if not work.preemptions:
-                self._admission.run(work, sampled, now_s)
+                self.admission.run(work, sampled, now_s)
+        # an empty step that preempted nothing changed only counters (see `steady.run_idle`)
+        self.last_step_empty = not work.scheduled and not work.preemptions
         if not work.scheduled:
             self.gpu_busy = False
             self.c.empty_steps += 1
@@ -279,7 +297,7 @@ class Scheduler:
 
     def _requeued(self) -> None:
         """A preempted request went back to the head of the waiting queue."""
-        self._admission.changed()
+        self.admission.changed()
 
     # -- after the passes ---------------------------------------------------------------------
 

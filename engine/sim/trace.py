@@ -103,7 +103,13 @@ def prepare(policy: Policy, case: Case) -> tuple[SimEngine, float]:
 def run_trace(policy: Policy, case: Case, steps: int = 12) -> list[TraceStep]:
     """Run the scenario for `steps` steps and describe each one."""
     engine, now = prepare(policy, case)
+    return trace_steps(engine, now, steps)
+
+
+def trace_steps(engine: SimEngine, now_s: float, steps: int) -> list[TraceStep]:
+    """Run `steps` steps of `engine` from engine time `now_s` and describe each one."""
     rows: list[TraceStep] = []
+    now = now_s
     for number in range(1, steps + 1):
         result = engine.step(now)
         now += result.duration_s

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rules": ("rules", "Write the stall rule as Prometheus rules, with a dashboard."),
     "backtest": ("backtest", "Replay the stall detector over a fleet's history."),
     "schema": ("schema", "The JSON Schemas of a run directory's files."),
+    "sweep": ("sweep", "Sweep a kit's settings x seeds x arms on the virtual clock: stall maps."),
+    "hunt": ("sweep", "Search a space of kit settings for one where an arm stalls; shrink it."),
     "sim": ("sim", "The embedded simulated engine: serve it, or trace its steps."),
     "trace": ("trace", "Traces: their numbers, a run or a kit's workload written as one."),
     "engine": (

@@ -1,0 +1,165 @@
+"""The files of a sweep directory (`kit sweep`, `kit hunt`): its plan, its runs, its cells.
+
+`sweep-plan.json` is written first: the kit, the settings varied (one axis per `--vary`), the
+arms, the seeds and the virtual duration, so that `--resume` and the reports know what was
+meant to run. `sweep-runs.jsonl` gets one line per finished run (a cell's settings on one arm with
+one seed), appended as each finishes, so an interrupted sweep loses nothing. `sweep.json` is
+made from those two by the reports: per cell and arm, the stalls, exposure and stall rate with
+its exact interval, and the cell's verdict, with the statistics of the A/B table (one
+definition, in `reports.seeds`).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contract.ab import SeedRow, StallRate, Verdict
+
+__all__ = [
+    "HUNT_FILE",
+    "SWEEP_FILE",
+    "SWEEP_HTML",
+    "SWEEP_PLAN_FILE",
+    "SWEEP_RUNS_FILE",
+    "SWEEP_SCHEMA_VERSION",
+    "HuntFile",
+    "HuntPoint",
+    "Setting",
+    "SweepAxis",
+    "SweepCell",
+    "SweepFile",
+    "SweepPlan",
+    "SweepRun",
+    "cell_kit_file",
+]
+
+SWEEP_PLAN_FILE = "sweep-plan.json"
+SWEEP_RUNS_FILE = "sweep-runs.jsonl"
+SWEEP_FILE = "sweep.json"
+SWEEP_HTML = "sweep.html"
+#: the layout version of sweep-plan.json and sweep.json
+SWEEP_SCHEMA_VERSION = 1
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+#: one kit value a sweep sets (TOML's scalars)
+Setting = bool | int | float | str
+
+
+class SweepAxis(BaseModel):
+    """One setting varied over a sweep: a kit key and its values, in order."""
+
+    model_config = _FROZEN
+    key: str = Field(description="The kit's dotted key, e.g. sim.engine.max_num_seqs.")
+    values: list[Setting] = Field(description="The values the sweep runs, in order.")
+
+
+class SweepPlan(BaseModel):
+    """sweep-plan.json: what a sweep runs (every cell of the axes' product, on every arm and
+    seed), written before the first run."""
+
+    model_config = _FROZEN
+    schema_version: int = Field(SWEEP_SCHEMA_VERSION, description="Layout version.")
+    kit: str = Field(description="The kit's name or path, as given.")
+    kit_name: str = Field(description="The kit's own name.")
+    axes: list[SweepAxis] = Field(description="The settings varied, one axis each.")
+    fixed: dict[str, Setting] = Field(
+        default_factory=dict, description="Kit values set for every cell (e.g. the duration)."
+    )
+    arms: dict[str, str] = Field(description="Arm name -> engine spec (virtual-clock arms).")
+    seeds: list[int] = Field(description="The load seeds every cell and arm runs.")
+    duration_s: float = Field(description="Engine seconds each run lasts at most.")
+
+    def cells(self) -> list[dict[str, Setting]]:
+        """Every cell of the axes' product, in order (the last axis varying fastest)."""
+        out: list[dict[str, Setting]] = [{}]
+        for axis in self.axes:
+            out = [{**cell, axis.key: value} for cell in out for value in axis.values]
+        return out
+
+
+class SweepRun(SeedRow):
+    """One line of sweep-runs.jsonl: one cell's settings on one arm with one seed."""
+
+    seed: int = Field(description="The load's seed.")
+    cell: int = Field(description="The cell's index in the plan's product of axes.")
+    settings: dict[str, Setting] = Field(description="The cell's value of each axis.")
+    arm: str = Field(description="The arm's name.")
+    compute_s: float = Field(description="Wall seconds the run took to compute.")
+    quiet_s: float = Field(
+        0.0,
+        description="Longest span of engine seconds with work pending and no token generated "
+        "(the stall rule's condition; short of the kit's stall_after_s, a near miss).",
+    )
+
+
+class SweepCell(BaseModel):
+    """One cell on one arm in sweep.json: its seeds' stalls, exposure, rate and verdict."""
+
+    model_config = _FROZEN
+    cell: int = Field(description="The cell's index in the plan's product of axes.")
+    settings: dict[str, Setting] = Field(description="The cell's value of each axis.")
+    arm: str = Field(description="The arm's name.")
+    seeds: list[int] = Field(description="The seeds that ran (missing ones are not counted).")
+    stalled_seeds: list[int] = Field(description="The seeds that stalled.")
+    kinds: dict[str, int] = Field(description="First stalls per kind.")
+    rate: StallRate = Field(description="Stalls per engine hour of exposure, exact interval.")
+    verdict: Verdict | None = Field(
+        None, description="The cell's verdict, base against fix (null: not both arms ran)."
+    )
+    replay: str = Field(description="The command that replays the cell as an A/B.")
+
+
+class SweepFile(BaseModel):
+    """sweep.json: the plan, how much of it ran, and every cell on every arm."""
+
+    model_config = _FROZEN
+    schema_version: int = Field(SWEEP_SCHEMA_VERSION, description="Layout version.")
+    plan: SweepPlan = Field(description="What the sweep was to run.")
+    runs: int = Field(description="Runs recorded.")
+    missing: int = Field(description="Runs of the plan not recorded (an interrupted sweep).")
+    cells: list[SweepCell] = Field(description="Per cell and arm, in the plan's order.")
+
+
+def cell_kit_file(cell: int) -> str:
+    """The kit file of a cell inside its sweep directory (what its replay command runs)."""
+    return f"kits/cell-{cell}.toml"
+
+
+HUNT_FILE = "hunt.json"
+
+
+class HuntPoint(BaseModel):
+    """A point of a hunt's space: a value per setting and a seed, with what its runs showed."""
+
+    model_config = _FROZEN
+    settings: dict[str, Setting] = Field(description="The point's value of each setting.")
+    seed: int = Field(description="The load's seed.")
+    stalled: dict[str, bool] = Field(description="Per arm: whether it stalled.")
+    quiet_s: float = Field(description="Longest span with work pending and no token, engine s.")
+
+
+class HuntFile(BaseModel):
+    """hunt.json: what a hunt searched, how much of the space it covered, what it found."""
+
+    model_config = _FROZEN
+    schema_version: int = Field(SWEEP_SCHEMA_VERSION, description="Layout version.")
+    kit: str = Field(description="The kit's name or path, as given.")
+    arms: dict[str, str] = Field(description="Arm name -> engine spec.")
+    looking_for: str = Field(description="What counts as found, in words.")
+    seed: int = Field(description="The search's own seed (the same seed, the same search).")
+    budget: int = Field(description="Runs the search could spend.")
+    search_runs: int = Field(description="Runs the search spent.")
+    points: int = Field(description="Distinct points run.")
+    space_points: int = Field(description="Points in the space (settings x seeds).")
+    values_covered: dict[str, str] = Field(
+        description="Per setting: how many of its values some point used, of how many."
+    )
+    nearest_miss: HuntPoint | None = Field(
+        description="The point whose runs came closest (longest quiet span), if none was found."
+    )
+    found: HuntPoint | None = Field(description="The point found, before shrinking.")
+    shrunk: HuntPoint | None = Field(description="The point found, shrunk.")
+    shrink_runs: int = Field(description="Runs the shrinking spent.")
+    reproducer: str | None = Field(description="The shrunk point's kit file.")
+    command: str | None = Field(description="The `kit ab` that reproduces it.")

@@ -1,0 +1,230 @@
+"""`kit sweep` and `kit hunt`: a kit's settings on the virtual clock, mapped or searched.
+
+`kit sweep` runs settings x seeds x arms and maps where each arm stalls; `kit hunt` searches
+a space of settings for a point where an arm stalls, and shrinks it.
+
+Thin: parse the flags into a plan validated against the kit (`kits.sweep`), run it
+(`kits.sweepexec`), print where each arm stalled and the report paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kits.cli.common import user_errors
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from contract.sweep import HuntFile, SweepFile
+
+EXIT_INTERRUPTED = 130
+
+VaryOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--vary",
+        help="A kit setting and its values: KEY=A,B,C or KEY=START:STOP:STEP (both ends "
+        "included), e.g. sim.engine.max_num_seqs=2,4,6 or sim.engine.prefill_compute_share="
+        "0.2:0.8:0.1. Repeatable: the sweep runs every combination",
+    ),
+]
+
+KitOpt = Annotated[str, typer.Option("--kit", "-k", help="Kit name (shipped) or path to a .toml")]
+RayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray", help="Run on an existing Ray cluster: its address, or auto (needs stallkit[ray])"
+    ),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option("--workers", min=1, help="Local worker processes (default: one per core)"),
+]
+SeedsOpt = Annotated[
+    str,
+    typer.Option("--seeds", help="Seeds per cell and arm: N (from the kit's seed), A-B or A,B,C"),
+]
+ArmsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--arms",
+        help="Arms: sim policies by name (base,fix) or NAME=SPEC,...; default base,fix. "
+        "The first is the verdict's base, the last its fix",
+    ),
+]
+DurationOpt = Annotated[
+    float | None,
+    typer.Option("--duration", help="Engine seconds per run (default: the kit's)", min=1),
+]
+
+
+@user_errors
+def sweep(
+    kit: KitOpt = "restore-stall",
+    vary: VaryOpt = None,
+    seeds: SeedsOpt = "10",
+    arms: ArmsOpt = None,
+    duration: DurationOpt = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help="Sweep directory (default ./kit-runs/<time>-<kit>-sweep/)"
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Finish the sweep in --out: run only its missing runs"),
+    ] = False,
+    ray: RayOpt = None,
+    workers: WorkersOpt = None,
+    no_dashboard: Annotated[
+        bool, typer.Option("--no-dashboard", help="Plain progress lines instead of the bar")
+    ] = False,
+) -> None:
+    """Run every combination of the --vary settings over seeds and arms on the virtual clock.
+
+    Writes sweep-runs.jsonl (one line per run, appended as each finishes), sweep.json (per cell and
+    arm: stalls, exposure, stall rate per engine hour with its exact interval, the cell's
+    verdict) and sweep.html (heat maps of where each arm stalls, each cell linked to the
+    `kit ab` command that replays it). Ctrl-C keeps every finished run; --resume runs the rest.
+    """
+    from rich.console import Console
+
+    from kits.cli.common import fail
+    from kits.config import load_kit
+    from kits.plan import DEFAULT_RUNS_DIR, parse_seeds
+    from kits.sweep import build_plan, parse_arms, parse_vary
+    from kits.sweepexec import execute_sweep, existing_plan
+
+    console = Console()
+    if resume:
+        if out is None:
+            raise fail("--resume needs the --out of the sweep to finish", "add --out DIR")
+        plan = existing_plan(out)
+        if plan is None:
+            raise fail(f"{out} holds no sweep to resume", "give the --out of a sweep")
+        if vary:
+            raise fail("--resume runs the plan already in --out", "drop --vary (and --seeds)")
+    else:
+        axes = [parse_vary(v) for v in vary or []]
+        base = load_kit(kit)
+        plan = build_plan(kit, axes, parse_arms(arms), parse_seeds(seeds, base.load.seed), duration)
+        if out is None:
+            import time
+
+            out = DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{base.name}-sweep"
+    result = execute_sweep(
+        plan,
+        out,
+        resume=resume,
+        ray_address=ray,
+        workers=workers,
+        dashboard=not no_dashboard,
+        console=console,
+    )
+    if result.content is not None:
+        _print_sweep(console, result.content, out)
+    if result.interrupted:
+        console.print(f"interrupted: `kit sweep --resume --out {out}` runs the rest")
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _print_sweep(console: Console, content: SweepFile, out: Path) -> None:
+    for arm in content.plan.arms:
+        cells = [c for c in content.cells if c.arm == arm and c.seeds]
+        hit = sum(bool(c.stalled_seeds) for c in cells)
+        stalls = sum(len(c.stalled_seeds) for c in cells)
+        runs = sum(len(c.seeds) for c in cells)
+        console.print(f"{arm}: stalled in {hit} of {len(cells)} cells ({stalls} of {runs} runs)")
+    console.print(f"[dim]reports: {out / 'sweep.html'}, {out / 'sweep.json'}[/]")
+
+
+@user_errors
+def hunt(
+    space: Annotated[
+        Path,
+        typer.Option(
+            "--space",
+            help="TOML file: [settings] KEY = [values] or {min, max, step} per kit setting; "
+            "[seeds] min, max",
+        ),
+    ],
+    kit: KitOpt = "restore-stall",
+    arm: Annotated[
+        str, typer.Option("--arm", help="The arm that must not stall: a sim policy (fix, base)")
+    ] = "fix",
+    differ: Annotated[
+        bool, typer.Option("--differ", help="Look for a point where base and fix disagree")
+    ] = False,
+    budget: Annotated[int, typer.Option("--budget", min=1, help="Runs the search may spend")] = 500,
+    shrink_budget: Annotated[
+        int, typer.Option("--shrink-budget", min=0, help="Runs the shrinking may spend")
+    ] = 200,
+    seed: Annotated[
+        int, typer.Option("--seed", help="The search's seed (same seed, same search)")
+    ] = 1,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Hunt directory (default ./kit-runs/<time>-<kit>-hunt/)"),
+    ] = None,
+    ray: RayOpt = None,
+    workers: WorkersOpt = None,
+) -> None:
+    """Search a space of settings for a point where an arm stalls (or base and fix disagree).
+
+    Random points first, then points next to near misses (work pending and no token for a
+    while, short of the stall rule), reproducible from --seed. A point found is shrunk (each
+    setting toward the kit's value, agents and duration toward their smallest, then the
+    smallest seed) and written as reproducer.toml with the `kit ab` that replays it and the
+    step log of its stall (steps.txt). Otherwise hunt.json says how much of the space was
+    covered and that nothing was found.
+    """
+    import time
+
+    from rich.console import Console
+
+    from kits.config import load_kit
+    from kits.huntexec import HuntOptions, execute_hunt
+    from kits.plan import DEFAULT_RUNS_DIR
+
+    console = Console()
+    if out is None:
+        name = load_kit(kit).name
+        out = DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-hunt"
+    opts = HuntOptions(kit, space, arm, differ, budget, shrink_budget, seed, out, ray, workers)
+    content = execute_hunt(opts, console)
+    _print_hunt(console, content, out)
+
+
+def _print_hunt(console: Console, content: HuntFile, out: Path) -> None:
+    covered = ", ".join(f"{k} {v}" for k, v in content.values_covered.items())
+    console.print(
+        f"searched {content.search_runs} runs over {content.points:,} points of "
+        f"{content.space_points:,} (values used: {covered})"
+    )
+    if content.shrunk is None:
+        console.print(f"nothing found: no point where {content.looking_for}")
+        if content.nearest_miss is not None:
+            miss = content.nearest_miss
+            console.print(
+                f"nearest miss: {miss.quiet_s:.0f} engine s pending without a token at "
+                f"{miss.settings}, seed {miss.seed}"
+            )
+    else:
+        console.print(
+            f"[bold red]found[/]: {content.looking_for} at {content.shrunk.settings}, seed "
+            f"{content.shrunk.seed} (shrunk in {content.shrink_runs} runs)"
+        )
+        console.print(f"reproduce: {content.command}")
+        console.print(f"[dim]step log: {out / 'steps.txt'}[/]")
+    console.print(f"[dim]{out / 'hunt.json'}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `kit sweep` and `kit hunt` to the command line."""
+    app.command("sweep")(sweep)
+    app.command("hunt")(hunt)

@@ -1,0 +1,189 @@
+"""Run a sweep's jobs on the virtual clock: local worker processes, or Ray tasks on a cluster.
+
+Each job runs one arm of one cell with one seed into a scratch directory, reads its figures
+back through the reports (`reports.arm_figures`, `reports.seeds.seed_row`: the A/B table's own
+reading of an arm), and returns one `SweepRun`; the scratch directory goes. The driver appends
+each run to `sweep-runs.jsonl` as it finishes, in whatever order the runs finish, so Ctrl-C loses
+only the runs still computing; `--resume` then runs what is missing. The same jobs go to
+local processes (one per core, `ProcessPoolExecutor`) or, with `--ray ADDRESS`, to an existing
+Ray cluster as Ray tasks whose results come back to the driver: the files are the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from contract.sweep import SweepPlan, SweepRun, cell_kit_file
+from kits.config import Kit, set_dotted
+from kits.errors import KitError
+from kits.sweep import Job, cell_overrides
+
+__all__ = [
+    "RAY_HINT",
+    "cores",
+    "kit_of",
+    "ray_session",
+    "run_job",
+    "run_local",
+    "run_ray",
+    "write_cell_kits",
+]
+
+#: what to do when `--ray` is given without Ray installed
+RAY_HINT = "install the extra: pip install 'stallkit[ray]'"
+
+#: called with each finished run
+OnRun = Callable[[SweepRun], None]
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity outside Linux
+        return os.cpu_count() or 1
+
+
+def kit_of(kit_data: dict[str, Any], overrides: dict[str, Any]) -> Kit:
+    """The kit of one run: the sweep's kit (as JSON data) with the run's overrides."""
+    data = {**kit_data}
+    for section in {key.split(".")[0] for key in overrides}:
+        if isinstance(data.get(section), dict):
+            data[section] = _deep_copy(data[section])
+    for key, value in overrides.items():
+        set_dotted(data, key, value)
+    return Kit.model_validate(data)
+
+
+def _deep_copy(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, dict) else v for k, v in value.items()}
+
+
+def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
+    """Run one job in this process and return its row (its directory is scratch)."""
+    from kits.vclock import run_virtual_arm
+    from reports import arm_seed_row, quiet_span_s
+
+    kit = kit_of(kit_data, cell_overrides(plan, job.settings, job.seed))
+    with tempfile.TemporaryDirectory(prefix="stallkit-sweep-") as scratch:
+        arm_dir = Path(scratch) / job.arm
+        done = run_virtual_arm(kit, job.arm, job.spec, arm_dir)
+        row = arm_seed_row(arm_dir)
+        quiet_s = quiet_span_s(arm_dir)
+    return SweepRun(
+        **row.model_dump(),
+        cell=job.cell,
+        settings=job.settings,
+        arm=job.arm,
+        compute_s=done.wall_s,
+        quiet_s=quiet_s,
+    )
+
+
+def _worker_init() -> None:
+    # an idle worker ignores Ctrl-C (the driver stops the pool); SIGTERM ends it plainly
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _job_in_worker(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return run_job(kit_data, plan, job)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_local(
+    kit_data: dict[str, Any], plan: SweepPlan, todo: list[Job], on_run: OnRun, workers: int
+) -> None:
+    """Every job in local worker processes (in this process when one worker is asked for)."""
+    if workers <= 1:
+        for job in todo:
+            on_run(run_job(kit_data, plan, job))
+        return
+    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
+        futures: list[Future[SweepRun]] = [
+            pool.submit(_job_in_worker, kit_data, plan, job) for job in todo
+        ]
+        try:
+            for future in as_completed(futures):
+                on_run(future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            for child in multiprocessing.active_children():  # the running jobs stop now
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid or 0, signal.SIGINT)
+            raise
+
+
+@contextlib.contextmanager
+def ray_session(address: str) -> Iterator[Any]:
+    """Connected to the Ray cluster at `address` (a session already open here is reused)."""
+    try:
+        import ray
+    except ImportError:
+        raise KitError("--ray needs Ray, which is not installed", RAY_HINT) from None
+    if ray.is_initialized():
+        yield ray
+        return
+    try:
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise KitError(
+            f"--ray {address}: no Ray cluster there ({str(exc).splitlines()[0]})",
+            "start one with `ray start --head`, or pass its address (auto: the local one)",
+        ) from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def run_ray(
+    kit_data: dict[str, Any], plan: SweepPlan, todo: list[Job], on_run: OnRun, address: str
+) -> None:
+    """Every job as a Ray task on the cluster at `address`; results come back here."""
+    with ray_session(address) as ray:
+        task = ray.remote(num_cpus=1, max_retries=1)(run_job)
+        kit_ref, plan_ref = ray.put(kit_data), ray.put(plan)
+        pending = [task.remote(kit_ref, plan_ref, job) for job in todo]
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                for ref in ready:
+                    on_run(ray.get(ref))
+        except BaseException:
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            raise
+
+
+def write_cell_kits(out: Path, kit_data: dict[str, Any], plan: SweepPlan) -> None:
+    """One kit file per cell (the cell's settings over the kit), for its replay command."""
+    from engine import dump_toml
+
+    for index, settings in enumerate(plan.cells()):
+        kit = kit_of(kit_data, {**plan.fixed, **settings})
+        data = kit.model_dump(mode="json", exclude_none=True)
+        where = ", ".join(f"{k} = {v}" for k, v in settings.items())
+        header = f"# cell {index} of the sweep of {plan.kit_name}: {where}\n"
+        path = out / cell_kit_file(index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(header + dump_toml(data), encoding="utf-8")

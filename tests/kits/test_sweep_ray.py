@@ -1,0 +1,85 @@
+"""`kit sweep --ray`: the same sweep through a real local Ray cluster gives the same runs as
+local processes (the virtual clock is deterministic). Skipped without Ray (`stallkit[ray]`).
+
+The cluster is `ray start --head --block` on loopback in its own session, with two CPUs,
+ended through its process group (SIGTERM, then SIGKILL after a short grace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contract.jsonl import read_jsonl
+from contract.sweep import SweepRun
+from kits.cli import app
+
+pytest.importorskip("ray", reason="Ray is not installed (pip install 'stallkit[ray]')")
+
+SWEEP = ["sweep", "--vary", "sim.engine.max_num_seqs=2,4", "--seeds", "2", "--duration", "300"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    port = _free_port()
+    temp = tempfile.mkdtemp(prefix="skray-", dir="/tmp")  # Ray's socket paths must be short
+    ray = Path(sys.executable).parent / "ray"
+    argv = [str(ray), "start", "--head", "--block", "--num-cpus", "2"]
+    argv += ["--node-ip-address", "127.0.0.1", "--port", str(port), "--temp-dir", temp]
+    argv += ["--include-dashboard", "false", "--disable-usage-stats"]
+    log = Path(temp) / "start.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "--block" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}"
+    finally:
+        # Ray's own shutdown takes half a minute: a short grace, then the whole group goes
+        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(1)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _rows(out: Path) -> dict[tuple[int, str, int], dict[str, object]]:
+    runs = read_jsonl(out / "sweep-runs.jsonl", SweepRun)
+    return {(r.cell, r.arm, r.seed): r.model_dump(exclude={"compute_s"}) for r in runs}
+
+
+def test_a_sweep_on_ray_gives_the_local_processes_runs(ray_address: str, tmp_path: Path) -> None:
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    done = CliRunner().invoke(app, [*SWEEP, "--out", str(local), "--no-dashboard"])
+    assert done.exit_code == 0, done.output
+    done = CliRunner().invoke(
+        app, [*SWEEP, "--out", str(remote), "--no-dashboard", "--ray", ray_address]
+    )
+    assert done.exit_code == 0, done.output
+    assert "on Ray at" in done.output
+    rows = _rows(remote)
+    assert len(rows) == 2 * 2 * 2
+    assert rows == _rows(local)
+    assert (remote / "sweep.html").stat().st_size > 0
