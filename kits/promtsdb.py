@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 
 import httpx
 
+from engine import free_port
 from kits.errors import KitError
 
 _TOOLS_HINT = "install Prometheus's tools (Debian: apt-get install prometheus)"
@@ -29,12 +29,6 @@ def _tool(name: str) -> str:
     if path is None:
         raise KitError(f"{name} is not on PATH", _TOOLS_HINT)
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -52,7 +46,7 @@ def serving_history(text: str, work_dir: Path, ready_s: float = 60.0) -> Iterato
         last = (made.stderr or made.stdout).strip().splitlines()[-1:] or ["no output"]
         raise KitError(f"promtool refused the history: {last[0]}", "is it OpenMetrics text?")
     (work_dir / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
-    port = _free_port()
+    port = free_port()
     argv = [prometheus, f"--config.file={work_dir / 'prometheus.yml'}"]
     argv += [f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}"]
     argv += ["--storage.tsdb.retention.time=100y"]  # a recording may be old: keep all of it

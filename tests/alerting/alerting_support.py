@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import itertools
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -19,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from engine import free_port
 from engine.sim.config import Fault, FaultKind, SimConfig
 from engine.sim.core import SimEngine
 from engine.sim.faults import with_fault
@@ -152,13 +152,6 @@ def tool(name: str) -> str:
     if path is None:
         pytest.skip(f"{name} not installed (Debian: apt-get install prometheus)")
     return path
-
-
-def free_port() -> int:
-    """A free loopback port (for a server that cannot bind port 0 itself and say so)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typer.testing import CliRunner
 
 from contract.jsonl import read_jsonl
 from contract.sweep import SweepRun
+from engine import free_port
 from kits.cli import app
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'stallkit[ray]')")
@@ -31,15 +31,9 @@ pytest.importorskip("ray", reason="Ray is not installed (pip install 'stallkit[r
 SWEEP = ["sweep", "--vary", "sim.engine.max_num_seqs=2,4", "--seeds", "2", "--duration", "300"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     temp = tempfile.mkdtemp(prefix="skray-", dir="/tmp")  # Ray's socket paths must be short
     ray = Path(sys.executable).parent / "ray"
     argv = [str(ray), "start", "--head", "--block", "--num-cpus", "2"]
