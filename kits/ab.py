@@ -14,9 +14,11 @@ import contextlib
 import multiprocessing
 import os
 import signal
+from collections.abc import Coroutine
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -176,9 +178,20 @@ def _run_wall(plan: Plan, run: RunContext, console: Console, dashboard: bool) ->
         return
     for seed in plan.seeds:
         seeded = [replace(arm, dir=plan.seed_dir(arm, seed)) for arm in arms]
-        asyncio.run(
+        _run_loop(
             _run_all(replace(plan, kit=plan.kit_for(seed), arms=seeded), run, console, dashboard)
         )
+
+
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """`asyncio.run(main)`; a Ctrl-C landing as the loop finishes its task is still Ctrl-C
+    (asyncio then reports the loop it stopped, not the interrupt)."""
+    try:
+        asyncio.run(main)
+    except RuntimeError as exc:
+        if "Event loop stopped before Future completed" in str(exc):
+            raise KeyboardInterrupt from None
+        raise
 
 
 def _stop_all(launchers: list[Launcher]) -> None:

@@ -178,22 +178,29 @@ class _Bundle:
         self.files.append(name)
 
     def command(
-        self, name: str, argv: list[str], timeout_s: float, attempts: int = 1
+        self,
+        name: str,
+        argv: list[str],
+        timeout_s: float,
+        attempts: int = 1,
+        fallback: list[str] | None = None,
     ) -> str | None:
-        for attempt in range(attempts):
+        """Run `argv` (up to `attempts` times, then `fallback` once) and keep its output."""
+        tries = [argv] * attempts + ([fallback] if fallback is not None else [])
+        for attempt, cmd in enumerate(tries):
             try:
                 done = subprocess.run(
-                    argv,
+                    cmd,
                     capture_output=True,
                     text=True,
                     timeout=timeout_s,
                     stdin=subprocess.DEVNULL,
                 )
             except (OSError, subprocess.TimeoutExpired) as exc:
-                self.errors.append(f"{argv[0]} {argv[1]}: {type(exc).__name__}: {exc}")
+                self.errors.append(f"{cmd[0]} {cmd[1]}: {type(exc).__name__}: {exc}")
                 return None
             refused = "ermission" in (done.stderr or "")
-            if done.returncode == 0 or refused or attempt == attempts - 1:
+            if done.returncode == 0 or refused or attempt == len(tries) - 1:
                 break
         if done.returncode != 0:
             message = (done.stderr or done.stdout).strip().splitlines()
@@ -309,16 +316,20 @@ class ForensicsCollector:
         top: tuple[list[str], list[str]] = ([], [])
         for pid in pids:
             dump = [spy, "dump", "--pid", str(pid), "--nonblocking"]
-            # a non-blocking read of a running process can meet a stack mid-change: try again
-            got = bundle.command(f"stacks/{pid}-dump.txt", dump, timeout_s=20, attempts=3)
+            # a non-blocking read of a running process can meet a stack mid-change: try again,
+            # then once pausing the process for the read (a few ms of a stalled engine)
+            got = bundle.command(
+                f"stacks/{pid}-dump.txt", dump, timeout_s=20, attempts=3, fallback=dump[:-1]
+            )
             if got is None and bundle.errors and "ermission" in bundle.errors[-1]:
                 bundle.errors.append(PTRACE_HINT)
                 continue
             folded = bundle.out / "stacks" / f"{pid}.folded"
             record = [spy, "record", "--pid", str(pid), "--duration", f"{self._record_s:g}"]
             record += ["--rate", "200", "--format", "raw", "--nonblocking", "-o", str(folded)]
+            blocking = [a for a in record if a != "--nonblocking"]
             ran = bundle.command(
-                f"stacks/{pid}-record.txt", record, self._record_s + 20, attempts=3
+                f"stacks/{pid}-record.txt", record, self._record_s + 20, 3, fallback=blocking
             )
             if ran is not None and folded.exists():
                 bundle.files.append(f"stacks/{pid}.folded")

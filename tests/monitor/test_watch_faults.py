@@ -1,7 +1,8 @@
 """Every fault the simulator plays, over HTTP: five simulators on port 0 at once, each with
-two agents sending streaming requests one after another and a fault striking 3 wall seconds in, each watched by the
-real monitor loop (its /metrics and its DCGM page): each stall named with its kind within
-stall_after plus two scrape intervals of the strike."""
+two agents sending streaming requests one after another and a fault striking 3 wall seconds
+in, each watched by the real monitor loop (its /metrics and its DCGM page): each stall named
+with its kind soon after onset + stall_after. stall_after is twice the simulator's DCGM
+averaging window, so the GPU reading the kind is judged on is past it."""
 
 from __future__ import annotations
 
@@ -11,12 +12,28 @@ import httpx
 
 from engine.sim.config import FaultKind
 from engine.sim.faults import PLAYS
+from monitor.config import MonitorConfig
 from monitor.events import GpuReading, MonitorEvent, Sample, StallStarted
+from monitor.gpu import gpu_source
+from monitor.watch import watch
 from tests.conftest import SimServerFactory
-from tests.monitor.test_watch_sim import INTERVAL_S, STALL_AFTER_S, collect, stream_chat
+from tests.monitor.test_watch_sim import INTERVAL_S, stream_chat
 
 SCALE = 20.0
 AT_S = 60.0  # engine seconds: 3 wall seconds after the simulator starts, load running by then
+STALL_AFTER_S = 2.0  # the simulator's DCGM page averages the last wall second at 20x
+CONFIG = MonitorConfig(
+    interval_s=INTERVAL_S, stall_after_s=STALL_AFTER_S, stop_after_s=None, scrape_timeout_s=2
+)
+
+
+async def _collect(url: str) -> list[MonitorEvent]:
+    events: list[MonitorEvent] = []
+    async for event in watch(url, CONFIG, gpu_source(f"dcgm:{url}/dcgm/metrics"), duration_s=9):
+        events.append(event)
+        if isinstance(event, StallStarted):
+            break
+    return events
 
 
 async def _agent(client: httpx.AsyncClient, url: str, max_tokens: int) -> None:
@@ -32,7 +49,7 @@ async def _watch(sim_server: SimServerFactory, fault: FaultKind) -> list[Monitor
         max_tokens = 200 if fault == "block" else 50_000
         agents = [asyncio.create_task(_agent(client, url, max_tokens)) for _ in range(2)]
         try:
-            return await collect(url, duration_s=8.0, until=StallStarted)
+            return await _collect(url)
         finally:
             for task in agents:
                 task.cancel()
