@@ -1,6 +1,6 @@
 """The fleet monitor against a real Prometheus on loopback scraping several simulators at
 once: one freezes (`--freeze-at`), one spins (the base scheduler's livelock on a small pool),
-one is blocked and one hangs with its GPUs busy (the simulator's faults), two stay healthy. Through Prometheus's HTTP API alone, every stalled engine is named with its
+two stay healthy. Through Prometheus's HTTP API alone, every stalled engine is named with its
 kind and no healthy one is flagged; `kit monitor --prometheus` exits 3 on the first stall
 with the engine's labels in the `--on-stall` command's environment. One Prometheus and one
 set of simulators for the module; more kinds are more entries in `STALLED`.
@@ -64,9 +64,6 @@ STALLED = {
     "spinning": Engine(
         config=tuple(SPIN_POOL.items()), requests=4, max_tokens=90, prompt_words=30, repeat=True
     ),
-    # short requests back to back behind a request the pool can never hold
-    "blocked": Engine(args=("--fault", f"block@{3 * SCALE:g}"), max_tokens=300, repeat=True),
-    "busy_hang": Engine(args=("--fault", f"busy_hang@{3 * SCALE:g}")),
 }
 HEALTHY = Engine(max_tokens=300, repeat=True)
 
