@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from itertools import filterfalse, islice
 
 #: Parent hash of a conversation's first block.
 ROOT_HASH = 0x5EED
@@ -41,6 +42,10 @@ class BlockPool:
         # cached blocks held by requests: hash -> reference count
         self._in_use: dict[int, int] = {}
         self._host: OrderedDict[int, None] = OrderedDict()
+        # the lookups' sets: every hash cached on the GPU (held or evictable), and every hash
+        # cached on the GPU or held by the host tier
+        self._cached: set[int] = set()
+        self._known: set[int] = set()
         self.version = 0
         #: changes on every change of the pool's state (a superset of `version`)
         self.epoch = 0
@@ -62,31 +67,33 @@ class BlockPool:
 
     def match(self, chain: Sequence[int], max_blocks: int) -> tuple[int, int]:
         """Leading blocks of `chain` cached on the GPU, and on the GPU or in the host tier."""
-        in_use, evictable, host = self._in_use, self._evictable, self._host
+        cached, known = self._cached, self._known
         limit = min(len(chain), max_blocks)
         gpu = 0
-        while gpu < limit and (chain[gpu] in in_use or chain[gpu] in evictable):
+        for h in islice(chain, limit):
+            if h not in cached:
+                break
             gpu += 1
         total = gpu
-        if host:
-            while total < limit and (
-                chain[total] in host or chain[total] in in_use or chain[total] in evictable
-            ):
+        if self._host:
+            for h in islice(chain, gpu, limit):
+                if h not in known:
+                    break
                 total += 1
         return gpu, total
 
     def split(self, chain: Sequence[int], gpu: int, total: int) -> tuple[list[int], list[int]]:
         """Of a prefix of `total` blocks matched `gpu` deep on the GPU: its blocks cached on
         the GPU, and those past `gpu` that only the host tier holds."""
-        in_use, evictable = self._in_use, self._evictable
-        on_gpu = [h for h in chain[:total] if h in in_use or h in evictable]
-        from_host = [h for h in chain[gpu:total] if h not in in_use and h not in evictable]
-        return on_gpu, from_host
+        contains = self._cached.__contains__
+        tail = chain[gpu:total]
+        on_gpu = [*chain[:gpu], *filter(contains, tail)]
+        return on_gpu, list(filterfalse(contains, tail))
 
     def free_after_acquire(self, hashes: Sequence[int]) -> int:
         """Blocks free for allocation once the cached `hashes` are acquired."""
         evictable = self._evictable
-        taken = sum(1 for h in hashes if h in evictable) if evictable else 0
+        taken = sum(map(evictable.__contains__, hashes)) if evictable else 0
         return self.num_free - taken
 
     def acquire(self, hashes: Sequence[int]) -> None:
@@ -117,9 +124,11 @@ class BlockPool:
 
     def register(self, block_hash: int) -> bool:
         """Cache a held plain block that just became full; False if that hash is cached already."""
-        if block_hash in self._in_use or block_hash in self._evictable:
+        if block_hash in self._cached:
             return False
         self._in_use[block_hash] = 1
+        self._cached.add(block_hash)
+        self._known.add(block_hash)
         self.version += 1
         self.epoch += 1
         return True
@@ -130,6 +139,8 @@ class BlockPool:
             return False
         for h in hashes:
             self._in_use[h] = self._in_use.get(h, 0) + 1
+            self._cached.add(h)
+            self._known.add(h)
             if h in self._host:
                 self._host.move_to_end(h)
         self.version += 1
@@ -139,23 +150,32 @@ class BlockPool:
         """Free a request's blocks; cached ones stay cached and evictable, tail blocks first."""
         self.epoch += 1
         in_use, evictable = self._in_use, self._evictable
+        freed = 0
         for h in reversed(hashes):
             if h is None:
                 self._free_plain += 1
+                freed += 1
                 continue
             count = in_use[h] - 1
-            if count:
+            if count:  # another request still holds it (a shared prefix): still in use
                 in_use[h] = count
             else:
                 del in_use[h]
                 evictable[h] = None
-        self.used -= len(hashes)
+                freed += 1
+        self.used -= freed
 
     def _to_host(self, block_hash: int) -> None:
+        """An evictable block evicted from the GPU: to the host tier, if there is one."""
+        self._cached.discard(block_hash)
         self.version += 1
         if not self.host_tier_blocks:
+            self._known.discard(block_hash)
             return
-        self._host[block_hash] = None
-        self._host.move_to_end(block_hash)
-        if len(self._host) > self.host_tier_blocks:
-            self._host.popitem(last=False)
+        host = self._host
+        host[block_hash] = None
+        host.move_to_end(block_hash)
+        if len(host) > self.host_tier_blocks:
+            dropped, _ = host.popitem(last=False)
+            if dropped not in self._cached:
+                self._known.discard(dropped)
