@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from engine.sim.records import RequestInfo
+from engine.sim.records import VOCABULARY, RequestInfo
 
 
 class Request:
@@ -25,9 +25,9 @@ class Request:
         "match_value",
         "max_outputs",
         "num_computed",
+        "num_outputs",
         "num_registered",
         "num_tokens",
-        "outputs",
         "preemptions",
         "prompt_len",
         "prompt_tail",
@@ -50,8 +50,10 @@ class Request:
         #: known by their hashes (`chain`), so the prompt itself is not kept
         self.prompt_len = prompt_len
         self.prompt_tail = prompt_tail
-        self.outputs: list[str] = []
-        #: prompt plus outputs so far (kept in step with `outputs`: read on every pass)
+        #: output tokens so far; their words are a function of the id (`output_word`), so only
+        #: the count is kept
+        self.num_outputs = 0
+        #: prompt plus outputs so far (kept in step with `num_outputs`: read on every pass)
         self.num_tokens = prompt_len
         #: where the request's output words start in the vocabulary (see `output_words`)
         self.word_base = zlib.crc32(request_id.encode())
@@ -75,14 +77,21 @@ class Request:
         self.split_key: tuple[int, int] = (-1, -1)
         self.split_value: tuple[list[int], list[int]] = ([], [])
 
+    def output_word(self, k: int) -> str:
+        """Output word `k` (from 0) of this request (= `output_words(id, k, 1)[0]`)."""
+        return VOCABULARY[(self.word_base + 7 * k) % len(VOCABULARY)]
+
     def block_tokens(self, k: int, size: int) -> tuple[str, ...]:
         """The tokens of full block `k` over prompt + outputs (a block past the prompt's full ones)."""
         start, end, plen = k * size, (k + 1) * size, self.prompt_len
+        assert end - plen <= self.num_outputs, "a full block holds only tokens already produced"
         if start >= plen:
-            return tuple(self.outputs[start - plen : end - plen])
+            return tuple(self.output_word(i) for i in range(start - plen, end - plen))
         tail = self.prompt_tail
         assert start >= plen - len(tail), "the prompt's full blocks are known by their hashes"
-        return tail[start - (plen - len(tail)) :] + tuple(self.outputs[: end - plen])
+        return tail[start - (plen - len(tail)) :] + tuple(
+            self.output_word(i) for i in range(end - plen)
+        )
 
 
 @dataclass(slots=True)
@@ -113,7 +122,7 @@ def request_info(
     return RequestInfo(
         prompt_tokens=r.prompt_len,
         cached_prompt_tokens=r.cached_prompt_tokens,
-        output_tokens=len(r.outputs),
+        output_tokens=r.num_outputs,
         arrival_s=r.arrival_s,
         first_scheduled_s=r.first_scheduled_s,
         first_token_s=r.first_token_s,

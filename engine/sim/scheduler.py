@@ -21,7 +21,6 @@ from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
 from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, Turn, runnable_classes
 from engine.sim.records import (
-    VOCABULARY,
     AdvanceResult,
     EngineStats,
     RequestInfo,
@@ -142,7 +141,7 @@ class Scheduler:
     def output_tokens(self, request_id: str) -> int | None:
         req = self.live.get(request_id)
         if req is not None:
-            return len(req.outputs)
+            return req.num_outputs
         info = self.done.get(request_id)
         return None if info is None else info.output_tokens
 
@@ -174,7 +173,7 @@ class Scheduler:
                 "id": r.id,
                 "tokens": r.num_tokens,
                 "computed": r.num_computed,
-                "outputs": len(r.outputs),
+                "outputs": r.num_outputs,
                 "blocks": len(r.blocks),
                 "preemptions": r.preemptions,
             }
@@ -326,16 +325,14 @@ class Scheduler:
             for r in sampled:
                 self._running.preempt(r)
             return finished
-        vocab, n = VOCABULARY, len(VOCABULARY)
         for r in sampled:
-            word = vocab[(r.word_base + 7 * len(r.outputs)) % n]  # = output_words(id, k, 1)[0]
-            r.outputs.append(word)
-            r.num_tokens += 1
             if outputs is not None:
-                outputs[r.id] = [word]
+                outputs[r.id] = [r.output_word(r.num_outputs)]
+            r.num_outputs += 1
+            r.num_tokens += 1
             if r.first_token_s is None:
                 r.first_token_s = end_s
-            if len(r.outputs) >= r.max_outputs:
+            if r.num_outputs >= r.max_outputs:
                 finished[r.id] = "length"
                 self.running.remove(r)
                 self.pool.release(r.blocks)

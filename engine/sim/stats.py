@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from engine.sim.records import ITERATION_TOKEN_BOUNDS, EngineStats, HistogramSnapshot
 
@@ -62,11 +63,7 @@ class Counters:
         vruntimes: tuple[float, float],
     ) -> EngineStats:
         """Freeze the counters together with the engine's gauges."""
-        cumulative: list[int] = []
-        total = 0
-        for count in self.iteration_counts:
-            total += count
-            cumulative.append(total)
+        cumulative = tuple(accumulate(self.iteration_counts))
         return EngineStats(
             now_s=now_s,
             num_running=running,
@@ -88,8 +85,8 @@ class Counters:
             prompt_tokens_cached=self.prompt_local_cache_hit + self.prompt_external,
             iteration_tokens=HistogramSnapshot(
                 bounds=ITERATION_TOKEN_BOUNDS,
-                bucket_counts=tuple(cumulative),
-                count=total,
+                bucket_counts=cumulative,
+                count=cumulative[-1],
                 sum=float(self.iteration_sum),
             ),
             request_success=dict(self.request_success),

@@ -21,7 +21,7 @@ from typing import Protocol
 from engine.sim.admission import Admission
 from engine.sim.config import SimConfig
 from engine.sim.controller import ComputeShareController, runnable_classes
-from engine.sim.records import ITERATION_TOKEN_BOUNDS, VOCABULARY
+from engine.sim.records import ITERATION_TOKEN_BOUNDS
 from engine.sim.request import Request
 from engine.sim.stats import Counters
 
@@ -55,7 +55,7 @@ def quiet_steps(running: Sequence[Request], block_size: int) -> int:
         q = min(
             len(r.blocks) * bs - nc,
             (r.num_registered + 1) * bs - 1 - nc,
-            r.max_outputs - 1 - len(r.outputs),
+            r.max_outputs - 1 - r.num_outputs,
         )
         steps = q if steps is None else min(steps, q)
     return max(steps or 0, 0)
@@ -89,18 +89,24 @@ def run_quiet(
     seqs_s = n * cost.decode_per_seq_s
     context = sum(r.num_computed for r in running)
     busy_s, decode_compute_s = c.busy_s, c.compute_decode_s
+    # the controller's `select` and `charge`, inlined on local clocks (the same operations in
+    # the same order: the tests compare with stepping through them). With one class runnable
+    # a step is uncontended and `select` resets both clocks, idempotently.
+    share = ctl.share
+    contended = share != 0 and prefill_runnable
+    if share != 0 and not prefill_runnable:
+        ctl.reset()
+    vp, vd = ctl.vruntime_prefill, ctl.vruntime_decode
+    deferrals = tuple(None if r is None else r.oldest_deferral for r in by_turn)
     replays = [0, 0]
     first_end = last_start = now_s
     steps = 0
     while steps < limit and now_s < until_s:
-        # select's only side effect (an uncontended step resets both clocks) is idempotent,
-        # so handing back after it leaves the next, full step unchanged
-        turn, contended = ctl.select(True, prefill_runnable)
-        prefill_turn = int(contended and turn == "prefill")
-        replay = by_turn[prefill_turn]
-        if replay is None or (
-            replay.oldest_deferral is not None and not now_s - replay.oldest_deferral < max_wait
-        ):
+        prefill_turn = 1 if contended and vp < vd else 0
+        if by_turn[prefill_turn] is None:
+            break
+        oldest = deferrals[prefill_turn]
+        if oldest is not None and not now_s - oldest < max_wait:
             break
         replays[prefill_turn] += 1
         # `Scheduler._account` for a step of n decodes and nothing else, term for term (its
@@ -110,13 +116,21 @@ def run_quiet(
         decode_compute_s += decode_s + overhead
         busy_s += duration
         if contended:
-            ctl.charge(turn, duration)
+            if prefill_turn:
+                charge = duration / share
+                vp += charge
+                vd = max(vd, vp - charge)
+            else:
+                charge = duration / (1.0 - share)
+                vd += charge
+                vp = max(vp, vd - charge)
         context += n
         last_start = now_s
         now_s += duration
         if not steps:
             first_end = now_s
         steps += 1
+    ctl.vruntime_prefill, ctl.vruntime_decode = vp, vd
     if steps:
         _book(s, steps, first_end, last_start)
         for turn_replay, times in zip(by_turn, replays, strict=True):
@@ -131,15 +145,13 @@ def run_quiet(
 
 
 def _book(s: SchedulerState, steps: int, first_end: float, last_start: float) -> None:
-    """Each running request's `steps` decoded tokens (as `Scheduler._sample` appends them)."""
-    vocab, size = VOCABULARY, len(VOCABULARY)
+    """Each running request's `steps` decoded tokens (as `Scheduler._sample` counts them)."""
     s.step_no += steps
     s.now_s = last_start
     s.gpu_busy = True
     s.last_step_empty = False
     for r in s.running:
-        k, base = len(r.outputs), r.word_base
-        r.outputs.extend([vocab[(base + 7 * i) % size] for i in range(k, k + steps)])
+        r.num_outputs += steps
         r.num_tokens += steps
         r.num_computed += steps
         r.last_step = s.step_no
