@@ -168,12 +168,15 @@ class StallDetector:
         gpu_util: Mapping[str, float] | None = None,
         engine_cpu_s: float | None = None,
         engine_t: float | None = None,
+        known: tuple[MetricsSnapshot, Deltas] | None = None,
     ) -> list[DetectorEvent]:
         """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down).
 
         `engine_cpu_s`: the engine's cumulative CPU seconds at `t`, when known. `engine_t`:
         the engine's own clock at this sample, in the unit of `t` (engine seconds over the
-        time scale), for an engine whose clock is not the wall's; None: it is `t`.
+        time scale), for an engine whose clock is not the wall's; None: it is `t`. `known`:
+        the caller's deltas to this sample and the snapshot they start from, used when that
+        is the detector's own previous sample (the monitor's step computes them anyway).
         """
         prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
@@ -188,7 +191,10 @@ class StallDetector:
             self._work_seen_t = t
         if prev is None:
             return self._not_stalled(t, "ok" if pending(snapshot) else "idle")
-        deltas = snapshot_deltas(prev, snapshot, t - prev_t)
+        if known is not None and known[0] is prev:
+            deltas = known[1]
+        else:
+            deltas = snapshot_deltas(prev, snapshot, t - prev_t)
         if deltas.preemptions:
             self._preempted_engine_t = now_engine_t
         last = self._preempted_engine_t

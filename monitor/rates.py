@@ -8,10 +8,10 @@ never spikes by the size of the lost history. A counter missing on either side g
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
-from monitor.parse import EngineMetrics, MetricsSnapshot
+from monitor.parse import MetricsSnapshot
 
 
 def counter_delta(prev: float | None, cur: float | None) -> float | None:
@@ -57,29 +57,35 @@ class Deltas:
         )
 
 
-def _summed(
-    prev: MetricsSnapshot, cur: MetricsSnapshot, get: Callable[[EngineMetrics], float | None]
-) -> float | None:
-    total: float | None = None
-    for key, engine in cur.engines.items():
-        before = prev.engines.get(key)
-        # An engine seen for the first time has no baseline: skip it rather than spike.
-        delta = None if before is None else counter_delta(get(before), get(engine))
-        if delta is not None:
-            total = delta if total is None else total + delta
-    return total
+#: The counters a `Deltas` holds, in its field order after `dt_s`.
+_COUNTERS = (
+    "gen_tokens",
+    "prompt_tokens",
+    "preemptions",
+    "prefix_queries",
+    "prefix_hits",
+    "iterations",
+    "compute_s_total",
+    "steps",
+)
+_read_counters = attrgetter(*_COUNTERS)
 
 
 def snapshot_deltas(prev: MetricsSnapshot, cur: MetricsSnapshot, dt_s: float) -> Deltas:
-    """Counter deltas from `prev` to `cur`, summed over engines."""
-    return Deltas(
-        dt_s=dt_s,
-        gen_tokens=_summed(prev, cur, lambda e: e.gen_tokens),
-        prompt_tokens=_summed(prev, cur, lambda e: e.prompt_tokens),
-        preemptions=_summed(prev, cur, lambda e: e.preemptions),
-        prefix_queries=_summed(prev, cur, lambda e: e.prefix_queries),
-        prefix_hits=_summed(prev, cur, lambda e: e.prefix_hits),
-        iterations=_summed(prev, cur, lambda e: e.iterations),
-        compute_s=_summed(prev, cur, lambda e: e.compute_s_total),
-        steps=_summed(prev, cur, lambda e: e.steps),
-    )
+    """Counter deltas from `prev` to `cur`, summed over engines.
+
+    An engine seen for the first time has no baseline: it is skipped rather than spike.
+    """
+    totals: list[float | None] = [None] * len(_COUNTERS)
+    for key, engine in cur.engines.items():
+        before = prev.engines.get(key)
+        if before is None:
+            continue
+        for i, (was, now) in enumerate(
+            zip(_read_counters(before), _read_counters(engine), strict=True)
+        ):
+            delta = counter_delta(was, now)
+            if delta is not None:
+                total = totals[i]
+                totals[i] = delta if total is None else total + delta
+    return Deltas(dt_s, *totals)

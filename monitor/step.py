@@ -23,7 +23,7 @@ from monitor.config import MonitorConfig
 from monitor.detector import StallDetector
 from monitor.events import Down, GpuReading, MonitorEvent, Sample, Up, Verdict
 from monitor.parse import MetricsSnapshot
-from monitor.rates import snapshot_deltas
+from monitor.rates import Deltas, snapshot_deltas
 
 __all__ = ["MonitorStep"]
 
@@ -67,6 +67,7 @@ class MonitorStep:
     ) -> list[MonitorEvent]:
         """The events of one tick at `t`; `snapshot=None` is a failed scrape (`error` says why)."""
         out: list[MonitorEvent] = []
+        known: tuple[MetricsSnapshot, Deltas] | None = None
         if self.gpu_checked:
             out.append(GpuReading(t, util or {}, gpu_error))
         if snapshot is None:
@@ -81,9 +82,10 @@ class MonitorStep:
             deltas = None
             if self._prev is not None:
                 deltas = snapshot_deltas(self._prev[1], snapshot, t - self._prev[0])
+                known = (self._prev[1], deltas)
             out.append(Sample(t, snapshot, deltas))
             self._prev = (t, snapshot)
         engine_t = None if snapshot is None else self.engine_t(t, snapshot)
-        out.extend(self.detector.observe(t, snapshot, util, engine_cpu_s, engine_t))
+        out.extend(self.detector.observe(t, snapshot, util, engine_cpu_s, engine_t, known))
         out.append(Verdict(t, self.detector.state))
         return out
