@@ -1,7 +1,9 @@
 """Reading and writing the files of a run directory: one JSONL writer, one reader, JSON files.
 
 The JSONL writer appends one JSON object per line and flushes each, so a crash or Ctrl-C loses
-nothing already written. The reader validates each line against the file's model; a last line
+nothing already written; a writer fed thousands of lines a second (a virtual-clock arm) may
+instead flush at most every `flush_s` wall seconds, and on close (an exception or Ctrl-C still
+closes it), so only a killed process loses its last fraction of a second. The reader validates each line against the file's model; a last line
 that does not parse is the one a crash cut short and is skipped (everything before it stands),
 while a bad line anywhere else is a `RunFileError` naming the file and the line. JSON files are
 written whole through a temporary file and a rename, so a reader never sees half of one.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -50,22 +53,32 @@ def jsonl_text(items: Iterable[Line]) -> str:
 class JsonlWriter:
     """Appends lines to a JSONL file, each flushed as it is written; a context manager.
 
+    `flush_s` > 0: a line is flushed with the first line written `flush_s` wall seconds or
+    more after the last flush, and at `close` (for writers fed far faster than a reader looks).
     Safe to share between threads; a write after `close` is dropped (the run is ending).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, flush_s: float = 0.0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
         self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._flush_s = flush_s
+        self._flushed = time.monotonic()
 
     def write(self, item: Line) -> None:
-        """Append one line and flush it."""
+        """Append one line and flush it (or, with `flush_s`, when that much time has passed)."""
         text = _line(item)
         with self._lock:
-            if not self._file.closed:
-                self._file.write(text)
-                self._file.flush()
+            if self._file.closed:
+                return
+            self._file.write(text)
+            if self._flush_s > 0:
+                now = time.monotonic()
+                if now - self._flushed < self._flush_s:
+                    return
+                self._flushed = now
+            self._file.flush()
 
     def close(self) -> None:
         """Close the file."""

@@ -24,7 +24,7 @@ __all__ = [
 
 
 class RecordWriter(JsonlWriter):
-    """Appends turn records to a turns.jsonl file, one flushed line each."""
+    """Appends turn records to a turns.jsonl file, one line each (flushed as `JsonlWriter` says)."""
 
     def write(self, item: TurnRecord) -> None:  # type: ignore[override]
         """Append one record and flush it."""

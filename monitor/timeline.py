@@ -111,11 +111,11 @@ def event_record(event: MonitorEvent) -> dict[str, Any] | None:
 
 
 class TimelineWriter:
-    """Writes events to a JSONL file as they happen; use as a context manager."""
+    """Writes events to a JSONL file as they happen (`flush_s`: see `JsonlWriter`)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, flush_s: float = 0.0) -> None:
         self.path = path
-        self._writer = JsonlWriter(path)
+        self._writer = JsonlWriter(path, flush_s)
 
     def handle(self, event: MonitorEvent) -> None:
         """Append the event's line (if it has one) and flush it; dropped once closed."""
