@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -65,30 +65,28 @@ def snapshot_of(stats: EngineStats, step_counter: bool = False) -> MetricsSnapsh
     """
     if not stats.core_alive:
         return MetricsSnapshot()
-    engine = EngineMetrics(
-        running=stats.num_running,
-        waiting=stats.num_waiting,
-        waiting_capacity=stats.waiting_by_reason.get("capacity", 0),
-        waiting_deferred=stats.waiting_by_reason.get("deferred", 0),
-        kv_usage=float(stats.kv_usage),
-        gen_tokens=float(stats.generation_tokens),
-        prompt_tokens=float(stats.prompt_tokens),
-        preemptions=float(stats.num_preemptions),
-        prefix_queries=float(stats.prefix_cache_queries),
-        prefix_hits=float(stats.prefix_cache_hits),
-        request_success={
-            r: float(n)
-            for r, n in (dict.fromkeys(FINISH_REASONS, 0) | stats.request_success).items()
-        },
-        iterations=float(stats.iteration_tokens.count),
-        prefill_compute_share=float(stats.prefill_compute_share),
-        compute_s={
-            c: float(s) for c, s in ({"prefill": 0.0, "decode": 0.0} | stats.compute_s).items()
-        },
-        steps=float(stats.steps) if step_counter else None,
-    )
-    values = {name: getattr(engine, name) for name in EngineMetrics.__slots__}
-    return MetricsSnapshot(**values, engines={"0": engine})
+    by_reason = stats.waiting_by_reason
+    success = dict.fromkeys(FINISH_REASONS, 0) | stats.request_success
+    compute = {"prefill": 0.0, "decode": 0.0} | stats.compute_s
+    # one set of fields for the engine and the totals (a single engine: they are its own)
+    values = {
+        "running": stats.num_running,
+        "waiting": stats.num_waiting,
+        "waiting_capacity": by_reason.get("capacity", 0),
+        "waiting_deferred": by_reason.get("deferred", 0),
+        "kv_usage": float(stats.kv_usage),
+        "gen_tokens": float(stats.generation_tokens),
+        "prompt_tokens": float(stats.prompt_tokens),
+        "preemptions": float(stats.num_preemptions),
+        "prefix_queries": float(stats.prefix_cache_queries),
+        "prefix_hits": float(stats.prefix_cache_hits),
+        "request_success": {r: float(n) for r, n in success.items()},
+        "iterations": float(stats.iteration_tokens.count),
+        "prefill_compute_share": float(stats.prefill_compute_share),
+        "compute_s": {c: float(v) for c, v in compute.items()},
+        "steps": float(stats.steps) if step_counter else None,
+    }
+    return MetricsSnapshot(**values, engines={"0": EngineMetrics(**values)})  # type: ignore[arg-type]
 
 
 @dataclass
@@ -148,6 +146,7 @@ class VirtualDriver:
         )
         recorder.add(forensics, forensics.close)
         self.prev: tuple[float, float] | None = None  # (t, busy s) at the last tick
+        self._oldest_byte_s = float("-inf")  # at most the oldest last byte (see `_timeouts`)
         self.stalled = False
 
     # -- agents -----------------------------------------------------------------------------
@@ -204,18 +203,22 @@ class VirtualDriver:
         self.recorder.turns.write(record)
 
     # -- the engine -------------------------------------------------------------------------
-    def _collect(self) -> None:
-        """New tokens of every request in flight arrive as one chunk at the current time."""
+    def _collect(self, finished: Mapping[str, str]) -> None:
+        """New tokens of every request in flight arrive as one chunk at the current time (a
+        finished request's at its finish)."""
         core = self.core
-        for flight in self.flights.values():
-            if (core.output_tokens(flight.request_id) or 0) <= flight.seen_tokens:
+        for rid, flight in self.flights.items():
+            tokens = core.output_tokens(rid) or 0
+            if tokens <= flight.seen_tokens:
                 continue
-            info = core.request_info(flight.request_id)
-            if info is not None and info.output_tokens > flight.seen_tokens:
-                at = info.finished_s if info.finished_s is not None else self.now
-                flight.chunks.append((at - flight.t_start, info.output_tokens - flight.seen_tokens))
-                flight.seen_tokens = info.output_tokens
-                flight.last_byte_s = at
+            at = self.now
+            if rid in finished:
+                info = core.request_info(rid)
+                if info is not None and info.finished_s is not None:
+                    at = info.finished_s
+            flight.chunks.append((at - flight.t_start, tokens - flight.seen_tokens))
+            flight.seen_tokens = tokens
+            flight.last_byte_s = at
 
     def _finished(self, request_id: str) -> None:
         flight = self.flights.pop(request_id, None)
@@ -228,7 +231,11 @@ class VirtualDriver:
         self._act(flight.agent, self.machines[flight.agent].answered(True))
 
     def _timeouts(self) -> None:
+        # the oldest last byte of the last `_next_deadline` is at most today's (a byte only
+        # moves later, a new request's is now): if even it is within the limit, all are
         limit = self.load.read_timeout_s
+        if self.now - self._oldest_byte_s < limit:
+            return
         for rid, flight in list(self.flights.items()):
             if self.now - flight.last_byte_s >= limit:
                 self.core.abort(rid, self.now)
@@ -239,10 +246,12 @@ class VirtualDriver:
                 self._act(flight.agent, self.machines[flight.agent].answered(False))
 
     def _next_deadline(self) -> float:
-        due = [flight.last_byte_s + self.load.read_timeout_s for flight in self.flights.values()]
+        oldest = min((f.last_byte_s for f in self.flights.values()), default=float("inf"))
+        self._oldest_byte_s = oldest
+        due = oldest + self.load.read_timeout_s
         if self.timers:
-            due.append(self.timers[0][0])
-        return min(due, default=float("inf"))
+            return min(due, self.timers[0][0])
+        return due
 
     # -- the monitor ------------------------------------------------------------------------
     def _tick(self) -> bool:
@@ -291,7 +300,7 @@ class VirtualDriver:
                 continue
             step = self.core.advance(self.now, until)
             self.now = step.now_s
-            self._collect()
+            self._collect(step.finished)
             for request_id in step.finished:
                 self._finished(request_id)
 
