@@ -8,6 +8,7 @@ ended through its process group (SIGTERM, then SIGKILL after a short grace).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -77,3 +78,31 @@ def test_a_sweep_on_ray_gives_the_local_processes_runs(ray_address: str, tmp_pat
     assert len(rows) == 2 * 2 * 2
     assert rows == _rows(local)
     assert (remote / "sweep.html").stat().st_size > 0
+
+
+def _hunt(out: Path) -> dict[str, object]:
+    content = json.loads((out / "hunt.json").read_text())
+    # the reproducer's path and command name the hunt's own directory
+    return {k: v for k, v in content.items() if k not in ("reproducer", "command")}
+
+
+def test_a_hunt_on_ray_finds_and_shrinks_what_local_processes_do(
+    ray_address: str, tmp_path: Path
+) -> None:
+    # a space of two shares x two seeds around seed 8, where base livelocks (README kit)
+    space = tmp_path / "space.toml"
+    space.write_text(
+        '[settings]\n"sim.engine.prefill_compute_share" = [0.2, 0.4]\n'
+        '"load.duration_s" = [1200]\n[seeds]\nmin = 7\nmax = 8\n'
+    )
+    args = ["hunt", "--space", str(space), "--arm", "base", "--budget", "4", "--seed", "3"]
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    done = CliRunner().invoke(app, [*args, "--out", str(local)])
+    assert done.exit_code == 0, done.output
+    done = CliRunner().invoke(app, [*args, "--out", str(remote), "--ray", ray_address])
+    assert done.exit_code == 0, done.output
+    found = _hunt(remote)
+    assert found == _hunt(local)
+    shrunk = found["shrunk"]
+    assert isinstance(shrunk, dict) and shrunk["stalled"] == {"base": True}
+    assert (remote / "reproducer.toml").read_text().count("seed = ") == 1
