@@ -7,6 +7,7 @@ other.
 
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass, field
 
@@ -39,10 +40,29 @@ ITERATION_TOKEN_BOUNDS: tuple[float, ...] = (
 
 
 def output_words(request_id: str, start: int, count: int) -> list[str]:
-    """Output words `start .. start+count-1` of a request: deterministic per request id."""
-    offset = zlib.crc32(request_id.encode())
+    """Output words `start .. start+count-1` of a request: deterministic per request id.
+
+    Word k is `VOCABULARY[(crc32(id) + 7 k) % len(VOCABULARY)]`."""
+    return list(words_from(zlib.crc32(request_id.encode()), start, count))
+
+
+#: the words of one cycle of the stride-7 walk from each vocabulary offset (filled lazily)
+_CYCLES: dict[int, tuple[str, ...]] = {}
+_PERIOD = len(VOCABULARY) // math.gcd(7, len(VOCABULARY))
+
+
+def words_from(offset: int, start: int, count: int) -> tuple[str, ...]:
+    """Words `start .. start+count-1` of the walk from `offset` (a request's crc32): the walk
+    repeats every `_PERIOD` words, so a long run is a rotated cycle, repeated."""
     n = len(VOCABULARY)
-    return [VOCABULARY[(offset + 7 * i) % n] for i in range(start, start + count)]
+    cycle = _CYCLES.get(offset % n)
+    if cycle is None:
+        cycle = _CYCLES[offset % n] = tuple(
+            VOCABULARY[(offset + 7 * k) % n] for k in range(_PERIOD)
+        )
+    r = start % _PERIOD
+    rotated = cycle[r:] + cycle[:r]
+    return (rotated * (count // _PERIOD + 1))[:count]
 
 
 @dataclass(frozen=True, slots=True)

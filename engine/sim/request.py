@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from engine.sim.records import VOCABULARY, RequestInfo
+from engine.sim.records import VOCABULARY, RequestInfo, words_from
 
 
 class Request:
@@ -86,12 +86,10 @@ class Request:
         start, end, plen = k * size, (k + 1) * size, self.prompt_len
         assert end - plen <= self.num_outputs, "a full block holds only tokens already produced"
         if start >= plen:
-            return tuple(self.output_word(i) for i in range(start - plen, end - plen))
+            return words_from(self.word_base, start - plen, size)
         tail = self.prompt_tail
         assert start >= plen - len(tail), "the prompt's full blocks are known by their hashes"
-        return tail[start - (plen - len(tail)) :] + tuple(
-            self.output_word(i) for i in range(end - plen)
-        )
+        return tail[start - (plen - len(tail)) :] + words_from(self.word_base, 0, end - plen)
 
 
 @dataclass(slots=True)

@@ -6,11 +6,12 @@ Small pools (blocks of 4 tokens) and engine time passed in; no sleeps.
 from __future__ import annotations
 
 import logging
+import zlib
 
 import pytest
 
 from engine.sim.config import SimConfig
-from engine.sim.core import SimEngine, SimRequestError
+from engine.sim.core import VOCABULARY, SimEngine, SimRequestError, output_words
 from engine.sim.trace import prepare
 
 
@@ -289,3 +290,14 @@ def test_a_livelocked_engine_polls_its_restores_every_step_until_the_max_wait_ex
         elif result.scheduled_tokens == 0:
             assert (polled, queried, stats.waiting_by_reason["deferred"]) == (2, 106, 2)
     assert switched and stats.num_running == 2 and stats.restores_recomputed == 0
+
+
+def test_output_words_are_the_stride_seven_walk_from_the_ids_crc() -> None:
+    # the words are drawn from repeated cycles of the walk: any start and length, any id
+    for rid in ("r1", "a0-s1-t2-0", "x" * 40):
+        base = zlib.crc32(rid.encode())
+        for start, count in ((0, 0), (0, 1), (57, 2), (58, 59), (1000, 896), (3, 2000)):
+            walk = [
+                VOCABULARY[(base + 7 * k) % len(VOCABULARY)] for k in range(start, start + count)
+            ]
+            assert output_words(rid, start, count) == walk
