@@ -141,6 +141,8 @@ class StallDetector:
         return self._gpu_checked
 
     def _end(self, t: float) -> list[DetectorEvent]:
+        if self._onset is None and self._kind is None:
+            return []  # nothing to end: the evidence is only gathered from an onset on
         events: list[DetectorEvent] = []
         if self._kind is not None and self._onset is not None:
             events.append(StallEnded(t, self._onset, self._kind, t - self._onset))
@@ -158,7 +160,9 @@ class StallDetector:
 
     def _not_stalled(self, t: float, status: Status) -> list[DetectorEvent]:
         events = self._end(t)
-        self._state = DetectorState(status, gpu_checked=self._gpu_checked)
+        state = self._state
+        if state.status != status or state.since is not None:  # the same verdict: kept
+            self._state = DetectorState(status, gpu_checked=self._gpu_checked)
         return events
 
     def observe(
