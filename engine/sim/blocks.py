@@ -116,11 +116,32 @@ class BlockPool:
         self.epoch += 1
         plain = min(count, self._free_plain)
         self._free_plain -= plain
-        for _ in range(count - plain):
-            evicted, _ = self._evictable.popitem(last=False)
-            self._to_host(evicted)
+        if count > plain:
+            self._evict(count - plain)
         self.used += count
         return True
+
+    def _evict(self, count: int) -> None:
+        """Evict the `count` least recently used evictable blocks: to the host tier, if there
+        is one (a full host tier drops its oldest)."""
+        evictable, cached, known = self._evictable, self._cached, self._known
+        self.version += 1
+        if not self.host_tier_blocks:
+            for _ in range(count):
+                evicted, _ = evictable.popitem(last=False)
+                cached.discard(evicted)
+                known.discard(evicted)
+            return
+        host, cap = self._host, self.host_tier_blocks
+        for _ in range(count):
+            evicted, _ = evictable.popitem(last=False)
+            cached.discard(evicted)
+            host[evicted] = None
+            host.move_to_end(evicted)
+            if len(host) > cap:
+                dropped, _ = host.popitem(last=False)
+                if dropped not in cached:
+                    known.discard(dropped)
 
     def register(self, block_hash: int) -> bool:
         """Cache a held plain block that just became full; False if that hash is cached already."""
@@ -164,18 +185,3 @@ class BlockPool:
                 evictable[h] = None
                 freed += 1
         self.used -= freed
-
-    def _to_host(self, block_hash: int) -> None:
-        """An evictable block evicted from the GPU: to the host tier, if there is one."""
-        self._cached.discard(block_hash)
-        self.version += 1
-        if not self.host_tier_blocks:
-            self._known.discard(block_hash)
-            return
-        host = self._host
-        host[block_hash] = None
-        host.move_to_end(block_hash)
-        if len(host) > self.host_tier_blocks:
-            dropped, _ = host.popitem(last=False)
-            if dropped not in self._cached:
-                self._known.discard(dropped)

@@ -115,15 +115,19 @@ def run_quiet(
         duration = overhead + decode_s
         decode_compute_s += decode_s + overhead
         busy_s += duration
-        if contended:
+        if contended:  # (`max(a, b)` as a comparison: a is kept when b is not greater)
             if prefill_turn:
                 charge = duration / share
                 vp += charge
-                vd = max(vd, vp - charge)
+                trail = vp - charge
+                if trail > vd:
+                    vd = trail
             else:
                 charge = duration / (1.0 - share)
                 vd += charge
-                vp = max(vp, vd - charge)
+                trail = vd - charge
+                if trail > vp:
+                    vp = trail
         context += n
         last_start = now_s
         now_s += duration
