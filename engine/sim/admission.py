@@ -41,6 +41,9 @@ class Replay:
     external_queries: int
     external_hits: int
     polled: int
+    #: recorded with a budget and every running slot taken: each request was refused for its
+    #: slot, so the pass is the same whatever its budget (as long as it has one)
+    any_budget: bool = False
 
 
 class Admission:
@@ -97,6 +100,7 @@ class Admission:
             c.external_queries - before[2],
             c.external_hits - before[3],
             work.restores_polled - polled,
+            any_budget=budget > 0 and len(self.running) >= self.cfg.max_num_seqs,
         )
 
     def replay(self, budget: int, now_s: float) -> Replay | None:
@@ -116,8 +120,17 @@ class Admission:
         """The pass recorded for `budget` in the current state, whatever the time."""
         if self._state != (self.pool.epoch, self._queue_version, len(self.running)):
             return None
-        # prefill and decode turns enter the pass with different budgets: one replay each
-        return self._replays.get(budget)
+        # prefill and decode turns enter the pass with different budgets (a decode turn's is
+        # what its decodes left): one replay each, unless one stands for the other
+        replay = self._replays.get(budget)
+        if replay is not None or budget <= 0:
+            return replay
+        for recorded_budget, other in self._replays.items():
+            # a pass that admitted nothing with a smaller budget (but some) admits nothing
+            # with a larger one: each refused request would need as many blocks or more
+            if other.any_budget or 0 < recorded_budget <= budget:
+                return other
+        return None
 
     def apply(self, replay: Replay, work: StepWork | None, times: int = 1) -> None:
         """Add a replayed pass's counter increments `times` over (its restores polled to `work`)."""
