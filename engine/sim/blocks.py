@@ -65,8 +65,9 @@ class BlockPool:
         """Blocks in the host tier."""
         return len(self._host)
 
-    def match(self, chain: Sequence[int], max_blocks: int) -> tuple[int, int]:
-        """Leading blocks of `chain` cached on the GPU, and on the GPU or in the host tier."""
+    def match(self, chain: Sequence[int], max_blocks: int) -> tuple[int, int, int]:
+        """Leading blocks of `chain` cached on the GPU, on the GPU or in the host tier, and
+        how many of the latter only the host tier holds (what a restore would copy)."""
         cached, known = self._cached, self._known
         limit = min(len(chain), max_blocks)
         gpu = 0
@@ -74,13 +75,15 @@ class BlockPool:
             if h not in cached:
                 break
             gpu += 1
-        total = gpu
+        total = host_only = gpu
         if self._host:
             for h in islice(chain, gpu, limit):
                 if h not in known:
                     break
                 total += 1
-        return gpu, total
+                if h not in cached:
+                    host_only += 1
+        return gpu, total, host_only - gpu
 
     def split(self, chain: Sequence[int], gpu: int, total: int) -> tuple[list[int], list[int]]:
         """Of a prefix of `total` blocks matched `gpu` deep on the GPU: its blocks cached on
@@ -158,12 +161,13 @@ class BlockPool:
         """Copy blocks from the host tier into newly allocated GPU blocks, held and cached."""
         if not self.allocate(len(hashes)):
             return False
+        in_use, host = self._in_use, self._host
         for h in hashes:
-            self._in_use[h] = self._in_use.get(h, 0) + 1
-            self._cached.add(h)
-            self._known.add(h)
-            if h in self._host:
-                self._host.move_to_end(h)
+            in_use[h] = in_use.get(h, 0) + 1
+            if h in host:
+                host.move_to_end(h)
+        self._cached.update(hashes)
+        self._known.update(hashes)
         self.version += 1
         return True
 

@@ -72,7 +72,7 @@ class Request:
         self.preemptions = 0
         self.last_step = -1
         self.match_key: tuple[int, int] = (-1, -1)
-        self.match_value: tuple[int, int] = (0, 0)
+        self.match_value: tuple[int, int, int] = (0, 0, 0)
         # a restore's prefix split into GPU-cached and host-only blocks, for match_key
         self.split_key: tuple[int, int] = (-1, -1)
         self.split_value: tuple[list[int], list[int]] = ([], [])
