@@ -68,7 +68,12 @@ class JsonlWriter:
 
     def write(self, item: Line) -> None:
         """Append one line and flush it (or, with `flush_s`, when that much time has passed)."""
-        text = _line(item)
+        self.write_text(_line(item))
+
+    def write_text(self, text: str) -> None:
+        """Append one line's JSON text, as `write` does (with its newline if it has none)."""
+        if not text.endswith("\n"):
+            text += "\n"
         with self._lock:
             if self._file.closed:
                 return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 from monitor.events import (
@@ -17,9 +18,9 @@ from monitor.events import (
     Up,
     Verdict,
 )
-from monitor.parse import parse_metrics
+from monitor.parse import EngineMetrics, MetricsSnapshot, parse_metrics
 from monitor.rates import snapshot_deltas
-from monitor.timeline import TimelineWriter
+from monitor.timeline import TimelineWriter, event_line, fast_json
 
 DATA = Path(__file__).parent / "data"
 
@@ -67,3 +68,52 @@ def test_lines_have_the_contract_shapes(tmp_path: Path) -> None:
     assert lines[6] == {
         "type": "stall_ended", "t": 260.0, "onset": 10.0, "kind": "spinning", "duration_s": 250.0,
     }  # fmt: skip
+
+
+def _metrics(rng: random.Random) -> EngineMetrics:
+    """An engine's view with every kind of value a page gives: absent, whole, tiny, huge."""
+
+    def number() -> float | None:
+        # (an int where a float belongs: what a type checker lets through)
+        return rng.choice([None, 0.0, 3.0, 5, 2.5e-7, 1e-5, 0.1 + 0.2, 3e17, rng.random()])
+
+    def count() -> int | None:
+        return rng.choice([None, 0, 1, 7])
+
+    return EngineMetrics(
+        running=count(),
+        waiting=count(),
+        waiting_capacity=count(),
+        waiting_deferred=count(),
+        kv_usage=rng.choice([None, 0.0, 0.98765, 1.0, 0.00004]),
+        gen_tokens=number(),
+        prompt_tokens=number(),
+        preemptions=number(),
+        prefix_queries=number(),
+        prefix_hits=number(),
+        iterations=number(),
+        compute_s=rng.choice([None, {}, {"prefill": 2.5e-7, "decode": 41.25}]),
+    )
+
+
+def test_the_fast_lines_are_the_models_json_to_the_byte() -> None:
+    rng = random.Random(3)
+    for i in range(2000):
+        m = _metrics(rng)
+        snapshot = MetricsSnapshot(
+            **{f: getattr(m, f) for f in EngineMetrics.__slots__}, engines={"0": m}
+        )
+        previous = MetricsSnapshot(engines={"0": _metrics(rng)})
+        t = rng.choice([i, i + 0.0004, i * 1.0001, 1e-5])  # whole (a fake clock's int) or not
+        for event in (
+            Sample(t, snapshot, snapshot_deltas(previous, snapshot, rng.choice([0.5, 1, 0]))),
+            Sample(t, snapshot, None),
+            GpuReading(t, {"0": rng.choice([0, 100, 37.125, 1e-5]), "1": rng.random() * 100}),
+        ):
+            line = event_line(event)
+            assert line is not None
+            assert fast_json(event) == line.model_dump_json()
+    # per-engine views and failed readings go through the model
+    two = parse_metrics((DATA / "vllm-0.32-two-engines.txt").read_text())
+    assert fast_json(Sample(1.0, two, None)) is None
+    assert fast_json(GpuReading(1.0, {}, error="timed out")) is None
