@@ -186,7 +186,7 @@ class Admission:
         if r.match_key != key:
             r.match_value = self.pool.match(r.chain, key[1])
             r.match_key = key
-        gpu, total, _ = r.match_value
+        gpu, total = r.match_value
         c = self.c
         c.prefix_cache_queries += num_tokens
         c.prefix_cache_hits += gpu * bs
@@ -203,8 +203,11 @@ class Admission:
         hit_tokens = total * bs
         n = min(r.num_tokens - hit_tokens, work.budget)
         step_blocks = -(-(hit_tokens + n) // bs) - total
-        if r.match_value[2] + step_blocks > pool.num_free:
-            return False  # its host-only blocks and its step do not fit (the lists are not needed)
+        if r.host_key != r.match_key:  # the cache changed since the last poll
+            r.host_only = pool.host_only(r.chain, gpu, total)
+            r.host_key = r.match_key
+        if r.host_only + step_blocks > pool.num_free:
+            return False  # its host-only blocks and its step do not fit (no need to list them)
         if r.split_key != r.match_key:  # the cache changed since the last poll
             r.split_value = pool.split(r.chain, gpu, total)
             r.split_key = r.match_key

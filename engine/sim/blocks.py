@@ -65,9 +65,8 @@ class BlockPool:
         """Blocks in the host tier."""
         return len(self._host)
 
-    def match(self, chain: Sequence[int], max_blocks: int) -> tuple[int, int, int]:
-        """Leading blocks of `chain` cached on the GPU, on the GPU or in the host tier, and
-        how many of the latter only the host tier holds (what a restore would copy)."""
+    def match(self, chain: Sequence[int], max_blocks: int) -> tuple[int, int]:
+        """Leading blocks of `chain` cached on the GPU, and on the GPU or in the host tier."""
         cached, known = self._cached, self._known
         limit = min(len(chain), max_blocks)
         gpu = 0
@@ -75,15 +74,18 @@ class BlockPool:
             if h not in cached:
                 break
             gpu += 1
-        total = host_only = gpu
+        total = gpu
         if self._host:
             for h in islice(chain, gpu, limit):
                 if h not in known:
                     break
                 total += 1
-                if h not in cached:
-                    host_only += 1
-        return gpu, total, host_only - gpu
+        return gpu, total
+
+    def host_only(self, chain: Sequence[int], gpu: int, total: int) -> int:
+        """Of a prefix of `total` blocks matched `gpu` deep on the GPU: how many blocks past
+        `gpu` only the host tier holds (what a restore copies; `split` lists them)."""
+        return total - gpu - sum(map(self._cached.__contains__, islice(chain, gpu, total)))
 
     def split(self, chain: Sequence[int], gpu: int, total: int) -> tuple[list[int], list[int]]:
         """Of a prefix of `total` blocks matched `gpu` deep on the GPU: its blocks cached on

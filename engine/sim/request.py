@@ -19,6 +19,8 @@ class Request:
         "deferred_since",
         "first_scheduled_s",
         "first_token_s",
+        "host_key",
+        "host_only",
         "id",
         "last_step",
         "match_key",
@@ -72,10 +74,13 @@ class Request:
         self.preemptions = 0
         self.last_step = -1
         self.match_key: tuple[int, int] = (-1, -1)
-        self.match_value: tuple[int, int, int] = (0, 0, 0)
+        self.match_value: tuple[int, int] = (0, 0)
         # a restore's prefix split into GPU-cached and host-only blocks, for match_key
         self.split_key: tuple[int, int] = (-1, -1)
         self.split_value: tuple[list[int], list[int]] = ([], [])
+        # how many of a restore's blocks only the host tier holds, for match_key
+        self.host_key: tuple[int, int] = (-1, -1)
+        self.host_only = 0
 
     def output_word(self, k: int) -> str:
         """Output word `k` (from 0) of this request (= `output_words(id, k, 1)[0]`)."""

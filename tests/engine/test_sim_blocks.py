@@ -15,7 +15,7 @@ import pytest
 from engine.sim.blocks import BlockPool
 
 
-def _definition(pool: BlockPool, chain: list[int], limit: int) -> tuple[int, int, int]:
+def _definition(pool: BlockPool, chain: list[int], limit: int) -> tuple[int, int]:
     on_gpu = set(pool._in_use) | set(pool._evictable)
     anywhere = on_gpu | set(pool._host)
     gpu = 0
@@ -25,7 +25,7 @@ def _definition(pool: BlockPool, chain: list[int], limit: int) -> tuple[int, int
     if pool._host:
         while total < min(len(chain), limit) and chain[total] in anywhere:
             total += 1
-    return gpu, total, sum(1 for h in chain[gpu:total] if h not in on_gpu)
+    return gpu, total
 
 
 def _step(
@@ -35,7 +35,7 @@ def _step(
     chain = rng.choice(chains)
     op = rng.random()
     if op < 0.35:  # admit on the GPU prefix hits, plus a few new blocks that fill and register
-        gpu, _, _ = pool.match(chain, len(chain))
+        gpu, _ = pool.match(chain, len(chain))
         hits = chain[:gpu]
         new = rng.randint(1, 4)
         if new > pool.free_after_acquire(hits) or new > pool.num_free:
@@ -48,7 +48,7 @@ def _step(
                 blocks[k] = chain[k]
         held.append(blocks)
     elif op < 0.55:  # a restore of the host-only part of a prefix
-        gpu, total, _ = pool.match(chain, len(chain))
+        gpu, total = pool.match(chain, len(chain))
         on_gpu, from_host = pool.split(chain, gpu, total)
         if not from_host or len(from_host) > pool.free_after_acquire(on_gpu):
             return
@@ -72,11 +72,12 @@ def test_lookups_agree_with_their_definition_through_evictions(host_tier: int) -
         for chain in chains:
             limit = rng.randint(1, len(chain))
             assert pool.match(chain, limit) == _definition(pool, chain, limit)
-            gpu, total, _ = _definition(pool, chain, len(chain))
+            gpu, total = _definition(pool, chain, len(chain))
             on_gpu, from_host = pool.split(chain, gpu, total)
             cached = set(pool._in_use) | set(pool._evictable)
             assert on_gpu == [h for h in chain[:total] if h in cached]
             assert from_host == [h for h in chain[gpu:total] if h not in cached]
+            assert pool.host_only(chain, gpu, total) == len(from_host)
         # a block shared by several requests is held once
         plain = sum(1 for blocks in held for h in blocks if h is None)
         assert pool.used == plain + len(pool._in_use)
