@@ -8,6 +8,7 @@ Keyword arguments other than the serve options are `SimConfig` fields.
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -27,6 +28,22 @@ def pytest_configure(config: pytest.Config) -> None:
     del config
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+#: set to 1 to run the tests marked `nightly` (the nightly CPU job does; CI leaves them out)
+NIGHTLY_ENV = "STALLKIT_NIGHTLY"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `nightly` (long real-vLLM A/Bs whose behaviour CI covers more cheaply
+    elsewhere) skip with the reason unless `STALLKIT_NIGHTLY=1`."""
+    del config
+    if os.environ.get(NIGHTLY_ENV) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"nightly: set {NIGHTLY_ENV}=1 to run it")
+    for item in items:
+        if item.get_closest_marker("nightly") is not None:
+            item.add_marker(skip)
 
 
 SimServerFactory = Callable[..., AbstractAsyncContextManager[str]]

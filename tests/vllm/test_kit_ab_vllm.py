@@ -2,6 +2,10 @@
 
 Both arms are the same upstream engine serving the tiny model on CPU, so the A/B table must
 show no stall and no failed turn in either; the run directory must hold every report.
+
+Nightly (`STALLKIT_NIGHTLY=1`, about 170 s). In CI, `kit ab` on real engines runs through the
+docker tests (a fix arm with no stall among them), and the monitor watches a healthy real
+vLLM under load without a stall in the SIGSTOP test (tests/vllm/test_real_vllm_agents.py).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ STOP_AND_REPORT_S = 30
 LIMIT_S = 2 * (KIT.engine.startup_timeout_s + DURATION_S + STOP_AND_REPORT_S)
 
 
+@pytest.mark.nightly
 @pytest.mark.timeout(LIMIT_S)
 def test_kit_ab_cpu_smoke_on_two_vllm_arms_reports_no_stall(
     tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -4,6 +4,10 @@ The patched scheduler plugin inside a real vLLM serving the tiny model: under `b
 engine livelocks and the monitor must call it `spinning` (the plugin's step counter moves
 while no token does) within `stall_after_s` plus two scrapes of its onset, then stop the arm;
 under `fix` the same load runs its whole duration without a stall.
+
+Nightly (`STALLKIT_NIGHTLY=1`, about 150 s): CI proves the same A/B with the plugin in a stock
+engine image (tests/docker/test_patched_container.py) and with the plugin's class on the
+virtual clock (tests/vllm/test_twin.py).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.nightly
 @pytest.mark.timeout(600)
 def test_kit_ab_patched_base_spins_and_is_stopped_fix_runs_clean(
     tiny_model_dir: Path,
