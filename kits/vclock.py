@@ -146,7 +146,8 @@ class VirtualDriver:
         )
         recorder.add(forensics, forensics.close)
         self.prev: tuple[float, float] | None = None  # (t, busy s) at the last tick
-        self._oldest_byte_s = float("-inf")  # at most the oldest last byte (see `_timeouts`)
+        self._gpu_keys = [str(i) for i in range(core.num_gpus)]
+        self._oldest_byte_s = float("inf")  # at most every flight's last byte (see `_timeouts`)
         self.stalled = False
 
     # -- agents -----------------------------------------------------------------------------
@@ -173,6 +174,7 @@ class VirtualDriver:
             self._act(agent, self.machines[agent].answered(False))
             return
         self.flights[rid] = flight
+        self._oldest_byte_s = min(self._oldest_byte_s, self.now)
 
     def _record(
         self, flight: _Flight, outcome: Outcome, error: str | None, status: int | None = 200
@@ -231,8 +233,8 @@ class VirtualDriver:
         self._act(flight.agent, self.machines[flight.agent].answered(True))
 
     def _timeouts(self) -> None:
-        # the oldest last byte of the last `_next_deadline` is at most today's (a byte only
-        # moves later, a new request's is now): if even it is within the limit, all are
+        # `_oldest_byte_s` is at most the oldest last byte of any flight (a byte only moves
+        # later, a new request lowers it to now): if even it is within the limit, all are
         limit = self.load.read_timeout_s
         if self.now - self._oldest_byte_s < limit:
             return
@@ -245,10 +247,14 @@ class VirtualDriver:
                 self._record(flight, "timeout", why)
                 self._act(flight.agent, self.machines[flight.agent].answered(False))
 
-    def _next_deadline(self) -> float:
-        oldest = min((f.last_byte_s for f in self.flights.values()), default=float("inf"))
-        self._oldest_byte_s = oldest
-        due = oldest + self.load.read_timeout_s
+    def _next_deadline(self, horizon: float) -> float:
+        """The next timer or read timeout, where it comes before `horizon`."""
+        limit = self.load.read_timeout_s
+        due = self._oldest_byte_s + limit
+        if due < horizon:  # the bound may be stale: the flights' own oldest byte
+            oldest = min((f.last_byte_s for f in self.flights.values()), default=float("inf"))
+            self._oldest_byte_s = oldest
+            due = oldest + limit
         if self.timers:
             return min(due, self.timers[0][0])
         return due
@@ -264,7 +270,7 @@ class VirtualDriver:
             dt = t - prev_t
             util = 100.0 * min(1.0, (stats.busy_s - prev_busy) / dt) if dt > 0 else 0.0
         self.prev = (t, stats.busy_s)
-        gpus = {str(i): round(util, 2) for i in range(self.core.num_gpus)}
+        gpus = dict.fromkeys(self._gpu_keys, round(util, 2))
         stop = False
         for event in self.step.events(t, snapshot_of(stats, self.step_counter), gpus):
             self.recorder.event(event)
@@ -294,7 +300,8 @@ class VirtualDriver:
                 due, _, agent = heapq.heappop(self.timers)
                 self._act(agent, self.machines[agent].waited(), due)
             self._timeouts()
-            until = min(next_tick, end_s, self._next_deadline())
+            horizon = min(next_tick, end_s)
+            until = min(horizon, self._next_deadline(horizon))
             if not self.core.has_work():
                 self.now = max(self.now, until)
                 continue

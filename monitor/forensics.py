@@ -238,7 +238,7 @@ class ForensicsCollector:
         """Keep the recent inputs; on a stall start, collect its bundle in the background."""
         # the events themselves: made into timeline lines only for a bundle (a virtual arm
         # hands over thousands of samples a run, and most never go into a bundle)
-        if isinstance(event, Sample | Down) or (
+        if isinstance(event, (Sample, Down)) or (
             isinstance(event, GpuReading) and event.error is None
         ):
             self._recent.append(event)

@@ -51,14 +51,18 @@ def quiet_steps(running: Sequence[Request], block_size: int) -> int:
         if r.num_tokens - nc != 1:
             return 0
         # step j (from 1) is quiet for r while nc + j fits its blocks, stays short of its next
-        # full block, and its outputs stay short of max_outputs
-        q = min(
-            len(r.blocks) * bs - nc,
-            (r.num_registered + 1) * bs - 1 - nc,
-            r.max_outputs - 1 - r.num_outputs,
-        )
-        steps = q if steps is None else min(steps, q)
-    return max(steps or 0, 0)
+        # full block, and its outputs stay short of max_outputs (the least of the three, as
+        # comparisons: this runs before every stretch)
+        q = len(r.blocks) * bs - nc
+        full = (r.num_registered + 1) * bs - 1 - nc
+        if full < q:
+            q = full
+        outputs = r.max_outputs - 1 - r.num_outputs
+        if outputs < q:
+            q = outputs
+        if steps is None or q < steps:
+            steps = q
+    return steps if steps is not None and steps > 0 else 0
 
 
 def run_quiet(
