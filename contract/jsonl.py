@@ -85,6 +85,11 @@ class JsonlWriter:
                 self._flushed = now
             self._file.flush()
 
+    @property
+    def closed(self) -> bool:
+        """Whether the file was closed (later writes are dropped)."""
+        return self._file.closed
+
     def close(self) -> None:
         """Close the file."""
         with self._lock:

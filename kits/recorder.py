@@ -33,6 +33,9 @@ __all__ = ["ArmEnd", "ArmRecorder", "error_line"]
 
 #: Wall seconds a virtual arm's turns and timeline lines may wait in the buffer.
 VIRTUAL_FLUSH_S = 0.2
+#: Streamed chunks of a virtual arm's turn records kept in memory for its summary (past
+#: that, the summary reads turns.jsonl back, as an HTTP arm's does)
+VIRTUAL_KEEP_CHUNKS = 1_000_000
 
 
 def error_line(exc: BaseException) -> str:
@@ -67,7 +70,9 @@ class ArmRecorder:
         # a virtual arm writes thousands of lines per wall second: flushed a few times a second
         # (and at the end, however it ends) rather than each
         flush_s = VIRTUAL_FLUSH_S if meta.clock == "virtual" else 0.0
-        self.turns = RecordWriter(arm_dir / TURNS_FILE, flush_s)
+        # a virtual arm's records are few and small: kept, to summarise without reading back
+        keep = VIRTUAL_KEEP_CHUNKS if meta.clock == "virtual" else 0
+        self.turns = RecordWriter(arm_dir / TURNS_FILE, flush_s, keep_chunks=keep)
         self.timeline = TimelineWriter(arm_dir / TIMELINE_FILE, flush_s)
         self._sinks: list[Sink] = [self.timeline]
         self._closers: list[Callable[[], None]] = []
@@ -139,7 +144,9 @@ class ArmRecorder:
         self.meta = self.meta.update(**changes)
         write_json(self.dir / META_FILE, self.meta)
         turns = self.dir / TURNS_FILE
-        records = read_records(turns) if turns.exists() else []
+        records = self.turns.kept
+        if records is None:
+            records = read_records(turns) if turns.exists() else []
         summary = summarize(records).model_copy(update={"time_scale": self.meta.time_scale})
         write_json(self.dir / SUMMARY_FILE, summary)
         return self.meta

@@ -8,6 +8,8 @@ loses nothing already finished.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from contract.files import TURNS_FILE
 from contract.jsonl import JsonlWriter
 from contract.records import OUTCOMES, Outcome, PromptPart, TurnRecord, read_records
@@ -24,11 +26,33 @@ __all__ = [
 
 
 class RecordWriter(JsonlWriter):
-    """Appends turn records to a turns.jsonl file, one line each (flushed as `JsonlWriter` says)."""
+    """Appends turn records to a turns.jsonl file, one line each (flushed as `JsonlWriter` says).
+
+    `keep_chunks` > 0: the records written are also kept (up to that many streamed chunks in
+    all), so that whoever summarises the file when it is closed need not read it back.
+    """
+
+    def __init__(self, path: Path, flush_s: float = 0.0, keep_chunks: int = 0) -> None:
+        fresh = not path.exists() or path.stat().st_size == 0
+        super().__init__(path, flush_s)
+        self._kept: list[TurnRecord] | None = [] if keep_chunks > 0 and fresh else None
+        self._room = keep_chunks
 
     def write(self, item: TurnRecord) -> None:  # type: ignore[override]
         """Append one record and flush it."""
+        if self.closed:
+            return
         super().write(item)
+        if self._kept is not None:
+            self._room -= len(item.chunks) + 1
+            self._kept = self._kept if self._room >= 0 else None
+            if self._kept is not None:
+                self._kept.append(item)
+
+    @property
+    def kept(self) -> list[TurnRecord] | None:
+        """Every record in the file, in order, when all were kept (None: read the file)."""
+        return None if self._kept is None else list(self._kept)
 
     def __enter__(self) -> RecordWriter:
         return self

@@ -80,3 +80,23 @@ def test_reader_skips_a_last_line_cut_short(tmp_path: Path) -> None:
     with path.open("a") as raw:
         raw.write('{"agent": 1, "sess')
     assert read_records(path) == [_record()]
+
+
+def test_a_writer_that_keeps_its_records_holds_what_the_file_reads(tmp_path: Path) -> None:
+    records = [_record(agent=i, t_end=4.0 + i / 3) for i in range(5)]
+    path = tmp_path / "turns.jsonl"
+    with RecordWriter(path, keep_chunks=100) as writer:
+        for r in records:
+            writer.write(r)
+        assert writer.kept == read_records(path) == records
+    writer.write(_record(agent=9))  # after close: neither written nor kept
+    assert writer.kept == read_records(path)
+    # past its room for chunks it keeps none (the file is read back instead)
+    with RecordWriter(tmp_path / "small.jsonl", keep_chunks=7) as small:
+        for r in records:
+            small.write(r)
+        assert small.kept is None
+    # a file that already held lines is not what the writer saw: read it back
+    with RecordWriter(path, keep_chunks=100) as again:
+        again.write(records[0])
+        assert again.kept is None and len(read_records(path)) == 6
