@@ -1,8 +1,9 @@
 """`kit sweep --ray`: the same sweep through a real local Ray cluster gives the same runs as
 local processes (the virtual clock is deterministic). Skipped without Ray (`stallkit[ray]`).
 
-The cluster is `ray start --head --block` on loopback in its own session, with two CPUs,
-ended through its process group (SIGTERM, then SIGKILL after a short grace).
+The cluster is `ray start --head --block` on a loopback address in its own session, with two
+CPUs and no token auth, ended through its process group (SIGTERM, then SIGKILL after a short
+grace).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from kits.cli import app
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'stallkit[ray]')")
 
+#: the cluster's loopback address: Ray rewrites 127.0.0.1 and localhost to the address the
+#: machine would be reached at from outside (where it has a route out), which the head on
+#: loopback does not listen on; another loopback address it leaves as it is
+HOST = "127.0.0.2"
+
 SWEEP = ["sweep", "--vary", "sim.engine.max_num_seqs=2,4", "--seeds", "2", "--duration", "300"]
 
 
@@ -38,9 +44,14 @@ def ray_address() -> Iterator[str]:
     temp = tempfile.mkdtemp(prefix="skray-", dir="/tmp")  # Ray's socket paths must be short
     ray = Path(sys.executable).parent / "ray"
     argv = [str(ray), "start", "--head", "--block", "--num-cpus", "2"]
-    argv += ["--node-ip-address", "127.0.0.1", "--port", str(port), "--temp-dir", temp]
+    argv += ["--node-ip-address", HOST, "--port", str(port), "--temp-dir", temp]
     argv += ["--include-dashboard", "false", "--disable-usage-stats"]
     log = Path(temp) / "start.log"
+    # a test cluster on loopback without Ray's token auth, for the head and this process's
+    # driver alike: the token file in the home directory is shared by every Ray on the
+    # machine, and a second cluster started meanwhile leaves this one's driver refused
+    auth_before = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     with log.open("w") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -48,7 +59,7 @@ def ray_address() -> Iterator[str]:
         while "--block" not in log.read_text():
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
             time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
+        yield f"{HOST}:{port}"
     finally:
         # Ray's own shutdown takes half a minute: a short grace, then the whole group goes
         os.killpg(proc.pid, signal.SIGTERM)
@@ -58,6 +69,10 @@ def ray_address() -> Iterator[str]:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
         shutil.rmtree(temp, ignore_errors=True)
+        if auth_before is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = auth_before
 
 
 def _rows(out: Path) -> dict[tuple[int, str, int], dict[str, object]]:
