@@ -46,7 +46,10 @@ def ray_head(cpus: int) -> Iterator[str]:
     port, temp = _port(), tempfile.mkdtemp(prefix="skray-", dir="/tmp")
     ray = Path(sys.executable).parent / "ray"
     argv = [str(ray), "start", "--head", "--block", "--num-cpus", str(cpus), "--port", str(port)]
-    argv += ["--node-ip-address", "127.0.0.1", "--temp-dir", temp, "--include-dashboard", "false"]
+    # 127.0.0.2: Ray rewrites 127.0.0.1 to the machine's outside address; no token auth (the
+    # token file is shared by every Ray on the machine)
+    argv += ["--node-ip-address", "127.0.0.2", "--temp-dir", temp, "--include-dashboard", "false"]
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     argv += ["--disable-usage-stats"]
     log = Path(temp) / "start.log"
     with log.open("w") as out:
@@ -54,7 +57,7 @@ def ray_head(cpus: int) -> Iterator[str]:
     try:
         while "--block" not in log.read_text():
             time.sleep(0.2)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.2:{port}"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
