@@ -3,9 +3,10 @@
 The JSONL writer appends one JSON object per line and flushes each, so a crash or Ctrl-C loses
 nothing already written; a writer fed thousands of lines a second (a virtual-clock arm) may
 instead flush at most every `flush_s` wall seconds, and on close (an exception or Ctrl-C still
-closes it), so only a killed process loses its last fraction of a second. The reader validates each line against the file's model; a last line
-that does not parse is the one a crash cut short and is skipped (everything before it stands),
-while a bad line anywhere else is a `RunFileError` naming the file and the line. JSON files are
+closes it), so only a killed process loses its last fraction of a second. The reader validates
+each line against the file's model; a last line that does not parse is the one a crash cut
+short and is skipped (everything before it stands), while a bad line anywhere else is a
+`RunFileError` naming the file and the line. JSON files are
 written whole through a temporary file and a rename, so a reader never sees half of one.
 """
 

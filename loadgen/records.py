@@ -43,11 +43,13 @@ class RecordWriter(JsonlWriter):
         if self.closed:
             return
         super().write(item)
-        if self._kept is not None:
-            self._room -= len(item.chunks) + 1
-            self._kept = self._kept if self._room >= 0 else None
-            if self._kept is not None:
-                self._kept.append(item)
+        if self._kept is None:
+            return
+        self._room -= len(item.chunks) + 1
+        if self._room < 0:  # more than it may keep: the file is read back instead
+            self._kept = None
+        else:
+            self._kept.append(item)
 
     @property
     def kept(self) -> list[TurnRecord] | None:

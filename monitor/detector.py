@@ -161,7 +161,8 @@ class StallDetector:
     def _not_stalled(self, t: float, status: Status) -> list[DetectorEvent]:
         events = self._end(t)
         state = self._state
-        if state.status != status or state.since is not None:  # the same verdict: kept
+        # an unchanged not-stalled verdict keeps its state object (one tick after another)
+        if state.status != status or state.since is not None:
             self._state = DetectorState(status, gpu_checked=self._gpu_checked)
         return events
 

@@ -53,8 +53,8 @@ def _i(value: int | None) -> int | None:
 
 def _engine_fields(m: EngineMetrics) -> dict[str, Any]:
     # each value of its field's type already (what validation would make of it), so that the
-    # JSON written without the model (`sample_json`) is the model's to the byte
-    # a page without the engine's series (its core dead behind a live server) stays empty
+    # JSON written without the model (`fast_json`) is the model's to the byte; a page without
+    # the engine's series (its core dead behind a live server) stays empty
     vllm = m.is_vllm
     zero = 0 if vllm else None
     return {
@@ -73,18 +73,24 @@ def _engine_fields(m: EngineMetrics) -> dict[str, Any]:
     }
 
 
+def _sample_fields(sample: Sample) -> dict[str, Any]:
+    """A sample line's fields but `engines`, in the model's order."""
+    fields = {"t": _r(sample.t), **_engine_fields(sample.snapshot)}
+    fields["gen_tok_s"] = _r(sample.gen_tok_s)
+    return fields
+
+
+def _gpu_util(reading: GpuReading) -> dict[str, float]:
+    return {k: float(round(v, 2)) for k, v in reading.util.items()}
+
+
 def sample_line(sample: Sample) -> SampleLine:
     """The `sample` line: totals, the generation rate, and per-engine views when several."""
     snap = sample.snapshot
     engines = None
     if len(snap.engines) > 1:
         engines = {k: EngineView(**_engine_fields(e)) for k, e in snap.engines.items()}
-    return SampleLine(
-        t=round(sample.t, 3),
-        gen_tok_s=round(sample.gen_tok_s, 3),
-        engines=engines,
-        **_engine_fields(snap),
-    )
+    return SampleLine(engines=engines, **_sample_fields(sample))
 
 
 def fast_json(event: MonitorEvent) -> str | None:
@@ -93,15 +99,10 @@ def fast_json(event: MonitorEvent) -> str | None:
     own encoder: the model's `model_dump_json()` to the byte (a test holds them equal), at a
     fraction of the cost (a virtual arm writes two such lines per engine second). None for
     every other event (written through its model)."""
-    if isinstance(event, Sample):
-        snap = event.snapshot
-        if len(snap.engines) > 1:
-            return None
-        record = {"type": "sample", "t": _r(event.t), **_engine_fields(snap)}
-        record["gen_tok_s"] = _r(event.gen_tok_s)
+    if isinstance(event, Sample) and len(event.snapshot.engines) <= 1:
+        record = {"type": "sample", **_sample_fields(event)}
     elif isinstance(event, GpuReading) and event.error is None:
-        util = {k: float(round(v, 2)) for k, v in event.util.items()}
-        record = {"type": "gpu", "t": _r(event.t), "util": util}
+        record = {"type": "gpu", "t": _r(event.t), "util": _gpu_util(event)}
     else:
         return None
     return to_json(record).decode()
@@ -115,8 +116,8 @@ def event_line(event: MonitorEvent) -> TimelineLine | None:
             return sample_line(event)
         case Down():
             return DownLine(t=t, error=event.error)
-        case GpuReading(util=util, error=None):
-            return GpuLine(t=t, util={k: round(v, 2) for k, v in util.items()})
+        case GpuReading(error=None):
+            return GpuLine(t=t, util=_gpu_util(event))
         case StallStarted():
             onset = round(event.onset, 3)
             return StallStartedLine(

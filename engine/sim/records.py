@@ -51,15 +51,26 @@ _CYCLES: dict[int, tuple[str, ...]] = {}
 _PERIOD = len(VOCABULARY) // math.gcd(7, len(VOCABULARY))
 
 
-def words_from(offset: int, start: int, count: int) -> tuple[str, ...]:
-    """Words `start .. start+count-1` of the walk from `offset` (a request's crc32): the walk
-    repeats every `_PERIOD` words, so a long run is a rotated cycle, repeated."""
+def _cycle(offset: int) -> tuple[str, ...]:
+    """One period of the walk from `offset`: word k is `VOCABULARY[(offset + 7 k) % n]`."""
     n = len(VOCABULARY)
     cycle = _CYCLES.get(offset % n)
     if cycle is None:
         cycle = _CYCLES[offset % n] = tuple(
             VOCABULARY[(offset + 7 * k) % n] for k in range(_PERIOD)
         )
+    return cycle
+
+
+def word_at(offset: int, k: int) -> str:
+    """Word `k` of the walk from `offset` (a request's crc32)."""
+    return _cycle(offset)[k % _PERIOD]
+
+
+def words_from(offset: int, start: int, count: int) -> tuple[str, ...]:
+    """Words `start .. start+count-1` of the walk from `offset` (a request's crc32): the walk
+    repeats every `_PERIOD` words, so a long run is a rotated cycle, repeated."""
+    cycle = _cycle(offset)
     r = start % _PERIOD
     rotated = cycle[r:] + cycle[:r]
     return (rotated * (count // _PERIOD + 1))[:count]

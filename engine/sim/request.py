@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from engine.sim.records import VOCABULARY, RequestInfo, words_from
+from engine.sim.records import RequestInfo, word_at, words_from
 
 
 class Request:
@@ -84,7 +84,7 @@ class Request:
 
     def output_word(self, k: int) -> str:
         """Output word `k` (from 0) of this request (= `output_words(id, k, 1)[0]`)."""
-        return VOCABULARY[(self.word_base + 7 * k) % len(VOCABULARY)]
+        return word_at(self.word_base, k)
 
     def block_tokens(self, k: int, size: int) -> tuple[str, ...]:
         """The tokens of full block `k` over prompt + outputs (a block past the prompt's full ones)."""
