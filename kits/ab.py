@@ -10,14 +10,8 @@ saved directories whatever ended the run.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import multiprocessing
-import os
-import signal
 from collections.abc import Coroutine
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -25,10 +19,10 @@ from rich.console import Console
 from contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
-from engine import Launcher, install_overlay, quiet_vllm_logging
+from engine import Launcher
 from kits.alerting import Alerting
-from kits.config import Kit
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
+from kits.pools import PooledJob, cores, run_pooled, worker_kind
 from kits.run import RunContext, run_arm
 from kits.vclock import VirtualResult, run_virtual_arm
 from reports import ABReport
@@ -78,25 +72,6 @@ async def _run_all(plan: Plan, run: RunContext, console: Console, dashboard: boo
             await run_arm(arm, plan, run, console, dashboard)
 
 
-def _worker_init(twin: bool = False, overlay: str | None = None) -> None:
-    # an idle worker ignores Ctrl-C (the parent stops the pool); a busy one stops its arm.
-    # SIGTERM is the pool's own way to end a worker, not the command line's Ctrl-C.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if twin:  # before the worker imports vLLM: its log lines go to the arm's log, its
-        quiet_vllm_logging()  # modules come from the arm's source tree when it has one
-        if overlay is not None:
-            install_overlay(overlay)
-
-
-def _virtual_job(kit: Kit, arm: str, spec: str, arm_dir: Path) -> VirtualResult:
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return run_virtual_arm(kit, arm, spec, arm_dir)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def _note(console: Console, done: VirtualResult) -> None:
     how = {"stall_stop": "stalled, stopped by the monitor", "duration": "ran its duration"}
     stalled = " (stalled)" if done.stalled and done.end_reason == "duration" else ""
@@ -106,69 +81,17 @@ def _note(console: Console, done: VirtualResult) -> None:
     )
 
 
-def _cores() -> int:
-    """The cores this process may run on (a job pinned to one core runs its arms in process)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity outside Linux
-        return os.cpu_count() or 1
-
-
-_Job = tuple[Kit, str, str, Path]
-
-
-def _job_groups(plan: Plan) -> dict[tuple[bool, str | None], list[_Job]]:
-    """The virtual jobs by (twin, overlay): each group needs workers of its own."""
-    groups: dict[tuple[bool, str | None], list[_Job]] = {}
+def _run_virtual(plan: Plan, console: Console) -> None:
+    """Every virtual arm over every seed, in parallel processes across the cores (twin arms
+    in fresh workers of their own, one pool per overlay: `kits.pools`)."""
+    jobs: list[PooledJob] = []
     for seed in plan.seeds:
         for arm in plan.arms:
-            if not plan.virtual(arm):
-                continue
-            twin = arm.spec.kind == "twin"
-            overlay = plan.kit.twin.overlay_for(arm.name) if twin else None
-            job = (plan.kit_for(seed), arm.name, arm.spec.raw, plan.seed_dir(arm, seed))
-            groups.setdefault((twin, overlay), []).append(job)
-    return groups
-
-
-def _run_virtual(plan: Plan, console: Console) -> None:
-    """Every virtual arm over every seed, in parallel processes across the cores.
-
-    Twin arms always run in fresh (spawned) worker processes, one pool per overlay, so that
-    each imports vLLM from its own tree and the calling process never imports it.
-    """
-    groups = _job_groups(plan)
-    if not groups:
-        return
-    cores = _cores()
-    (twin, _), first = next(iter(groups.items()))
-    if len(groups) == 1 and not twin and min(cores, len(first)) <= 1:
-        for job in first:
-            _note(console, _virtual_job(*job))
-        return
-    share = max(1, cores // len(groups))
-    with contextlib.ExitStack() as stack:
-        futures: list[Future[VirtualResult]] = []
-        for (twin, overlay), jobs in groups.items():
-            pool = ProcessPoolExecutor(
-                max_workers=min(len(jobs), share),
-                mp_context=multiprocessing.get_context("spawn") if twin else None,
-                initializer=_worker_init,
-                initargs=(twin, overlay),
-            )
-            stack.enter_context(pool)
-            futures += [pool.submit(_virtual_job, *job) for job in jobs]
-        try:
-            for future in as_completed(futures):
-                _note(console, future.result())
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            # the running arms stop now and write their directories as interrupted
-            for child in multiprocessing.active_children():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid or 0, signal.SIGINT)
-            raise
+            if plan.virtual(arm):
+                kit = plan.kit_for(seed)
+                args = (kit, arm.name, arm.spec.raw, plan.seed_dir(arm, seed))
+                jobs.append((worker_kind(kit, arm.name, arm.spec.raw), args))
+    run_pooled(run_virtual_arm, jobs, lambda done: _note(console, done), cores())
 
 
 def _run_wall(plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:

@@ -9,9 +9,15 @@ patched policies take the kit's `[patched] prefill_compute_share`, its cost the 
 
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
+from pydantic import ValidationError
+
+from contract.errors import validation_message
 from engine import (
+    VLLM_MISSING,
     EngineCore,
     EngineError,
     EngineSpec,
@@ -22,12 +28,14 @@ from engine import (
     TwinSpec,
     load_calibration,
     twin_config_for,
+    vllm_importable,
     vllm_sizes,
     with_fault,
 )
 from kits.config import Kit
+from kits.errors import KitError
 
-__all__ = ["twin_config", "virtual_core"]
+__all__ = ["arm_settings", "check_twin_arms", "twin_config", "virtual_core"]
 
 
 def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
@@ -55,6 +63,17 @@ def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
     )
 
 
+def arm_settings(kit: Kit, spec: EngineSpec, arm: str) -> str:
+    """Everything an arm's run depends on, as one string: two kits giving the same string
+    give the arm the same run (`kit sweep` notes a --vary that changes nothing in an arm)."""
+    if isinstance(spec, TwinSpec):
+        core = twin_config(kit, spec, arm).model_dump(mode="json")
+    else:
+        core = kit.sim.engine.model_dump(mode="json")
+    used = {"core": core, "load": kit.load.model_dump(mode="json")}
+    return json.dumps(used | {"monitor": kit.monitor.model_dump(mode="json")}, sort_keys=True)
+
+
 def virtual_core(kit: Kit, spec: EngineSpec, arm: str, log: logging.Logger) -> EngineCore:
     """The in-process engine core of a virtual-clock arm (`sim:` or `twin:`)."""
     if spec.kind == "twin":
@@ -68,3 +87,37 @@ def virtual_core(kit: Kit, spec: EngineSpec, arm: str, log: logging.Logger) -> E
     cfg = kit.sim.engine.model_copy(update={"policy": spec.policy})
     config = SimConfig.model_validate(cfg.model_dump())
     return with_fault(SimEngine(config, log), config.fault)
+
+
+def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
+    """A twin arm needs vLLM here, its overlays and its calibration: refuse before anything
+    runs (the worker would find out only after importing vLLM)."""
+    twins = {name: spec for name, spec in specs.items() if isinstance(spec, TwinSpec)}
+    if not twins:
+        return
+    if not vllm_importable():
+        raise KitError(
+            f"{', '.join(twins)}: twin arms need vLLM, which is not installed", VLLM_MISSING
+        )
+    strays = sorted(set(kit.twin.arm_overlay) - set(twins))
+    if strays:
+        raise KitError(
+            f"[twin] arm_overlay names {', '.join(strays)}, which is no twin arm here",
+            f"twin arms: {', '.join(twins)}",
+        )
+    for name, spec in twins.items():
+        tree = kit.twin.overlay_for(name)
+        if tree is not None and not (Path(tree).expanduser() / "vllm").is_dir():
+            raise KitError(
+                f"{name}: overlay {tree} holds no vllm/ directory",
+                "point it at a tree holding vllm/... (a fork's checkout, or its changed files)",
+            )
+        try:
+            twin_config(kit, spec, name)
+        except EngineError as exc:
+            raise KitError(f"{name}: [twin] calibration: {exc}", exc.hint) from None
+        except ValidationError as exc:
+            raise KitError(
+                f"{name}: the twin's settings: {validation_message(exc)}",
+                "check the kit's [twin], [patched] and vLLM size flags",
+            ) from None

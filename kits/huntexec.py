@@ -25,11 +25,13 @@ from rich.console import Console
 
 from contract.jsonl import JsonlWriter, write_json
 from contract.sweep import HUNT_FILE, SWEEP_RUNS_FILE, HuntFile, HuntPoint, SweepPlan, SweepRun
+from engine import parse_spec
 from kits.config import load_kit
+from kits.cores import check_twin_arms
 from kits.errors import KitError
 from kits.hunt import Point, Search, Space, load_space, shrink
 from kits.sweep import Job, check_values, parse_arms
-from kits.sweeprun import cores, kit_of, ray_session, run_local, run_ray
+from kits.sweeprun import check_ray_arms, cores, kit_of, ray_session, run_local, run_ray
 
 __all__ = ["HuntOptions", "execute_hunt"]
 
@@ -53,6 +55,22 @@ class HuntOptions:
     out: Path
     ray: str | None = None
     workers: int | None = None
+    arms: str | None = None  # --arms, as `kit sweep` takes it (default: base and fix on sim)
+
+
+def hunt_arms(opts: HuntOptions) -> dict[str, str]:
+    """The arms a hunt runs: every one of --arms with --differ, else the --arm one."""
+    arms = parse_arms(opts.arms)
+    if opts.differ:
+        if len(arms) < 2:
+            raise KitError("--differ needs two arms or more", "e.g. --arms base,fix")
+        return arms
+    if opts.arm not in arms:
+        raise KitError(
+            f"--arm {opts.arm} is none of the arms ({', '.join(arms)})",
+            "name one of --arms, e.g. --arm fix",
+        )
+    return {opts.arm: arms[opts.arm]}
 
 
 def _dotted(data: dict[str, Any], key: str) -> object:
@@ -137,8 +155,13 @@ def _step_log(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, arm
     from engine import SimEngine, trace_steps
     from kits.vclock import run_virtual_arm
 
+    spec = hunt_arms(opts)[arm]
+    if parse_spec(spec).kind == "twin":  # vLLM's scheduler keeps no history of its steps
+        return (
+            f"{arm} ({spec}): no step log for twin arms; the reproducer's `kit ab` keeps "
+            "the scheduler's state at the stall in each stalled seed's forensics/\n"
+        )
     kit = kit_of(kit_data, {**point.settings, "load.seed": point.seed})
-    spec = parse_arms(None if opts.differ else opts.arm)[arm]
     lines: list[str] = []
 
     def at_end(core: object, now_s: float) -> None:
@@ -166,10 +189,9 @@ def _reproduce(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint) ->
     where = ", ".join(f"{k} = {v}" for k, v in point.settings.items())
     header = f"# kit hunt's reproducer: {where}, seed {point.seed}\n"
     path.write_text(header + dump_toml(kit.model_dump(mode="json", exclude_none=True)))
-    arms = parse_arms(None)
+    specs = list(parse_arms(opts.arms).values())  # as a sweep's: the first base, the last fix
     command = (
-        f"kit ab --kit {path} --base {arms['base']} --fix {arms['fix']} "
-        f"--seeds {point.seed}-{point.seed}"
+        f"kit ab --kit {path} --base {specs[0]} --fix {specs[-1]} --seeds {point.seed}-{point.seed}"
     )
     stalled = next((a for a, s in point.stalled.items() if s), next(iter(point.stalled)))
     (opts.out / STEPS_LOG).write_text(_step_log(opts, kit_data, point, stalled))
@@ -202,7 +224,10 @@ def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
     kit_data = kit.model_dump(mode="json")
     space = load_space(opts.space, lambda key: _dotted(kit_data, key))
     check_values(opts.kit, list(space.axes), {})
-    arms = parse_arms(None) if opts.differ else {opts.arm: parse_arms(opts.arm)[opts.arm]}
+    arms = hunt_arms(opts)
+    check_twin_arms(kit, {name: parse_spec(spec) for name, spec in arms.items()})
+    if opts.ray:
+        check_ray_arms(kit, arms)
     plan = SweepPlan(
         kit=opts.kit,
         kit_name=kit.name,
@@ -219,7 +244,7 @@ def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
             return len({r.stalled for r in runs}) > 1
         return any(r.stalled for r in runs)
 
-    looking = "base and fix disagree" if opts.differ else f"{opts.arm} stalls"
+    looking = f"{' and '.join(arms)} disagree" if opts.differ else f"{opts.arm} stalls"
     console.print(
         f"hunt on {kit.name}: looking for a point where {looking}; {len(space.axes)} settings, "
         f"{space.size():,} points; budget {opts.budget} runs; seed {opts.seed}; out: {opts.out}"

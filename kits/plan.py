@@ -14,26 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from contract.errors import validation_message
 from contract.files import seed_dir_name
 from contract.meta import Clock
 from engine import (
-    VLLM_MISSING,
     DaemonProblem,
-    EngineError,
     EngineSpec,
     Overlay,
-    TwinSpec,
     daemon_problems,
     needs_bridge,
     parse_spec,
     probe_daemon,
-    vllm_importable,
 )
 from kits.config import Kit, load_kit
-from kits.cores import twin_config
+from kits.cores import check_twin_arms
 from kits.errors import KitError
 from kits.launch import arm_spec, time_scale
 
@@ -118,7 +111,7 @@ class Plan:
                 "--overlay applies to docker image arms and twin: arms only",
                 "drop --overlay, or use an image or twin: spec",
             )
-        _check_twin(kit, parsed)
+        check_twin_arms(kit, parsed)
         if parallel:
             _check_disjoint_gpus(kit, parsed)
         out_dir = (
@@ -226,40 +219,6 @@ def _twin_overlays(kit: Kit, overlays: list[str], specs: dict[str, EngineSpec]) 
             shared = str(path.resolve())
     twin = kit.twin.model_copy(update={"overlay": shared, "arm_overlay": per_arm})
     return kit.model_copy(update={"twin": twin})
-
-
-def _check_twin(kit: Kit, specs: dict[str, EngineSpec]) -> None:
-    """A twin arm needs vLLM here, its overlays and its calibration: refuse before anything
-    runs (the worker would find out only after importing vLLM)."""
-    twins = {name: spec for name, spec in specs.items() if isinstance(spec, TwinSpec)}
-    if not twins:
-        return
-    if not vllm_importable():
-        raise KitError(
-            f"{', '.join(twins)}: twin arms need vLLM, which is not installed", VLLM_MISSING
-        )
-    strays = sorted(set(kit.twin.arm_overlay) - set(twins))
-    if strays:
-        raise KitError(
-            f"[twin] arm_overlay names {', '.join(strays)}, which is no twin arm here",
-            f"twin arms: {', '.join(twins)}",
-        )
-    for name, spec in twins.items():
-        tree = kit.twin.overlay_for(name)
-        if tree is not None and not (Path(tree).expanduser() / "vllm").is_dir():
-            raise KitError(
-                f"{name}: overlay {tree} holds no vllm/ directory",
-                "point it at a tree holding vllm/... (a fork's checkout, or its changed files)",
-            )
-        try:
-            twin_config(kit, spec, name)
-        except EngineError as exc:
-            raise KitError(f"{name}: [twin] calibration: {exc}", exc.hint) from None
-        except ValidationError as exc:
-            raise KitError(
-                f"{name}: the twin's settings: {validation_message(exc)}",
-                "check the kit's [twin], [patched] and vLLM size flags",
-            ) from None
 
 
 def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:

@@ -17,8 +17,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from contract.sweep import Setting, SweepAxis, SweepPlan, SweepRun
-from engine import parse_spec
+from engine import EngineSpec, parse_spec
 from kits.config import Kit, load_kit
+from kits.cores import arm_settings, check_twin_arms
 from kits.errors import KitError, OverrideError
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "build_plan",
     "cell_overrides",
     "check_values",
+    "idle_axes",
     "jobs",
     "parse_arms",
     "parse_vary",
@@ -93,7 +95,8 @@ def parse_vary(text: str) -> SweepAxis:
 
 
 def parse_arms(text: str | None) -> dict[str, str]:
-    """`--arms base,fix` (names of sim policies) or `name=spec,...`; only virtual-clock arms."""
+    """`--arms base,fix` (names of sim policies) or `name=spec,...`; only virtual-clock arms
+    (`sim:` and `twin:` specs)."""
     if text is None:
         return dict(DEFAULT_ARMS)
     arms: dict[str, str] = {}
@@ -104,10 +107,10 @@ def parse_arms(text: str | None) -> dict[str, str]:
         if not name or name in arms:
             raise KitError(f"--arms {text!r}: empty or repeated arm name", "e.g. --arms base,fix")
         parsed = parse_spec(spec)
-        if parsed.kind != "sim":
+        if parsed.kind not in ("sim", "twin"):
             raise KitError(
-                f"--arms: {name}={spec} is not a simulator arm",
-                "a sweep runs sim:base and sim:fix arms on the virtual clock",
+                f"--arms: {name}={spec} does not run on the virtual clock",
+                "a sweep runs sim: and twin: arms, e.g. --arms base=twin:patched:base,fix=twin:patched:fix",
             )
         arms[name] = spec
     return arms
@@ -155,9 +158,38 @@ def build_plan(
         duration_s=float(kit.load.duration_s or 0.0),
     )
     flags = {a.key: f"--vary {a.key}" for a in axes}
+    specs = {name: parse_spec(spec) for name, spec in arms.items()}
+    check_twin_arms(kit, specs)  # vLLM here, overlays, calibration: before the cells
     for cell in plan.cells():  # then the cells: values that only fail together
-        _check(kit_ref, {**fixed, **cell}, flags)
+        cell_kit = _check(kit_ref, {**fixed, **cell}, flags)
+        _check_twin_cell(cell_kit, specs, cell)
     return plan
+
+
+def _check_twin_cell(kit: Kit, specs: dict[str, EngineSpec], cell: dict[str, Setting]) -> None:
+    """A cell whose sizes the twin refuses (vLLM's own checks): one line naming the cell."""
+    try:
+        check_twin_arms(kit, specs)
+    except KitError as exc:
+        where = ", ".join(f"{k}={v}" for k, v in cell.items())
+        raise KitError(f"--vary {where}: {exc.message}", exc.hint) from None
+
+
+def idle_axes(plan: SweepPlan) -> list[str]:
+    """Each --vary that changes nothing in an arm (a simulator setting under a twin arm, a
+    size the arm's engine_args set, the plugin's share under a sim arm), as a note."""
+    first = {a.key: a.values[0] for a in plan.axes}
+    specs = {name: parse_spec(spec) for name, spec in plan.arms.items()}
+    notes = []
+    for axis in plan.axes:
+        kits = [load_kit(plan.kit, {**plan.fixed, **first, axis.key: v}) for v in axis.values]
+        for name, spec in specs.items():
+            if len({arm_settings(kit, spec, name) for kit in kits}) == 1:
+                notes.append(
+                    f"--vary {axis.key} changes nothing in arm {name} ({spec.raw}): "
+                    "its cells repeat the same runs there"
+                )
+    return notes
 
 
 def check_values(kit_ref: str, axes: Sequence[SweepAxis], fixed: dict[str, Any]) -> None:

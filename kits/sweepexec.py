@@ -32,7 +32,7 @@ from contract.sweep import SWEEP_PLAN_FILE, SWEEP_RUNS_FILE, SweepFile, SweepPla
 from kits.config import load_kit
 from kits.errors import KitError
 from kits.sweep import jobs
-from kits.sweeprun import cores, ray_session, run_local, run_ray, write_cell_kits
+from kits.sweeprun import check_ray_arms, cores, ray_session, run_local, run_ray, write_cell_kits
 
 __all__ = ["SweepResult", "execute_sweep", "existing_plan"]
 
@@ -134,6 +134,8 @@ def execute_sweep(
     With `ray_address` the cluster is reached first: a cluster that is not there is an error
     before anything is written.
     """
+    if ray_address:
+        check_ray_arms(load_kit(plan.kit, plan.fixed), plan.arms)
     session = ray_session(ray_address) if ray_address else contextlib.nullcontext()
     with session:
         return _execute(plan, out, resume, ray_address, workers, dashboard, console or Console())

@@ -13,22 +13,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
-import os
-import signal
 import tempfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from contract.sweep import SweepPlan, SweepRun, cell_kit_file
+from engine import quiet_vllm_logging
 from kits.config import Kit, set_dotted
 from kits.errors import KitError
+from kits.pools import cores, run_pooled, worker_kind
 from kits.sweep import Job, cell_overrides
 
 __all__ = [
     "RAY_HINT",
+    "check_ray_arms",
     "cores",
     "kit_of",
     "ray_session",
@@ -43,14 +42,6 @@ RAY_HINT = "install the extra: pip install 'stallkit[ray]'"
 
 #: called with each finished run
 OnRun = Callable[[SweepRun], None]
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # no affinity outside Linux
-        return os.cpu_count() or 1
 
 
 def kit_of(kit_data: dict[str, Any], overrides: dict[str, Any]) -> Kit:
@@ -89,42 +80,14 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
     )
 
 
-def _worker_init() -> None:
-    # an idle worker ignores Ctrl-C (the driver stops the pool); SIGTERM ends it plainly
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _job_in_worker(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return run_job(kit_data, plan, job)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def run_local(
     kit_data: dict[str, Any], plan: SweepPlan, todo: list[Job], on_run: OnRun, workers: int
 ) -> None:
-    """Every job in local worker processes (in this process when one worker is asked for)."""
-    if workers <= 1:
-        for job in todo:
-            on_run(run_job(kit_data, plan, job))
-        return
-    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
-        futures: list[Future[SweepRun]] = [
-            pool.submit(_job_in_worker, kit_data, plan, job) for job in todo
-        ]
-        try:
-            for future in as_completed(futures):
-                on_run(future.result())
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            for child in multiprocessing.active_children():  # the running jobs stop now
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(child.pid or 0, signal.SIGINT)
-            raise
+    """Every job in local worker processes (in this process when one worker is asked for and
+    no job is a twin's: a twin run imports vLLM, in a fresh worker of its own, `kits.pools`)."""
+    kit = Kit.model_validate(kit_data)
+    pooled = [(worker_kind(kit, job.arm, job.spec), (kit_data, plan, job)) for job in todo]
+    run_pooled(run_job, pooled, on_run, workers)
 
 
 @contextlib.contextmanager
@@ -155,12 +118,29 @@ def ray_session(address: str) -> Iterator[Any]:
         ray.shutdown()
 
 
+def check_ray_arms(kit: Kit, arms: dict[str, str]) -> None:
+    """Ray's workers import vLLM from where it is installed: a twin arm with an overlay (a
+    fork's tree put first on the import path) is refused before anything runs."""
+    for name, spec in arms.items():
+        if worker_kind(kit, name, spec).overlay is not None:
+            raise KitError(
+                f"--ray: twin arm {name} runs vLLM from an overlay, which Ray's workers do not load",
+                "run it in local processes (drop --ray), or install the fork's vLLM on the cluster",
+            )
+
+
+def _ray_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
+    if worker_kind(Kit.model_validate(kit_data), job.arm, job.spec).twin:
+        quiet_vllm_logging()  # a Ray worker is reused: its vLLM logs go to each arm's log
+    return run_job(kit_data, plan, job)
+
+
 def run_ray(
     kit_data: dict[str, Any], plan: SweepPlan, todo: list[Job], on_run: OnRun, address: str
 ) -> None:
     """Every job as a Ray task on the cluster at `address`; results come back here."""
     with ray_session(address) as ray:
-        task = ray.remote(num_cpus=1, max_retries=1)(run_job)
+        task = ray.remote(num_cpus=1, max_retries=1)(_ray_job)
         kit_ref, plan_ref = ray.put(kit_data), ray.put(plan)
         pending = [task.remote(kit_ref, plan_ref, job) for job in todo]
         try:

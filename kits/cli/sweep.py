@@ -52,8 +52,9 @@ ArmsOpt = Annotated[
     str | None,
     typer.Option(
         "--arms",
-        help="Arms: sim policies by name (base,fix) or NAME=SPEC,...; default base,fix. "
-        "The first is the verdict's base, the last its fix",
+        help="Arms: sim policies by name (base,fix) or NAME=SPEC,... with sim: or twin: specs "
+        "(e.g. base=twin:patched:base,fix=twin:patched:fix); default base,fix. The first is "
+        "the verdict's base, the last its fix",
     ),
 ]
 DurationOpt = Annotated[
@@ -97,7 +98,7 @@ def sweep(
     from kits.cli.common import fail
     from kits.config import load_kit
     from kits.plan import DEFAULT_RUNS_DIR, parse_seeds
-    from kits.sweep import build_plan, parse_arms, parse_vary
+    from kits.sweep import build_plan, idle_axes, parse_arms, parse_vary
     from kits.sweepexec import execute_sweep, existing_plan
 
     console = Console()
@@ -113,6 +114,8 @@ def sweep(
         axes = [parse_vary(v) for v in vary or []]
         base = load_kit(kit)
         plan = build_plan(kit, axes, parse_arms(arms), parse_seeds(seeds, base.load.seed), duration)
+        for note in idle_axes(plan):
+            console.print(f"[yellow]note:[/] {note}")
         if out is None:
             import time
 
@@ -155,10 +158,11 @@ def hunt(
     ],
     kit: KitOpt = "restore-stall",
     arm: Annotated[
-        str, typer.Option("--arm", help="The arm that must not stall: a sim policy (fix, base)")
+        str, typer.Option("--arm", help="The arm that must not stall: one of --arms (fix, base)")
     ] = "fix",
+    arms: ArmsOpt = None,
     differ: Annotated[
-        bool, typer.Option("--differ", help="Look for a point where base and fix disagree")
+        bool, typer.Option("--differ", help="Look for a point where the arms disagree")
     ] = False,
     budget: Annotated[int, typer.Option("--budget", min=1, help="Runs the search may spend")] = 500,
     shrink_budget: Annotated[
@@ -174,7 +178,7 @@ def hunt(
     ray: RayOpt = None,
     workers: WorkersOpt = None,
 ) -> None:
-    """Search a space of settings for a point where an arm stalls (or base and fix disagree).
+    """Search a space of settings for a point where an arm stalls (or the arms disagree).
 
     Random points first, then points next to near misses (work pending and no token for a
     while, short of the stall rule), reproducible from --seed. A point found is shrunk (each
@@ -195,7 +199,9 @@ def hunt(
     if out is None:
         name = load_kit(kit).name
         out = DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}-hunt"
-    opts = HuntOptions(kit, space, arm, differ, budget, shrink_budget, seed, out, ray, workers)
+    opts = HuntOptions(
+        kit, space, arm, differ, budget, shrink_budget, seed, out, ray, workers, arms=arms
+    )
     content = execute_hunt(opts, console)
     _print_hunt(console, content, out)
 

@@ -107,3 +107,28 @@ def test_hunt_finds_shrinks_and_writes_the_reproducer(tmp_path: Path) -> None:
     assert differ.exit_code == 0, differ.output
     found = json.loads((tmp_path / "h3" / "hunt.json").read_text())["shrunk"]
     assert found["stalled"] == {"base": True, "fix": False}
+
+
+def test_hunt_arms_come_from_arms_and_bad_ones_are_one_line(tmp_path: Path) -> None:
+    from kits.huntexec import HuntOptions, hunt_arms
+
+    def opts(arm: str, arms: str | None, differ: bool = False) -> HuntOptions:
+        return HuntOptions("restore-stall", tmp_path, arm, differ, 1, 0, 1, tmp_path, arms=arms)
+
+    assert hunt_arms(opts("fix", None)) == {"fix": "sim:fix"}
+    assert hunt_arms(opts("b", "a=sim:fix,b=twin:stock")) == {"b": "twin:stock"}
+    assert hunt_arms(opts("fix", "a=sim:base,b=sim:fix", differ=True)) == {
+        "a": "sim:base",
+        "b": "sim:fix",
+    }
+    space = tmp_path / "space.toml"
+    space.write_text('[settings]\n"load.agents" = [2, 3]\n')
+    for args, said in (
+        (["--arm", "nope"], "--arm nope is none of the arms (base, fix)"),
+        (["--arms", "fix", "--differ"], "--differ needs two arms or more"),
+        (["--arms", "base=url:http://127.0.0.1:9"], "does not run on the virtual clock"),
+    ):
+        out = tmp_path / "h"
+        result = CliRunner().invoke(app, ["hunt", "--space", str(space), *args, "--out", str(out)])
+        assert result.exit_code == 2 and said in result.output, result.output
+        assert "Traceback" not in result.output and not out.exists()

@@ -49,8 +49,9 @@ def test_plan_checks_every_value_and_cell_against_the_kit() -> None:
     together = [parse_vary(f"{SEQS}=4,64"), parse_vary("sim.engine.max_num_batched_tokens=32,2048")]
     with pytest.raises(KitError, match=r"--vary"):
         build_plan("restore-stall", together, arms, seeds, 60)
-    with pytest.raises(KitError, match="not a simulator arm"):
-        parse_arms("base,fix=twin:stock")
+    with pytest.raises(KitError, match="does not run on the virtual clock"):
+        parse_arms("base,fix=url:http://127.0.0.1:8000")
+    assert parse_arms("base,fix=twin:stock") == {"base": "sim:base", "fix": "twin:stock"}
     plan = build_plan("restore-stall", [parse_vary(f"{SEQS}=2,4")], arms, seeds, 60)
     assert plan.duration_s == 60 and len(plan.cells()) == 2
     todo = jobs(plan)
@@ -140,3 +141,38 @@ def test_ctrl_c_keeps_every_finished_run_and_the_reports(tmp_path: Path) -> None
     kept = read_jsonl(runs, SweepRun)
     content = SweepFile.model_validate_json((out / "sweep.json").read_text())
     assert len(kept) >= 2 and content.runs == len(kept) and content.missing == 36 - len(kept)
+
+
+def test_a_vary_that_changes_nothing_in_an_arm_is_noted() -> None:
+    from contract.sweep import SweepPlan
+    from kits.sweep import idle_axes
+
+    def plan(kit: str, key: str, values: list[float | int], arms: dict[str, str]) -> SweepPlan:
+        axes = [parse_vary(f"{key}={','.join(map(str, values))}")]
+        return SweepPlan(kit=kit, kit_name=kit, axes=axes, arms=arms, seeds=[1], duration_s=60)
+
+    sims = parse_arms(None)
+    # the plugin's share is not the simulator's: a sim arm runs the same whatever its value
+    notes = idle_axes(plan("restore-stall", "patched.prefill_compute_share", [0.2, 0.9], sims))
+    assert [n.split(" changes nothing in arm ")[1].split(" ")[0] for n in notes] == ["base", "fix"]
+    assert idle_axes(plan("restore-stall", SEQS, [2, 4], sims)) == []
+    # cpu-patched's engine_args set --max-num-seqs 2: the twin takes its size from there, so
+    # the simulator's value moves only the sim arm; the plugin's share moves only the twin
+    mixed = {"base": "twin:patched:base", "fix": "sim:fix"}
+    (note,) = idle_axes(plan("cpu-patched", SEQS, [1, 2], mixed))
+    assert f"--vary {SEQS} changes nothing in arm base (twin:patched:base)" in note
+    (note,) = idle_axes(plan("cpu-patched", "patched.prefill_compute_share", [0.5, 0.9], mixed))
+    assert "arm fix (sim:fix)" in note
+
+
+def test_ray_refuses_a_twin_arm_run_from_an_overlay(tmp_path: Path) -> None:
+    from kits.config import load_kit
+    from kits.sweeprun import check_ray_arms
+
+    kit = load_kit("cpu-patched")
+    arms = {"base": "twin:stock", "fix": "sim:fix"}
+    check_ray_arms(kit, arms)  # no overlay: Ray's workers import the installed vLLM
+    forked = kit.model_copy(update={"twin": kit.twin.model_copy(update={"overlay": str(tmp_path)})})
+    with pytest.raises(KitError, match="--ray: twin arm base runs vLLM from an overlay"):
+        check_ray_arms(forked, arms)
+    check_ray_arms(forked, {"fix": "sim:fix"})  # an overlay touches twin arms only
