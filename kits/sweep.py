@@ -3,9 +3,10 @@
 Pure apart from reading the kit: `parse_vary` reads one `--vary KEY=VALUES` (a list `a,b,c`
 or a range `start:stop:step`, both ends included), `build_plan` checks every value and every
 cell against the kit's models before anything runs (a bad key or value is one `KitError`
-naming the flag), and `jobs` lists the runs a plan still needs given the runs already
-recorded, in a fixed order (cell, then seed, then arm), so that a resumed sweep runs exactly
-what is missing.
+naming the flag; a twin arm needs vLLM and sizes the twin takes), `idle_axes` notes an axis
+that changes nothing in an arm, and `jobs` lists the runs a plan still needs given the runs
+already recorded, in a fixed order (cell, then seed, then arm), so that a resumed sweep runs
+exactly what is missing.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ back through the reports (`reports.arm_figures`, `reports.seeds.seed_row`: the A
 reading of an arm), and returns one `SweepRun`; the scratch directory goes. The driver appends
 each run to `sweep-runs.jsonl` as it finishes, in whatever order the runs finish, so Ctrl-C loses
 only the runs still computing; `--resume` then runs what is missing. The same jobs go to
-local processes (one per core, `ProcessPoolExecutor`) or, with `--ray ADDRESS`, to an existing
-Ray cluster as Ray tasks whose results come back to the driver: the files are the same.
+local processes (one per core, `kits.pools`: a twin arm's runs in fresh workers that import
+vLLM) or, with `--ray ADDRESS`, to an existing Ray cluster as Ray tasks whose results come
+back to the driver: the files are the same.
 """
 
 from __future__ import annotations
