@@ -29,7 +29,9 @@ from rich.progress import (
 from contract.files import outermost_missing
 from contract.jsonl import JsonlWriter, read_json, read_jsonl, write_json
 from contract.sweep import SWEEP_PLAN_FILE, SWEEP_RUNS_FILE, SweepFile, SweepPlan, SweepRun
+from engine import parse_spec
 from kits.config import load_kit
+from kits.cores import check_twin_arms
 from kits.errors import KitError
 from kits.sweep import jobs
 from kits.sweeprun import check_ray_arms, cores, ray_session, run_local, run_ray, write_cell_kits
@@ -134,8 +136,10 @@ def execute_sweep(
     With `ray_address` the cluster is reached first: a cluster that is not there is an error
     before anything is written.
     """
+    kit = load_kit(plan.kit, plan.fixed)  # a resumed plan's twin arms: vLLM still here?
+    check_twin_arms(kit, {name: parse_spec(spec) for name, spec in plan.arms.items()})
     if ray_address:
-        check_ray_arms(load_kit(plan.kit, plan.fixed), plan.arms)
+        check_ray_arms(kit, plan.arms)
     session = ray_session(ray_address) if ray_address else contextlib.nullcontext()
     with session:
         return _execute(plan, out, resume, ray_address, workers, dashboard, console or Console())
