@@ -95,6 +95,11 @@ def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
     twins = {name: spec for name, spec in specs.items() if isinstance(spec, TwinSpec)}
     if not twins:
         return
+    if kit.sim.engine.fault is not None:
+        raise KitError(
+            f"{', '.join(twins)}: twin arms cannot play [sim.engine] fault",
+            "faults are played by sim: arms; drop the fault or the twin arm",
+        )
     if not vllm_importable():
         raise KitError(
             f"{', '.join(twins)}: twin arms need vLLM, which is not installed", VLLM_MISSING

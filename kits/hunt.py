@@ -22,13 +22,50 @@ from pathlib import Path
 
 from contract.sweep import Setting, SweepAxis, SweepRun
 from kits.errors import KitError
-from kits.sweep import parse_vary
+from kits.sweep import parse_arms, parse_vary
 
-__all__ = ["SMALLEST_FIRST", "Point", "Search", "Space", "load_space", "shrink"]
+__all__ = [
+    "SMALLEST_FIRST",
+    "Point",
+    "Search",
+    "Space",
+    "ab_pair",
+    "hunt_arms",
+    "load_space",
+    "shrink",
+]
 
 #: settings shrunk toward their smallest value rather than the kit's
 SMALLEST_FIRST = ("load.agents", "load.duration_s")
 _HINT = "see `kit hunt --help` for the space file's form"
+
+
+def hunt_arms(arms_text: str | None, arm: str, differ: bool) -> dict[str, str]:
+    """The arms a hunt runs (`--arms`, `--arm`, `--differ`): every one of --arms when looking
+    for a disagreement, else the --arm one."""
+    arms = parse_arms(arms_text)
+    if differ:
+        if len(arms) < 2:
+            raise KitError("--differ needs two arms or more", "e.g. --arms base,fix")
+        return arms
+    if arm not in arms:
+        raise KitError(
+            f"--arm {arm} is none of the arms ({', '.join(arms)})",
+            "name one of --arms, e.g. --arm fix",
+        )
+    return {arm: arms[arm]}
+
+
+def ab_pair(arms: dict[str, str], stalled: dict[str, bool]) -> tuple[str, str]:
+    """The specs a reproducer's `kit ab` runs as base and fix: the arms named so when both
+    are among `arms`; else an arm that stalled as base and one that did not (or, when only
+    stalled arms ran, another of `arms`) as fix."""
+    if "base" in arms and "fix" in arms:
+        return arms["base"], arms["fix"]
+    hit = next(name for name, s in stalled.items() if s)
+    calm = [name for name, s in stalled.items() if not s]
+    other = calm or [name for name in arms if name != hit] or [hit]
+    return arms[hit], arms[other[0]]
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,21 @@ from rich.console import Console
 
 from contract.jsonl import JsonlWriter, write_json
 from contract.sweep import HUNT_FILE, SWEEP_RUNS_FILE, HuntFile, HuntPoint, SweepPlan, SweepRun
-from engine import parse_spec
+from engine import EngineError, TwinSpec, parse_spec
 from kits.config import load_kit
-from kits.cores import check_twin_arms
+from kits.cores import check_twin_arms, twin_config
 from kits.errors import KitError
-from kits.hunt import Point, Search, Space, load_space, shrink
+from kits.hunt import Point, Search, Space, ab_pair, hunt_arms, load_space, shrink
 from kits.sweep import Job, check_values, parse_arms
-from kits.sweeprun import check_ray_arms, cores, kit_of, ray_session, run_local, run_ray
+from kits.sweeprun import (
+    check_ray_arms,
+    cores,
+    kit_of,
+    local_pools,
+    ray_session,
+    run_local,
+    run_ray,
+)
 
 __all__ = ["HuntOptions", "execute_hunt"]
 
@@ -58,21 +66,6 @@ class HuntOptions:
     arms: str | None = None  # --arms, as `kit sweep` takes it (default: base and fix on sim)
 
 
-def hunt_arms(opts: HuntOptions) -> dict[str, str]:
-    """The arms a hunt runs: every one of --arms with --differ, else the --arm one."""
-    arms = parse_arms(opts.arms)
-    if opts.differ:
-        if len(arms) < 2:
-            raise KitError("--differ needs two arms or more", "e.g. --arms base,fix")
-        return arms
-    if opts.arm not in arms:
-        raise KitError(
-            f"--arm {opts.arm} is none of the arms ({', '.join(arms)})",
-            "name one of --arms, e.g. --arm fix",
-        )
-    return {opts.arm: arms[opts.arm]}
-
-
 def _dotted(data: dict[str, Any], key: str) -> object:
     node: object = data
     for part in key.split("."):
@@ -80,10 +73,15 @@ def _dotted(data: dict[str, Any], key: str) -> object:
     return node
 
 
-def _valid(kit_data: dict[str, Any], space: Space, point: Point) -> bool:
+def _valid(kit_data: dict[str, Any], space: Space, point: Point, arms: dict[str, str]) -> bool:
+    """Whether the point's kit validates, and every twin arm's settings build there."""
     try:
-        kit_of(kit_data, space.settings(point))
-    except ValidationError:
+        kit = kit_of(kit_data, space.settings(point))
+        for name, spec in arms.items():
+            parsed = parse_spec(spec)
+            if isinstance(parsed, TwinSpec):
+                twin_config(kit, parsed, name)
+    except (ValidationError, EngineError):
         return False
     return True
 
@@ -110,6 +108,8 @@ class _Runner:
         self.drawn: dict[Point, int] = {}
         self.results: dict[Point, list[SweepRun]] = {}
         self.writer = JsonlWriter(opts.out / SWEEP_RUNS_FILE)
+        # kept for the whole hunt: a twin's worker imports vLLM once, not once per batch
+        self.pools = local_pools(kit_data, plan, opts.workers or cores())
 
     def evaluate(self, space: Space, points: list[Point]) -> list[list[SweepRun]]:
         todo = [p for p in dict.fromkeys(points) if p not in self.results]
@@ -127,8 +127,7 @@ class _Runner:
         if self.opts.ray:
             run_ray(self.kit_data, self.plan, jobs, on_run, self.opts.ray)
         else:
-            workers = self.opts.workers or cores()
-            run_local(self.kit_data, self.plan, jobs, on_run, min(workers, len(jobs) or 1))
+            run_local(self.kit_data, self.plan, jobs, on_run, self.pools)
         for p in todo:
             self.results[p] = sorted(got[self.drawn[p]], key=lambda r: r.arm)
         self._progress([r for p in todo for r in self.results[p]])
@@ -155,7 +154,7 @@ def _step_log(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, arm
     from engine import SimEngine, trace_steps
     from kits.vclock import run_virtual_arm
 
-    spec = hunt_arms(opts)[arm]
+    spec = parse_arms(opts.arms)[arm]
     if parse_spec(spec).kind == "twin":  # vLLM's scheduler keeps no history of its steps
         return (
             f"{arm} ({spec}): no step log for twin arms; the reproducer's `kit ab` keeps "
@@ -189,10 +188,8 @@ def _reproduce(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint) ->
     where = ", ".join(f"{k} = {v}" for k, v in point.settings.items())
     header = f"# kit hunt's reproducer: {where}, seed {point.seed}\n"
     path.write_text(header + dump_toml(kit.model_dump(mode="json", exclude_none=True)))
-    specs = list(parse_arms(opts.arms).values())  # as a sweep's: the first base, the last fix
-    command = (
-        f"kit ab --kit {path} --base {specs[0]} --fix {specs[-1]} --seeds {point.seed}-{point.seed}"
-    )
+    base, fix = ab_pair(parse_arms(opts.arms), point.stalled)
+    command = f"kit ab --kit {path} --base {base} --fix {fix} --seeds {point.seed}-{point.seed}"
     stalled = next((a for a, s in point.stalled.items() if s), next(iter(point.stalled)))
     (opts.out / STEPS_LOG).write_text(_step_log(opts, kit_data, point, stalled))
     return str(path), command
@@ -224,8 +221,9 @@ def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
     kit_data = kit.model_dump(mode="json")
     space = load_space(opts.space, lambda key: _dotted(kit_data, key))
     check_values(opts.kit, list(space.axes), {})
-    arms = hunt_arms(opts)
-    check_twin_arms(kit, {name: parse_spec(spec) for name, spec in arms.items()})
+    arms = hunt_arms(opts.arms, opts.arm, opts.differ)
+    every = parse_arms(opts.arms)  # the kit's per-arm settings name these
+    check_twin_arms(kit, {name: parse_spec(spec) for name, spec in every.items()})
     if opts.ray:
         check_ray_arms(kit, arms)
     plan = SweepPlan(
@@ -257,9 +255,9 @@ def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
         len(arms),
         random.Random(opts.seed),
         batch=batch,
-        valid=lambda point: _valid(kit_data, space, point),
+        valid=lambda point: _valid(kit_data, space, point, arms),
     )
-    with runner.writer:
+    with runner.writer, runner.pools:
         hit = search.run(opts.budget)
         shrunk, shrink_runs = None, 0
         if hit is not None:

@@ -15,15 +15,15 @@ import contextlib
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine import install_overlay, parse_spec, quiet_vllm_logging
 from kits.config import Kit
 
-__all__ = ["PooledJob", "WorkerKind", "cores", "run_pooled", "worker_kind"]
+__all__ = ["PooledJob", "Pools", "WorkerKind", "cores", "run_pooled", "worker_kind"]
 
 R = TypeVar("R")
 
@@ -74,38 +74,58 @@ def _interruptible(fn: Callable[..., R], *args: Any) -> R:
         signal.signal(signal.SIGINT, previous)
 
 
-def run_pooled(
-    fn: Callable[..., R],
-    jobs: Sequence[PooledJob],
-    on_result: Callable[[R], None],
-    workers: int,
-) -> None:
-    """`fn(*args)` for every job, in worker processes; `on_result` for each as it finishes.
+class Pools:
+    """Worker pools kept across calls (a hunt's batches): one per kind of worker, started on
+    first use, the cores shared among the `kinds` expected. Plain runs share the twins' pool
+    when there is one without an overlay (a twin worker runs a `sim:` arm as well), so no
+    core idles once one kind's runs are done."""
 
-    With one worker (or one job) and no twin run, the jobs run here, one after another.
-    """
-    groups: dict[WorkerKind, list[tuple[Any, ...]]] = {}
-    for kind, args in jobs:
-        groups.setdefault(kind, []).append(args)
-    if not groups:
-        return
-    plain = groups.get(WorkerKind(), [])
-    if len(groups) == 1 and plain and min(workers, len(plain)) <= 1:
-        for args in plain:
-            on_result(fn(*args))
-        return
-    share = max(1, workers // len(groups))
-    with contextlib.ExitStack() as stack:
-        futures: list[Future[R]] = []
-        for kind, group in groups.items():
-            pool = ProcessPoolExecutor(
-                max_workers=min(len(group), share),
+    def __init__(self, workers: int, kinds: Iterable[WorkerKind]) -> None:
+        self.workers = workers
+        self.kinds = set(kinds)
+        if _TWIN in self.kinds:
+            self.kinds.discard(_PLAIN)
+        self._pools: dict[WorkerKind, ProcessPoolExecutor] = {}
+
+    def __enter__(self) -> Pools:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (what has not started is cancelled)."""
+        for pool in self._pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pools.clear()
+
+    def _pool(self, kind: WorkerKind) -> ProcessPoolExecutor:
+        if kind == _PLAIN and _TWIN in self.kinds:
+            kind = _TWIN
+        if kind not in self._pools:
+            self.kinds.add(kind)
+            self._pools[kind] = ProcessPoolExecutor(
+                max_workers=max(1, self.workers // len(self.kinds)),
                 mp_context=multiprocessing.get_context("spawn") if kind.twin else None,
                 initializer=_init,
                 initargs=(kind,),
             )
-            stack.enter_context(pool)
-            futures += [pool.submit(_interruptible, fn, *args) for args in group]
+        return self._pools[kind]
+
+    def run(
+        self, fn: Callable[..., R], jobs: Sequence[PooledJob], on_result: Callable[[R], None]
+    ) -> None:
+        """`fn(*args)` for every job in the workers; `on_result` for each as it finishes.
+
+        With one worker (or one job) and no twin run, the jobs run here, one after another.
+        """
+        if all(kind == _PLAIN for kind, _ in jobs) and min(self.workers, len(jobs)) <= 1:
+            for _, args in jobs:
+                on_result(fn(*args))
+            return
+        # plain workers are forked: start them before a spawn pool's threads exist
+        ordered = sorted(jobs, key=lambda job: job[0].twin)
+        futures = [self._pool(kind).submit(_interruptible, fn, *args) for kind, args in ordered]
         try:
             for future in as_completed(futures):
                 on_result(future.result())
@@ -116,3 +136,18 @@ def run_pooled(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid or 0, signal.SIGINT)
             raise
+
+
+_PLAIN, _TWIN = WorkerKind(), WorkerKind(twin=True)
+
+
+def run_pooled(
+    fn: Callable[..., R],
+    jobs: Sequence[PooledJob],
+    on_result: Callable[[R], None],
+    workers: int,
+) -> None:
+    """`fn(*args)` for every job, in worker processes started for these jobs alone;
+    `on_result` for each as it finishes (`Pools.run`)."""
+    with Pools(workers, (kind for kind, _ in jobs)) as pools:
+        pools.run(fn, jobs, on_result)

@@ -194,8 +194,14 @@ def idle_axes(plan: SweepPlan) -> list[str]:
 
 
 def check_values(kit_ref: str, axes: Sequence[SweepAxis], fixed: dict[str, Any]) -> None:
-    """Each axis's every value, alone over the kit: a KitError names the one value."""
+    """Each axis's every value, alone over the kit: a KitError names the one value. A twin's
+    source tree is not a setting to vary: its workers are started once, with their tree."""
     for axis in axes:
+        if axis.key.startswith(("twin.overlay", "twin.arm_overlay")):
+            raise KitError(
+                f"--vary {axis.key}: a twin's source tree cannot vary within one sweep or hunt",
+                "run one per tree (its kit's [twin] overlay, or kit ab --overlay)",
+            )
         for value in axis.values:
             _check(kit_ref, {**fixed, axis.key: value}, {axis.key: f"--vary {axis.key}={value}"})
 

@@ -34,7 +34,15 @@ from kits.config import load_kit
 from kits.cores import check_twin_arms
 from kits.errors import KitError
 from kits.sweep import jobs
-from kits.sweeprun import check_ray_arms, cores, ray_session, run_local, run_ray, write_cell_kits
+from kits.sweeprun import (
+    check_ray_arms,
+    cores,
+    local_pools,
+    ray_session,
+    run_local,
+    run_ray,
+    write_cell_kits,
+)
 
 __all__ = ["SweepResult", "execute_sweep", "existing_plan"]
 
@@ -188,7 +196,8 @@ def _execute(
                     run_ray(kit_data, plan, todo, on_run, ray_address)
                 else:
                     local = workers or min(cores(), len(todo) or 1)
-                    run_local(kit_data, plan, todo, on_run, local)
+                    with local_pools(kit_data, plan, local) as pools:
+                        run_local(kit_data, plan, todo, on_run, pools)
             except KeyboardInterrupt:
                 interrupted = True
     finally:  # whatever ended the sweep (a run that failed too), the reports of what ran

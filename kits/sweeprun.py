@@ -23,7 +23,7 @@ from contract.sweep import SweepPlan, SweepRun, cell_kit_file
 from engine import quiet_vllm_logging
 from kits.config import Kit, set_dotted
 from kits.errors import KitError
-from kits.pools import cores, run_pooled, worker_kind
+from kits.pools import Pools, cores, worker_kind
 from kits.sweep import Job, cell_overrides
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "check_ray_arms",
     "cores",
     "kit_of",
+    "local_pools",
     "ray_session",
     "run_job",
     "run_local",
@@ -81,14 +82,22 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
     )
 
 
-def run_local(
-    kit_data: dict[str, Any], plan: SweepPlan, todo: list[Job], on_run: OnRun, workers: int
-) -> None:
-    """Every job in local worker processes (in this process when one worker is asked for and
-    no job is a twin's: a twin run imports vLLM, in a fresh worker of its own, `kits.pools`)."""
+def local_pools(kit_data: dict[str, Any], plan: SweepPlan, workers: int) -> Pools:
+    """The worker pools for the plan's arms (a twin arm's runs in fresh workers that import
+    vLLM: `kits.pools`), `workers` processes in all; started on first use."""
     kit = Kit.model_validate(kit_data)
-    pooled = [(worker_kind(kit, job.arm, job.spec), (kit_data, plan, job)) for job in todo]
-    run_pooled(run_job, pooled, on_run, workers)
+    return Pools(workers, (worker_kind(kit, arm, spec) for arm, spec in plan.arms.items()))
+
+
+def run_local(
+    kit_data: dict[str, Any], plan: SweepPlan, todo: list[Job], on_run: OnRun, pools: Pools
+) -> None:
+    """Every job in the local worker pools (in this process when one worker is asked for and
+    no job is a twin's)."""
+    kit = Kit.model_validate(kit_data)
+    pools.run(
+        run_job, [(worker_kind(kit, j.arm, j.spec), (kit_data, plan, j)) for j in todo], on_run
+    )
 
 
 @contextlib.contextmanager

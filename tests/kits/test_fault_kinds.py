@@ -44,3 +44,14 @@ def test_a_twin_arm_refuses_a_fault(tmp_path: Path) -> None:
     kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "freeze", "at_s": 1}})
     with pytest.raises(EngineError, match="cannot play"):
         run_virtual_arm(kit, "stock", "twin:stock", tmp_path)
+
+
+def test_a_plan_with_a_twin_arm_and_a_fault_is_refused_before_anything_runs() -> None:
+    from engine import parse_spec
+    from kits.cores import check_twin_arms
+    from kits.errors import KitError
+
+    kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "freeze", "at_s": 1}})
+    with pytest.raises(KitError, match=r"stock: twin arms cannot play \[sim.engine\] fault"):
+        check_twin_arms(kit, {"base": parse_spec("sim:base"), "stock": parse_spec("twin:stock")})
+    check_twin_arms(kit, {"base": parse_spec("sim:base")})  # sim arms play it

@@ -110,17 +110,11 @@ def test_hunt_finds_shrinks_and_writes_the_reproducer(tmp_path: Path) -> None:
 
 
 def test_hunt_arms_come_from_arms_and_bad_ones_are_one_line(tmp_path: Path) -> None:
-    from kits.huntexec import HuntOptions, hunt_arms
+    from kits.hunt import hunt_arms
 
-    def opts(arm: str, arms: str | None, differ: bool = False) -> HuntOptions:
-        return HuntOptions("restore-stall", tmp_path, arm, differ, 1, 0, 1, tmp_path, arms=arms)
-
-    assert hunt_arms(opts("fix", None)) == {"fix": "sim:fix"}
-    assert hunt_arms(opts("b", "a=sim:fix,b=twin:stock")) == {"b": "twin:stock"}
-    assert hunt_arms(opts("fix", "a=sim:base,b=sim:fix", differ=True)) == {
-        "a": "sim:base",
-        "b": "sim:fix",
-    }
+    assert hunt_arms(None, "fix", False) == {"fix": "sim:fix"}
+    assert hunt_arms("a=sim:fix,b=twin:stock", "b", False) == {"b": "twin:stock"}
+    assert hunt_arms("a=sim:base,b=sim:fix", "fix", True) == {"a": "sim:base", "b": "sim:fix"}
     space = tmp_path / "space.toml"
     space.write_text('[settings]\n"load.agents" = [2, 3]\n')
     for args, said in (
@@ -132,3 +126,17 @@ def test_hunt_arms_come_from_arms_and_bad_ones_are_one_line(tmp_path: Path) -> N
         result = CliRunner().invoke(app, ["hunt", "--space", str(space), *args, "--out", str(out)])
         assert result.exit_code == 2 and said in result.output, result.output
         assert "Traceback" not in result.output and not out.exists()
+
+
+def test_the_reproducer_replays_base_and_fix_or_what_the_point_showed() -> None:
+    from kits.hunt import ab_pair
+
+    named = {"base": "twin:patched:base", "fix": "twin:patched:fix"}
+    assert ab_pair(named, {"fix": True}) == ("twin:patched:base", "twin:patched:fix")
+    assert ab_pair(named, {"base": True}) == ("twin:patched:base", "twin:patched:fix")
+    three = {"a": "sim:base", "b": "twin:stock", "c": "sim:fix"}
+    # --differ: the arm that stalled as base, one that did not as fix
+    assert ab_pair(three, {"a": False, "b": True, "c": True}) == ("twin:stock", "sim:base")
+    # --arm b alone: b as base, another arm of --arms beside it
+    assert ab_pair(three, {"b": True}) == ("twin:stock", "sim:base")
+    assert ab_pair({"x": "sim:fix"}, {"x": True}) == ("sim:fix", "sim:fix")

@@ -165,6 +165,12 @@ def test_a_vary_that_changes_nothing_in_an_arm_is_noted() -> None:
     assert "arm fix (sim:fix)" in note
 
 
+def test_a_twin_source_tree_is_not_a_setting_to_vary() -> None:
+    for key in ("twin.overlay", "twin.arm_overlay.fix"):
+        with pytest.raises(KitError, match=f"--vary {key}: a twin's source tree cannot vary"):
+            build_plan("cpu-patched", [parse_vary(f"{key}=/a,/b")], parse_arms(None), [1], 60)
+
+
 def test_ray_refuses_a_twin_arm_run_from_an_overlay(tmp_path: Path) -> None:
     from kits.config import load_kit
     from kits.sweeprun import check_ray_arms
