@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from contract.sweep import SweepPlan, SweepRun, cell_kit_file
-from engine import quiet_vllm_logging
+from engine import parse_spec, quiet_vllm_logging
 from kits.config import Kit, set_dotted
 from kits.errors import KitError
 from kits.pools import Pools, cores, worker_kind
@@ -95,9 +95,8 @@ def run_local(
     """Every job in the local worker pools (in this process when one worker is asked for and
     no job is a twin's)."""
     kit = Kit.model_validate(kit_data)
-    pools.run(
-        run_job, [(worker_kind(kit, j.arm, j.spec), (kit_data, plan, j)) for j in todo], on_run
-    )
+    kinds = {arm: worker_kind(kit, arm, spec) for arm, spec in plan.arms.items()}
+    pools.run(run_job, [(kinds[j.arm], (kit_data, plan, j)) for j in todo], on_run)
 
 
 @contextlib.contextmanager
@@ -140,7 +139,7 @@ def check_ray_arms(kit: Kit, arms: dict[str, str]) -> None:
 
 
 def _ray_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
-    if worker_kind(Kit.model_validate(kit_data), job.arm, job.spec).twin:
+    if parse_spec(job.spec).kind == "twin":
         quiet_vllm_logging()  # a Ray worker is reused: its vLLM logs go to each arm's log
     return run_job(kit_data, plan, job)
 

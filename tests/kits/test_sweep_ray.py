@@ -81,15 +81,22 @@ def _rows(out: Path) -> dict[tuple[int, str, int], dict[str, object]]:
     return {(r.cell, r.arm, r.seed): r.model_dump(exclude={"compute_s"}) for r in runs}
 
 
-def test_a_sweep_on_ray_gives_the_local_processes_runs(ray_address: str, tmp_path: Path) -> None:
+def _local_and_ray(args: list[str], tmp_path: Path, ray_address: str) -> Path:
+    """The sweep `args` with local processes, then on Ray; the Ray sweep's directory."""
     local, remote = tmp_path / "local", tmp_path / "ray"
-    done = CliRunner().invoke(app, [*SWEEP, "--out", str(local), "--no-dashboard"])
+    done = CliRunner().invoke(app, [*args, "--out", str(local), "--no-dashboard"])
     assert done.exit_code == 0, done.output
     done = CliRunner().invoke(
-        app, [*SWEEP, "--out", str(remote), "--no-dashboard", "--ray", ray_address]
+        app, [*args, "--out", str(remote), "--no-dashboard", "--ray", ray_address]
     )
     assert done.exit_code == 0, done.output
     assert "on Ray at" in done.output
+    return remote
+
+
+def test_a_sweep_on_ray_gives_the_local_processes_runs(ray_address: str, tmp_path: Path) -> None:
+    remote = _local_and_ray(SWEEP, tmp_path, ray_address)
+    local = tmp_path / "local"
     rows = _rows(remote)
     assert len(rows) == 2 * 2 * 2
     assert rows == _rows(local)
@@ -134,12 +141,7 @@ def test_a_twin_sweep_on_ray_gives_the_local_processes_runs(
     # local ones: the same runs, the base livelock included
     args = ["sweep", "--kit", "cpu-patched", "--arms", "base=twin:patched:base,fix=sim:fix"]
     args += ["--vary", "patched.prefill_compute_share=0.5,0.9", "--seeds", "1"]
-    args += ["--duration", "20", "--no-dashboard"]
-    local, remote = tmp_path / "local", tmp_path / "ray"
-    done = CliRunner().invoke(app, [*args, "--out", str(local)])
-    assert done.exit_code == 0, done.output
-    done = CliRunner().invoke(app, [*args, "--out", str(remote), "--ray", ray_address])
-    assert done.exit_code == 0, done.output
-    rows = _rows(remote)
-    assert rows == _rows(local) and len(rows) == 2 * 2
+    args += ["--duration", "20"]
+    rows = _rows(_local_and_ray(args, tmp_path, ray_address))
+    assert rows == _rows(tmp_path / "local") and len(rows) == 2 * 2
     assert any(row["stalled"] for (_, arm, _), row in rows.items() if arm == "base")
