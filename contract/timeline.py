@@ -42,10 +42,12 @@ STALL_KIND_MEANING: dict[StallKind, str] = {
     "dead_core": "the server answers but the engine's series are gone (its core died behind "
     "a live API)",
     "thrashing": "requests are preempted and re-prefilled, no token comes out",
-    "blocked": "nothing runs while requests wait (one that can never fit heads the queue)",
+    "blocked": "the scheduler steps but nothing runs while requests wait (one that can never "
+    "fit heads the queue)",
     "busy_hang": "the GPUs are busy but the scheduler does not step (a collective or kernel hang)",
     "spinning": "the scheduler steps and schedules nothing (a livelock)",
-    "frozen": "nothing moves",
+    "frozen": "nothing moves: the core takes no step (its gauges keep their last values, "
+    "whatever they read)",
 }
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")

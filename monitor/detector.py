@@ -16,10 +16,14 @@ Its kind is judged when it starts, from what the quiet period showed, by the fir
 | --- | --- |
 | `dead_core` | the page answers but the engine's `vllm:` series are gone |
 | `thrashing` | preemptions climb (requests thrown back and re-prefilled) |
-| `blocked` | nothing running, requests waiting |
+| `blocked` | the scheduler steps, with nothing running and requests waiting |
 | `busy_hang` | the GPUs are busy and the scheduler does not step |
 | `spinning` | the scheduler steps (its counters or the engine's CPU move) |
 | `frozen` | nothing moves |
+
+A core that does not step is never `blocked`, whatever its gauges say: a stopped process
+(SIGSTOP, a hung core) keeps the gauges of its last step, which may read nothing running and
+requests waiting. `blocked` is a live core that steps over a request it cannot admit.
 
 The scheduler "steps" when its own counters (prefix-cache queries, engine steps, the fork's
 compute seconds) move after the first quiet interval (which may hold the last steps before
@@ -36,7 +40,9 @@ behind its time scale when starved of CPU, and whose lag is then no quiet period
 engine's clock is the wall's. Times and durations in events and verdicts stay on `t`.
 Idle (nothing pending) and down (no answer) are not stalls; going down ends a stall.
 Without a GPU source the rule runs on metrics alone and every verdict says
-`gpu_checked=False` (a busy hang then reads as frozen).
+`gpu_checked=False` (a busy hang then reads as frozen). An engine that shows no sign of
+stepping (no moving counter, its CPU not given) reads as frozen rather than blocked or
+spinning: what cannot be seen to move is not claimed to.
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ class Evidence:
 
     core_gone: bool = False  # the latest page answered without the engine's series
     preempted: bool = False  # preemptions moved while quiet (or within stall_after before)
-    blocked: bool = False  # the latest sample: nothing running, requests waiting
+    blocked: bool = False  # the latest sample's gauges: nothing running, requests waiting
     gpu_busy: bool = False  # the latest GPU reading past the window was over the idle mark
     stepped: bool = False  # scheduler counters or the engine's CPU moved after the first interval
 
@@ -81,7 +87,7 @@ class Evidence:
 SIGNATURES: tuple[tuple[StallKind, Callable[[Evidence], bool]], ...] = (
     ("dead_core", lambda e: e.core_gone),
     ("thrashing", lambda e: e.preempted),
-    ("blocked", lambda e: e.blocked),
+    ("blocked", lambda e: e.blocked and e.stepped),  # stale gauges of a stopped core: frozen
     ("busy_hang", lambda e: e.gpu_busy and not e.stepped),
     ("spinning", lambda e: e.stepped),
     ("frozen", lambda e: True),

@@ -7,14 +7,15 @@ quiet condition (work pending, no token, no prompt token counted without a preem
 the signs that tell the kinds apart. The alerting group holds one `EngineStalled` rule per
 stall kind (label `kind`; `for:` = stall_after), checked in the detector's order, each
 excluding the kinds before it: dead_core (the server answers, the engine's series are
-gone, after it had work), thrashing (preemptions), blocked (nothing running, requests
-waiting), busy_hang (GPUs busy, the scheduler still), spinning (the scheduler's counters
-move), frozen (nothing moves); then engine down (`up == 0`, which is not a stall) and one
-alert on stallkit's own exporter for watchdog use. Rates are `irate` over the last two
-scrapes, so a condition turns true one scrape after the detector's onset (the last sample
-with progress): an alert fires at onset + stall_after + one scrape, in the evaluation that
-follows. Without GPU series (`gpu = false`) there is no busy_hang rule and frozen is judged
-on the engine's series alone.
+gone, after it had work), thrashing (preemptions), blocked (the scheduler's counters move
+with nothing running and requests waiting), busy_hang (GPUs busy, the scheduler still),
+spinning (the scheduler's counters move), frozen (nothing moves, whatever the gauges read: a
+stopped core keeps those of its last step); then engine down (`up == 0`, which is not a
+stall) and one alert on stallkit's own exporter for watchdog use. Rates are `irate` over the
+last two scrapes, so a condition turns true one scrape after the detector's onset (the last
+sample with progress): an alert fires at onset + stall_after + one scrape, in the
+evaluation that follows. Without GPU series (`gpu = false`) there is no busy_hang rule and
+frozen is judged on the engine's series alone.
 """
 
 from __future__ import annotations
@@ -192,10 +193,10 @@ def kind_conditions(s: RulesSettings) -> dict[StallKind, str]:
         "thrashing": f"{q} {_on()} stallkit:preemptions:increase > 0",
     }
     before = f"({out['thrashing']})"
-    out["blocked"] = (
-        f"({q} {_on()} stallkit:requests_running == 0 {_on()} stallkit:requests_waiting > 0)"
-        f" unless on ({ENGINE_LABELS}) {before}"
-    )
+    # blocked needs a live scheduler: a stopped core's last gauges may read 0 running, N
+    # waiting too, and it is frozen
+    waits = f"stallkit:requests_running == 0 {_on()} stallkit:requests_waiting > 0"
+    out["blocked"] = f"({q} {_on()} {waits} {_on()} {moving}) unless on ({ENGINE_LABELS}) {before}"
     before = f"{before} or ({out['blocked']})"
     unless_before = f"unless on ({ENGINE_LABELS}) ({before})"
     frozen = f"{q} {_on()} {still}"

@@ -214,6 +214,57 @@ def test_a_dead_core_that_only_had_waiting_requests_fires(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
+def test_a_stopped_core_with_blocked_gauges_is_frozen_and_a_stepping_one_blocked(
+    tmp_path: Path,
+) -> None:
+    # two engines stream until the fifth scrape, then both show the gauges of a last step
+    # with nothing running and two waiting; one is stopped (SIGSTOP: every series stays put),
+    # the other steps over a request it cannot admit (its prefix-cache queries climb)
+    def rows(queries: str) -> dict[str, str]:
+        return {
+            "vllm:num_requests_running": "1 1 1 1 1" + " 0" * 19,
+            "vllm:num_requests_waiting": "2x23",
+            "vllm:generation_tokens_total": "0+10x4 40x18",
+            "vllm:prompt_tokens_total": "100x23",
+            "vllm:num_preemptions_total": "0x23",
+            "vllm:prefix_cache_queries_total": queries,
+            "vllm:iteration_tokens_total_count": "0+10x4 40x18",
+        }
+
+    engines = {"stopped:8000": rows("0+100x4 400x18"), "stepping:8000": rows("0+100x23")}
+    series = []
+    for instance, values in engines.items():
+        labels = f'engine="0",instance="{instance}",job="vllm",model_name="stallkit-sim"'
+        series.append({"series": f'up{{instance="{instance}",job="vllm"}}', "values": "1x23"})
+        series += [{"series": f"{n}{{{labels}}}", "values": v} for n, v in values.items()]
+    (tmp_path / "rules.yml").write_text(rules_yaml(SETTINGS))
+
+    def alert(kind: str, instance: str) -> dict[str, Any]:
+        out = _stall_alert(kind)
+        out["exp_labels"]["instance"] = instance
+        out["exp_annotations"]["summary"] = out["exp_annotations"]["summary"].replace(
+            INSTANCE, instance
+        )
+        return out
+
+    # the detector's onset is the fifth scrape (its last token): the stall is judged
+    # stall_after later and the alert fires one evaluation after that
+    due_ms = 4 * STEP_MS + round(STALL_AFTER_S * 1000) + LAG_STEPS * STEP_MS
+    firing = [alert("frozen", "stopped:8000"), alert("blocked", "stepping:8000")]
+    cases = [
+        _case(k * STEP_MS, "EngineStalled", firing if k * STEP_MS >= due_ms else [])
+        for k in range(24)
+    ]
+    doc = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": f"{STEP_MS}ms",
+        "tests": [{"interval": f"{STEP_MS}ms", "input_series": series, "alert_rule_test": cases}],
+    }
+    (tmp_path / "tests.yml").write_text(json.dumps(doc))
+    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 def test_the_rules_check_the_kinds_in_the_detectors_order() -> None:
     from monitor.detector import SIGNATURES
     from monitor.rules import kind_conditions

@@ -90,6 +90,9 @@ def test_signatures_are_checked_in_order() -> None:
     assert classify(Evidence(gpu_busy=True, stepped=True)) == "spinning"
     assert classify(Evidence(gpu_busy=True)) == "busy_hang"
     assert classify(Evidence()) == "frozen"
+    # blocked gauges without a step are a stopped core's last gauges: not blocked
+    assert classify(Evidence(blocked=True)) == "frozen"
+    assert classify(Evidence(blocked=True, gpu_busy=True)) == "busy_hang"
 
 
 def test_a_long_prefill_on_busy_gpus_is_progress_not_a_stall() -> None:
@@ -157,3 +160,45 @@ def test_one_blank_page_does_not_name_a_frozen_engine_a_dead_core() -> None:
         snap = page(gen_tokens=min(t, ONSET) * 10)
         events += det.observe(t, MetricsSnapshot() if t == ONSET + 2 else snap)
     assert [e.kind for e in events if isinstance(e, StallStarted)] == ["frozen"]
+
+
+def _stopped_with_stale_gauges(moving: str | None, cpu_known: bool) -> list[DetectorEvent]:
+    """A core that streams (one running, two waiting) until ONSET, then keeps the gauges of its
+    last step (nothing running, two waiting), as a SIGSTOPped core's API server shows them;
+    `moving` names what still moves after ONSET: "counters" (prefix-cache queries), "cpu" (the
+    engine's CPU, counters still), or None (nothing: the core is stopped)."""
+    det = StallDetector(CFG, gpu_checked=False)
+    events: list[DetectorEvent] = []
+    for t in range(31):
+        quiet = t > ONSET
+        tokens = min(t, ONSET) * 10
+        queries = t * 100 if moving == "counters" or not quiet else ONSET * 100
+        snap = page(
+            running=0 if quiet else 1,
+            waiting=2,
+            gen_tokens=tokens,
+            prefix_queries=queries,
+            iterations=min(t, ONSET),
+        )
+        cpu = 1.0 * t if moving == "cpu" or not quiet else 1.0 * ONSET + 0.01 * t
+        events += det.observe(t, snap, None, engine_cpu_s=cpu if cpu_known else None)
+    return events
+
+
+@pytest.mark.parametrize(
+    ("moving", "cpu_known", "kind"),
+    [
+        (None, False, "frozen"),  # the SIGSTOP as `kit monitor URL` sees it: gauges alone
+        (None, True, "frozen"),  # its CPU known: a few percent (the scrapes), no step
+        ("counters", False, "blocked"),  # a live core stepping over a request it cannot admit
+        ("cpu", True, "blocked"),  # no counter moves but the core burns a whole CPU
+    ],
+    ids=["stopped", "stopped-cpu-known", "stepping-counters", "stepping-cpu"],
+)
+def test_a_stopped_core_whose_last_gauges_read_blocked_is_frozen(
+    moving: str | None, cpu_known: bool, kind: StallKind
+) -> None:
+    events = _stopped_with_stale_gauges(moving, cpu_known)
+    started = [e for e in events if isinstance(e, StallStarted)]
+    assert [(e.kind, e.onset, e.t) for e in started] == [(kind, ONSET, ONSET + 10)]
+    assert (started[0].onset_snapshot.running, started[0].onset_snapshot.waiting) == (0, 2)
