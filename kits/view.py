@@ -130,12 +130,33 @@ class RunView:
             title_align="left",
         )
 
-    def _progress_panel(self) -> RenderableType:
+    def _agents_line(self) -> RenderableType:
+        """The agents panel in a small terminal: how many are in each state, the turns' outcomes."""
+        states = Counter(self.agents.values())
+        text = Text.assemble((f"agents ({self.arm}: {self.spec}) ", "bold"))
+        text += Text(f"{len(self.agents)}: ")
+        for n, (state, count) in enumerate(sorted(states.items())):
+            text += Text(("" if n == 0 else ", ") + f"{count} {state}", _STATE_STYLE.get(state, ""))
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items()))
+        return Group(text, Text("turns: " + (outcomes or "none finished yet"), style="dim"))
+
+    def _progress(self) -> tuple[ProgressBar, Text]:
         elapsed = 0.0 if self.started is None else time.monotonic() - self.started
         total = max(self.duration_s, 1e-9)
-        bar = ProgressBar(total=total, completed=min(elapsed, total), width=50)
+        bar = ProgressBar(total=total, completed=min(elapsed, total), width=30)
         engine = f"{fmt_s(elapsed * self.scale)} of {fmt_s(self.duration_s * self.scale)} engine"
-        return Group(bar, Text(f"{engine} ({fmt_s(elapsed)} wall)", style="dim"))
+        return bar, Text(f"{engine} ({fmt_s(elapsed)} wall)", style="dim")
+
+    def _progress_panel(self) -> RenderableType:
+        bar, text = self._progress()
+        bar.width = 50
+        return Group(bar, text)
+
+    def _progress_line(self) -> RenderableType:
+        """The progress bar and the engine time it stands for, on one line."""
+        grid = Table.grid(padding=(0, 2))
+        grid.add_row(*self._progress())
+        return grid
 
     @contextlib.asynccontextmanager
     async def live(self, url: str) -> AsyncIterator[None]:
@@ -144,7 +165,9 @@ class RunView:
         if not self.enabled:
             yield
             return
-        self.dashboard = Dashboard(url, extra_panels=[self._agents_panel, self._progress_panel])
+        self.dashboard = Dashboard(url)
+        self.dashboard.add_panel(self._agents_panel, compact=self._agents_line)
+        self.dashboard.add_panel(self._progress_panel, compact=self._progress_line)
         try:
             async with live_dashboard(self.dashboard, self.console):
                 yield

@@ -1,11 +1,14 @@
 """The live view: a `Dashboard` state fed from events, rendered with rich; plus plain lines.
 
 `Dashboard.update(event)` only records; `render()` only describes (a renderable), so the
-view is tested by rendering into a `StringIO` console. `live_dashboard()` repaints it from
-its own asyncio task with rich `Live`, so the scrape loop never waits on the terminal, and
-rich restores the cursor when the block exits, Ctrl-C included. `LogLines` is the headless
-consumer for pipes, CI and `--no-dashboard`: one line per detector event, state change and
-every few seconds of samples. Callers add panels (callables returning a renderable).
+view is tested by rendering into a `StringIO` console. The layout follows the terminal: the
+full panels where they fit its height, else a compact one that fits 80x24 (the state banner,
+tok/s, running and waiting, KV and GPUs first; the newest events and the callers' compact
+panels after). `live_dashboard()` repaints it from its own asyncio task with rich `Live`, so
+the scrape loop never waits on the terminal, and rich restores the cursor when the block
+exits, Ctrl-C included. `LogLines` is the headless consumer for pipes, CI and
+`--no-dashboard`: one line per detector event, state change and every few seconds of samples.
+Callers add panels (callables returning a renderable), each with an optional compact form.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Protocol
 
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.panel import Panel
+from rich.rule import Rule
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -34,6 +39,7 @@ from monitor.events import (
     Up,
     Verdict,
 )
+from monitor.parse import MetricsSnapshot
 
 SPARK = "▁▂▃▄▅▆▇█"
 BANNER_STYLES = {
@@ -44,6 +50,12 @@ BANNER_STYLES = {
     "stalled": "bold white on red",
     "down": "bold white on magenta",
 }
+#: the sparkline's widest
+SPARK_WIDTH = 48
+#: events the compact layout shows (the newest)
+COMPACT_EVENTS = 3
+#: a caller's panel: called at every repaint
+PanelFn = Callable[[], RenderableType]
 
 
 def fmt_s(seconds: float) -> str:
@@ -56,7 +68,7 @@ def fmt_s(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def sparkline(values: Sequence[float], width: int = 48) -> str:
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
     """A one-line bar chart of `values` scaled to their maximum, `width` cells at most."""
     if not values:
         return ""
@@ -110,7 +122,8 @@ class Dashboard:
     ) -> None:
         self.url = url
         self.history_s = history_s
-        self.extra_panels: list[Callable[[], RenderableType]] = list(extra_panels)
+        #: (panel, its compact form) under the built-in panels
+        self.panels: list[tuple[PanelFn, PanelFn]] = [(p, p) for p in extra_panels]
         self.state = DetectorState("starting")
         self.now = 0.0
         self.sample: Sample | None = None
@@ -119,9 +132,10 @@ class Dashboard:
         self.rates: deque[tuple[float, float]] = deque()
         self.events: deque[str] = deque(maxlen=max_events)
 
-    def add_panel(self, panel: Callable[[], RenderableType]) -> None:
-        """Show `panel()` under the built-in panels at every repaint."""
-        self.extra_panels.append(panel)
+    def add_panel(self, panel: PanelFn, compact: PanelFn | None = None) -> None:
+        """Show `panel()` under the built-in panels at every repaint (`compact()` instead, when
+        given, in the compact layout)."""
+        self.panels.append((panel, compact or panel))
 
     def _log(self, t: float, text: str) -> None:
         self.events.append(f"{fmt_s(t):>7}  {text}")
@@ -159,14 +173,18 @@ class Dashboard:
         text = Text(banner_text(self.state, self.down_error), justify="center")
         return Panel(text, style=BANNER_STYLES[self.state.status])
 
-    def _metrics(self) -> Table:
+    def _generation(self, width: int) -> Text:
+        """`  227.8 tok/s  ` and the sparkline, in `width` columns at most."""
+        rate = self.sample.gen_tok_s if self.sample else 0.0
+        spark = sparkline([r for _, r in self.rates], max(0, min(SPARK_WIDTH, width - 18)))
+        return Text(f"{rate:9.1f} tok/s  ") + Text(spark, style="cyan")
+
+    def _metrics(self, width: int = 120) -> Table:
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column()
         snap = self.sample.snapshot if self.sample else None
-        rate = self.sample.gen_tok_s if self.sample else 0.0
-        spark = sparkline([r for _, r in self.rates])
-        grid.add_row("generation", Text(f"{rate:9.1f} tok/s  ") + Text(spark, style="cyan"))
+        grid.add_row("generation", self._generation(width - 24))
         if snap is None:
             return grid
         waiting = f"{snap.waiting if snap.waiting is not None else '-'}"
@@ -201,19 +219,111 @@ class Dashboard:
         return grid
 
     def render(self) -> RenderableType:
-        """Everything, top to bottom: header, banner, metrics, GPUs, events, extra panels."""
-        header = Text.assemble(
+        """The full layout where it fits the console's height, else the compact one."""
+        return _Fitted(self.full, self.compact)
+
+    def _header(self) -> Text:
+        return Text.assemble(
             ("engine ", "dim"), (self.url, "bold"), ("   attached ", "dim"), fmt_s(self.now)
         )
+
+    def full(self, width: int = 120) -> RenderableType:
+        """Everything, top to bottom: header, banner, metrics, GPUs, events, extra panels."""
         parts: list[RenderableType] = [
-            header,
+            self._header(),
             self.banner(),
-            Panel(self._metrics(), title="engine", title_align="left"),
+            Panel(self._metrics(width), title="engine", title_align="left"),
             Panel(self._gpus(), title="GPUs", title_align="left"),
             Panel(Text("\n".join(self.events) or "none yet"), title="events", title_align="left"),
         ]
-        parts.extend(panel() for panel in self.extra_panels)
+        parts.extend(panel() for panel, _ in self.panels)
         return Group(*parts)
+
+    def compact(self, width: int = 80) -> RenderableType:
+        """For an 80x24 terminal: header, banner, the engine's signals a few to a line, the
+        newest events, then the compact panels."""
+        events = list(self.events)[-COMPACT_EVENTS:]
+        parts: list[RenderableType] = [
+            self._header(),
+            self.banner(),
+            Panel(self._compact_metrics(width - 4), title="engine", title_align="left"),
+            Rule("events", align="left", style="dim"),
+            Text("\n".join(events) or "none yet"),
+        ]
+        parts.extend(compact() for _, compact in self.panels)
+        return Group(*parts)
+
+    def _compact_metrics(self, width: int) -> Table:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column()
+        grid.add_row("gen", self._generation(width - 4))
+        snap = self.sample.snapshot if self.sample else None
+        if snap is not None:
+            for label, text in _compact_rows(snap):
+                grid.add_row(label, text)
+        grid.add_row("GPU", self._compact_gpus())
+        return grid
+
+    def _compact_gpus(self) -> Text:
+        if self.gpu is None:
+            return Text("no GPU source: the stall rule runs on metrics alone", style="dim")
+        if self.gpu.error:
+            return Text(f"read failed: {self.gpu.error}", style="red")
+        text = Text()
+        for index, util in sorted(self.gpu.util.items()):
+            text += Text(f"{index} ") + bar(util / 100, 8) + Text(f" {util:3.0f} %  ")
+        return text
+
+
+def _compact_rows(snap: MetricsSnapshot) -> list[tuple[str, Text]]:
+    """The engine's signals after the generation row, a few to a line."""
+    dash = "-"
+    queue = f"running {dash if snap.running is None else snap.running}"
+    queue += f"   waiting {dash if snap.waiting is None else snap.waiting}"
+    if snap.waiting_capacity is not None:
+        queue += f" (capacity {snap.waiting_capacity}, deferred {snap.waiting_deferred})"
+    if snap.preemptions is not None:
+        queue += f"   preemptions {snap.preemptions:.0f}"
+    rows = [("queue", Text(queue))]
+    kv = Text()
+    if snap.kv_usage is not None:
+        kv = bar(snap.kv_usage, 16) + Text(f" {snap.kv_usage:6.1%}")
+    if snap.prefix_queries and snap.prefix_hits is not None:
+        kv += Text(f"   prefix hits {snap.prefix_hits / snap.prefix_queries:.1%}")
+    if kv.plain:
+        rows.append(("KV", kv))
+    if snap.compute_s is not None:
+        parts = ", ".join(f"{k} {v:.0f} s" for k, v in sorted(snap.compute_s.items()))
+        rows.append(("compute", Text(parts)))
+    if len(snap.engines) > 1:
+        engines = "; ".join(
+            f"{key}: {e.running} running, {e.waiting} waiting"
+            + ("" if e.kv_usage is None else f", KV {e.kv_usage:.0%}")
+            for key, e in snap.engines.items()
+        )
+        rows.append(("engines", Text(engines)))
+    return rows
+
+
+class _Fitted:
+    """The full layout where it fits the console's height, else the compact one (each drawn
+    for the console's width)."""
+
+    def __init__(
+        self, full: Callable[[int], RenderableType], compact: Callable[[int], RenderableType]
+    ) -> None:
+        self.full, self.compact = full, compact
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        lines = console.render_lines(self.full(width), options.update(height=None), pad=False)
+        if len(lines) > options.max_height:
+            yield self.compact(width)
+            return
+        for line in lines:
+            yield from line
+            yield Segment.line()
 
 
 class View(Protocol):

@@ -26,8 +26,10 @@ DATA = Path(__file__).parent / "data"
 URL = "http://127.0.0.1:8000"
 
 
-def render(dashboard: Dashboard) -> str:
-    console = Console(file=io.StringIO(), width=110, color_system=None, force_terminal=False)
+def render(dashboard: Dashboard, width: int = 110, height: int = 60) -> str:
+    console = Console(
+        file=io.StringIO(), width=width, height=height, color_system=None, force_terminal=False
+    )
     console.print(dashboard.render())
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert isinstance(out, str)
@@ -80,6 +82,49 @@ def test_panels_show_the_stall_signals() -> None:
     assert "stall started (frozen)" in out
     assert "engine 1" in out
     assert "agents: 12 streaming" in out
+
+
+def _stalled_with_panels() -> Dashboard:
+    two = parse_metrics((DATA / "vllm-0.32-two-engines.txt").read_text())
+    dashboard = fed(
+        Verdict(80.0, DetectorState("stalled", 10.0, 70.0, "frozen", True)),
+        *(StallStarted(70.0 + n, 10.0, "frozen", True, two) for n in range(8)),
+    )
+    agents = "\n".join(f"agent {n} streaming" for n in range(16))
+    dashboard.add_panel(lambda: Text(agents), compact=lambda: Text("agents: 16 streaming"))
+    dashboard.add_panel(lambda: Text("progress 1m of 15m"))
+    return dashboard
+
+
+def test_compact_layout_fits_an_80x24_terminal() -> None:
+    out = render(_stalled_with_panels(), width=80, height=24)
+    lines = out.splitlines()
+    assert len(lines) <= 24 and max(len(line.rstrip()) for line in lines) <= 80
+    # the state, tok/s, running/waiting and the stall banner, then the newest event
+    assert "STALLED frozen 1m10s" in lines[2]
+    assert "tok/s" in out and "running 16" in out and "waiting 8 (capacity 5, deferred 3)" in out
+    assert "98.0%" in out and "0: 12 running, 2 waiting, KV 62%" in out
+    assert "1m17s  stall started (frozen)" in out and "1m10s  stall" not in out
+    # callers' panels in their compact form (or as they are, without one)
+    assert "agents: 16 streaming" in out and "agent 15" not in out
+    assert lines[-1].startswith("progress 1m of 15m")
+
+
+def test_full_layout_where_it_fits() -> None:
+    out = render(_stalled_with_panels(), width=80, height=60)
+    assert "scheduler compute" in out and "agent 15 streaming" in out
+    assert "1m10s  stall started (frozen)" in out
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= 80  # the sparkline too
+
+
+async def test_live_dashboard_in_80x24_is_not_cut() -> None:
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, height=24, force_terminal=True, color_system=None)
+    dashboard = _stalled_with_panels()
+    async with live_dashboard(dashboard, console, refresh_per_s=50):
+        dashboard.update(Verdict(90.0, DetectorState("stalled", 10.0, 80.0, "frozen", True)))
+    assert "STALLED frozen 1m20s" in buf.getvalue()
+    assert "..." not in buf.getvalue()  # rich's mark of a frame taller than the terminal
 
 
 def test_sparkline_and_durations() -> None:
