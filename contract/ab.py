@@ -8,6 +8,12 @@ Version 2 made the verdict exposure-aware: each seed carries its exposure (engin
 observed load until its first stall or its end) and whether it was censored (ended early, or
 its metrics were down at the end) with the reason; each arm its stall rate per engine hour
 with an exact 95 % interval; the verdict names its test and the rate ratio.
+
+Version 3 counts only time under load: exposure is engine seconds with work pending (requests
+running or waiting on the engine, or in flight from the agents), rates such as decode tok/s
+are over that time (`loaded_s`), seeds whose runs are identical count once (`same_as`,
+`distinct_runs`), the per-seed `like_for_like` is the arm's (an early end is not like for
+like), and seeds whose files could not be read are listed (`damaged`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ __all__ = [
     "BundleLink",
     "Censor",
     "Conclusion",
+    "DamagedSeed",
     "SeedRow",
     "Stall",
     "StallRate",
@@ -39,8 +46,9 @@ __all__ = [
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
-#: ab.json's layout version (2: exposure, censoring, rates and the Poisson rate test)
-AB_SCHEMA_VERSION = 2
+#: ab.json's layout version (2: exposure, censoring, rates and the Poisson rate test; 3: time
+#: under load only, identical seeds counted once, damaged seeds listed)
+AB_SCHEMA_VERSION = 3
 
 #: why a seed's observation ended before its planned length without a stall: the arm's end
 #: reason, or `metrics_down` when its engine's /metrics did not answer at the end
@@ -94,9 +102,16 @@ class ArmFigures(BaseModel):
     max_kv_perc: float | None = Field(description="Highest KV cache usage seen, in %.")
     preemptions: float | None = Field(description="Preemptions during the run.")
     log_counts: dict[str, int] = Field(description="Engine log lines per named pattern.")
-    decode_tok_s: float | None = Field(description="Generated tokens per engine second.")
+    decode_tok_s: float | None = Field(
+        description="Generated tokens per engine second under load (see `loaded_s`)."
+    )
     cached_perc: float | None = Field(description="Prompt tokens served from cache, in %.")
     duration_s: float = Field(description="Engine seconds the arm ran.")
+    loaded_s: float | None = Field(
+        None,
+        description="Engine seconds of the run with work pending (requests running or waiting "
+        "on the engine, or in flight from the agents), stalls included, idle time not.",
+    )
     planned_duration_s: float | None = Field(description="Engine seconds it was planned to run.")
     end_reason: EndReason = Field(description="Why the arm ended (meta.json's end_reason).")
     time_scale: float = Field(description="Engine seconds per wall second used to convert.")
@@ -110,11 +125,22 @@ class ArmFigures(BaseModel):
     lag: str | None = Field(None, description="Why the arm is not like for like, if it lagged.")
     exposure_s: float = Field(
         0.0,
-        description="Engine seconds of observed load (metrics up) until the first stall or the end.",
+        description="Engine seconds with work pending and metrics up, until the first stall or "
+        "the end (idle time is not exposure).",
     )
     censored: Censor | None = Field(
         None, description="Why the observation ended early without a stall (null: it did not)."
     )
+    run_digest: str | None = Field(
+        None,
+        description="A digest of what the seed observed (timeline, requests' times and sizes): "
+        "seeds with the same digest ran the same run.",
+    )
+
+    @property
+    def comparable(self) -> bool:
+        """Whether the arm's totals are like for like: it ran its planned length on its clock."""
+        return self.end_reason == "duration" and self.like_for_like
 
 
 class SeedRow(BaseModel):
@@ -134,13 +160,22 @@ class SeedRow(BaseModel):
     decode_tok_s: float | None = Field(description="Generated tokens per engine second.")
     duration_s: float = Field(description="Engine seconds the arm ran.")
     clock: Clock = Field(description="virtual (engine clock) or wall (HTTP at a time scale).")
-    like_for_like: bool = Field(description="False when the arm fell behind its clock.")
+    like_for_like: bool = Field(
+        description="False when the seed's totals are not like for like: it ended before its "
+        "planned length, or fell behind its clock (the arm's table uses the same rule)."
+    )
     end_reason: EndReason = Field(description="Why the seed's arm ended (meta.json's).")
     exposure_s: float = Field(
-        description="Engine seconds of observed load until the first stall's onset or the end."
+        description="Engine seconds with work pending and metrics up, until the first stall's "
+        "onset or the end."
     )
     censored: Censor | None = Field(
         description="Why the seed ended early without a stall (null: stalled, or ran its length)."
+    )
+    same_as: int | None = Field(
+        None,
+        description="The earlier seed whose run this one repeats exactly (null: a distinct run); "
+        "a repeat is not a new observation and counts once.",
     )
 
 
@@ -148,9 +183,14 @@ class StallRate(BaseModel):
     """An arm's first stalls per engine hour of exposure, with an exact 95 % interval."""
 
     model_config = _FROZEN
-    stalls: int = Field(description="Seeds that stalled (each seed counts its first stall).")
-    exposure_s: float = Field(description="Engine seconds of exposure, summed over the seeds.")
-    censored: int = Field(description="Seeds that ended early without a stall.")
+    stalls: int = Field(
+        description="Distinct runs that stalled (each counts its first stall; repeats once)."
+    )
+    exposure_s: float = Field(
+        description="Engine seconds of exposure, summed over the distinct runs."
+    )
+    censored: int = Field(description="Distinct runs that ended early without a stall.")
+    runs: int | None = Field(None, description="Distinct runs (seeds whose runs differ).")
     stall_rate_per_h: float | None = Field(
         description="Stalls per engine hour of exposure (null: no exposure)."
     )
@@ -165,8 +205,10 @@ class Verdict(BaseModel):
 
     model_config = _FROZEN
     seeds: int = Field(description="Seeds per arm.")
-    base_stalled: int = Field(description="Seeds in which the base arm stalled.")
-    fix_stalled: int = Field(description="Seeds in which the fix arm stalled.")
+    base_runs: int | None = Field(None, description="Distinct runs of the base arm.")
+    fix_runs: int | None = Field(None, description="Distinct runs of the fix arm.")
+    base_stalled: int = Field(description="Distinct runs in which the base arm stalled.")
+    fix_stalled: int = Field(description="Distinct runs in which the fix arm stalled.")
     p_value: float = Field(
         description="One-sided p-value of `test` for 'fix stalls less often than base'."
     )
@@ -183,11 +225,21 @@ class Verdict(BaseModel):
     base_censored: int = Field(description="Base seeds censored (ended early, no stall).")
     fix_censored: int = Field(description="Fix seeds censored (ended early, no stall).")
     fisher_p: float | None = Field(
-        description="One-sided Fisher exact test on stalled seeds, k of N; only when no seed "
-        "of either arm was censored (null otherwise)."
+        description="One-sided Fisher exact test on stalled runs, k of N distinct runs; only "
+        "when no run of either arm was censored (null otherwise)."
     )
     conclusion: Conclusion = Field(description="What the figures allow one to say.")
     reason: str = Field(description="The conclusion in words, with why.")
+
+
+class DamagedSeed(BaseModel):
+    """A seed whose files could not be read: left out of the report, and named."""
+
+    model_config = _FROZEN
+    arm: str = Field(description="The arm's directory name.")
+    seed: int | None = Field(description="The seed (from its directory's name).")
+    file: str = Field(description="The file that could not be read, relative to the run.")
+    problem: str = Field(description="What is wrong with it.")
 
 
 class ArmReport(ArmFigures):
@@ -205,3 +257,7 @@ class ABFile(BaseModel):
     kit: str = Field(description="The kit's name.")
     arms: dict[str, ArmReport] = Field(description="Each arm's figures, by arm name.")
     verdict: Verdict | None = Field(description="Base versus fix over the seeds (both arms only).")
+    damaged: list[DamagedSeed] = Field(
+        default_factory=list,
+        description="Seeds left out because a file could not be read (`kit report --partial`).",
+    )

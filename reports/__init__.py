@@ -14,6 +14,7 @@ from contract.faces import public_face
 if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
     from reports.ab import ABReport as ABReport
     from reports.backtest import write_backtest_html as write_backtest_html
+    from reports.errors import DamagedRunError as DamagedRunError
     from reports.errors import ReportError as ReportError
     from reports.sweep import arm_seed_row as arm_seed_row
     from reports.sweep import quiet_span_s as quiet_span_s

@@ -21,12 +21,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from contract.ab import ABFile, ArmFigures, ArmReport, SeedRow, StallRate, Verdict
-from contract.files import META_FILE
-from reports.errors import ReportError
+from contract.ab import ABFile, ArmFigures, ArmReport, DamagedSeed, SeedRow, StallRate, Verdict
+from contract.files import KIT_FILE, META_FILE, SEED_DIR_PREFIX, TIMELINE_FILE, TURNS_FILE
+from reports.errors import DamagedRunError, ReportError
 from reports.forensics import markdown_lines
-from reports.rundir import arm_dirs, arm_figures, read_kit, read_meta, seed_dirs
-from reports.seeds import onset_spread, rate_of, seed_row, verdict
+from reports.rundir import arm_figures, read_kit, read_meta, seed_dirs
+from reports.seeds import distinct, mark_repeats, onset_spread, rate_of, verdict
 
 FLAG = "\u2020"  # dagger
 _R = TypeVar("_R", bound=str)
@@ -46,6 +46,10 @@ class ABReport(BaseModel):
     verdict: Verdict | None = None
     #: per arm, stalls per engine hour of exposure over its seeds
     rates: dict[str, StallRate] = {}
+    #: seeds left out because a file could not be read (only with `partial`)
+    damaged: list[DamagedSeed] = []
+    #: per arm, the seed directories its figures were read from (the plots read these only)
+    dirs: dict[str, list[Path]] = {}
 
     @property
     def seed_count(self) -> int:
@@ -91,6 +95,13 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
             logs[name] = logs.get(name, 0) + count
     censored = [f.censored for f in figures if f.censored is not None]
     lags = [f.lag for f in figures if f.lag]
+    seen: set[str] = set()
+    runs = []  # the distinct runs: a repeat of an earlier seed's run adds no exposure
+    for f in figures:
+        if f.run_digest is None or f.run_digest not in seen:
+            runs.append(f)
+        if f.run_digest is not None:
+            seen.add(f.run_digest)
     kv = [f.max_kv_perc for f in figures if f.max_kv_perc is not None]
     planned = [f.planned_duration_s for f in figures]
     return first.model_copy(
@@ -110,7 +121,9 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
             "duration_s": round(sum(f.duration_s for f in figures), 1),
             "planned_duration_s": None if None in planned else sum(p or 0.0 for p in planned),
             "end_reason": _worst([f.end_reason for f in figures], _END_ORDER),
-            "exposure_s": round(sum(f.exposure_s for f in figures), 3),
+            "exposure_s": round(sum(f.exposure_s for f in runs), 3),
+            "loaded_s": total([f.loaded_s for f in figures]),
+            "run_digest": None,
             "censored": _worst(censored, (*_END_ORDER, "metrics_down")),
             "seed": None,
             "like_for_like": not lags,
@@ -125,31 +138,139 @@ def _linked_from(folder: str, figures: ArmFigures) -> ArmFigures:
     return figures.model_copy(update={"forensics": links})
 
 
-def load_ab(ab_dir: Path) -> ABReport:
-    """Read every arm below an A/B directory (or a single-arm run directory)."""
+#: the files of one arm's (or one seed's) directory
+_RUN_FILES = (META_FILE, KIT_FILE, TIMELINE_FILE, TURNS_FILE)
+
+
+def _has_run_files(d: Path) -> bool:
+    """Whether `d` holds one arm's (or one seed's) files itself."""
+    return any((d / name).exists() for name in _RUN_FILES)
+
+
+def _seed_of(seed_dir: Path) -> int | None:
+    number = seed_dir.name.removeprefix(SEED_DIR_PREFIX)
+    return int(number) if number.isdigit() else None
+
+
+def _read_seeds(
+    ab_dir: Path, arm_dir: Path, per_seed: list[Path], damaged: list[DamagedSeed]
+) -> list[tuple[Path, ArmFigures]]:
+    """Each readable seed's figures; each unreadable one is added to `damaged`, named."""
+    out = []
+    for seed_dir in per_seed:
+        try:
+            out.append((seed_dir, arm_figures(seed_dir)))
+        except (ReportError, OSError, UnicodeDecodeError) as exc:
+            problem = exc.message if isinstance(exc, ReportError) else str(exc)
+            if isinstance(exc, UnicodeDecodeError):
+                problem = f"not UTF-8 (byte {exc.start})"
+            file = _damaged_file(seed_dir, problem)
+            problem = _problem_text(problem.replace(str(seed_dir / file), file), file)
+            where = seed_dir / file
+            damaged.append(
+                DamagedSeed(
+                    arm=arm_dir.name,
+                    seed=_seed_of(seed_dir),
+                    file=str(where.relative_to(ab_dir)) if where.is_relative_to(ab_dir) else file,
+                    problem=problem,
+                )
+            )
+    return out
+
+
+def _problem_text(problem: str, file: str) -> str:
+    """What is wrong with `file`, without its name: `missing`, `line 3: not valid JSON`."""
+    if problem.startswith(file):
+        problem = problem[len(file) :].lstrip(":")
+        head, _, rest = problem.partition(":")
+        problem = f"line {head}:{rest}" if head.isdigit() else problem
+    return problem.strip().removeprefix("is ").strip()
+
+
+def _damaged_file(seed_dir: Path, problem: str) -> str:
+    """The run file a read error names; else the first that is missing or not UTF-8."""
+    for name in _RUN_FILES:
+        if str(seed_dir / name) in problem:
+            return name
+    for name in _RUN_FILES:
+        path = seed_dir / name
+        if name == META_FILE and not path.exists():
+            return name
+        try:
+            path.read_bytes().decode("utf-8") if path.exists() else None
+        except UnicodeDecodeError:
+            return name
+    return META_FILE
+
+
+def damage_error(damaged: list[DamagedSeed]) -> DamagedRunError:
+    """The refusal to give a verdict over a silently smaller set of seeds."""
+    listed = "; ".join(f"{d.file}: {d.problem}" for d in damaged[:3])
+    more = f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else ""
+    return DamagedRunError(
+        f"{len(damaged)} seed(s) could not be read: {listed}{more}",
+        "restore or re-run those seeds, or pass --partial to report over the readable seeds "
+        "with the damaged ones listed",
+    )
+
+
+def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
+    """Read every arm below an A/B directory (or a single-arm run directory).
+
+    A seed whose files cannot be read is never dropped silently: ReportError names each one,
+    unless `partial`, when the report covers the readable seeds and lists the damaged ones.
+    """
     if not ab_dir.is_dir():
         raise ReportError(
             f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
         )
     kit = read_kit(ab_dir)
-    dirs = arm_dirs(ab_dir)
-    if not dirs:
-        dirs = [p for p in sorted(ab_dir.iterdir()) if p.is_dir() and seed_dirs(p)]
+    if (ab_dir / META_FILE).exists() or (ab_dir / TIMELINE_FILE).exists():
+        dirs = [ab_dir]  # a one-arm run
+    else:  # an arm without its meta.json is still an arm: named as damaged, never skipped
+        dirs = [
+            p
+            for p in sorted(ab_dir.iterdir())
+            if p.is_dir() and (_has_run_files(p) or seed_dirs(p, every=True))
+        ]
     if not dirs:
         raise ReportError(f"no arm directories under {ab_dir}", "each arm needs a meta.json")
     arms: dict[str, ArmFigures] = {}
     seeds: dict[str, list[SeedRow]] = {}
+    damaged: list[DamagedSeed] = []
+    read_from: dict[str, list[Path]] = {}
     for d in dirs:
-        per_seed = seed_dirs(d) if not (d / META_FILE).exists() else [d]
-        figures = [arm_figures(s) for s in per_seed]
+        per_seed = [d] if _has_run_files(d) else seed_dirs(d, every=True)
+        read = _read_seeds(ab_dir, d, per_seed, damaged)
+        if not read:
+            continue
+        figures = [f for _, f in read]
         if len(per_seed) > 1:  # the arm's report links each seed's bundles through its folder
-            figures = [_linked_from(s.name, f) for s, f in zip(per_seed, figures, strict=True)]
-        name = read_meta(per_seed[0]).arm
+            figures = [_linked_from(s.name, f) for s, f in read]
+        name = read_meta(read[0][0]).arm
         arms[name] = merge_seeds(figures)
-        seeds[name] = [seed_row(f) for f in figures]
+        seeds[name] = mark_repeats(figures)
+        read_from[name] = [s for s, _ in read]
+    if damaged and not partial:
+        raise damage_error(damaged)
+    if not arms:
+        raise ReportError(f"no readable arm under {ab_dir}", "each arm needs a meta.json")
     result = verdict(seeds["base"], seeds["fix"]) if {"base", "fix"} <= set(seeds) else None
     rates = {name: rate_of(rows) for name, rows in seeds.items()}
-    return ABReport(kit=kit.name, arms=arms, seeds=seeds, verdict=result, rates=rates)
+    return ABReport(
+        kit=kit.name,
+        arms=arms,
+        seeds=seeds,
+        verdict=result,
+        rates=rates,
+        damaged=damaged,
+        dirs=read_from,
+    )
+
+
+def shown_dirs(report: ABReport) -> list[Path] | None:
+    """The directory drawn per arm in the timelines: its first readable seed (None: unknown)."""
+    return [dirs[0] for dirs in report.dirs.values() if dirs] or None
 
 
 def _fmt_s(value: float) -> str:
@@ -184,13 +305,17 @@ def stopped_early(arm: ArmFigures) -> bool:
 
 
 def not_like_for_like(arm: ArmFigures) -> bool:
-    """An arm whose totals are not like for like: it stopped early or fell behind its clock."""
-    return stopped_early(arm) or not arm.like_for_like
+    """An arm whose totals are not like for like: it stopped early or fell behind its clock
+    (the per-seed rows use the same rule, `ArmFigures.comparable`)."""
+    return not arm.comparable
 
 
 def _stalled_cell(rows: list[SeedRow]) -> str:
-    cell = f"{sum(r.stalled for r in rows)} of {len(rows)}"
-    censored = [r.censored for r in rows if r.censored is not None]
+    runs = distinct(rows)
+    cell = f"{sum(r.stalled for r in runs)} of {len(runs)}"
+    if len(runs) < len(rows):
+        cell += f" distinct ({len(rows)} seeds)"
+    censored = [r.censored for r in runs if r.censored is not None]
     if censored:
         why = ", ".join(f"{censored.count(c)} {_CENSOR_WHY[c]}" for c in sorted(set(censored)))
         cell += f" ({len(censored)} censored: {why})"
@@ -293,15 +418,7 @@ def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
         (
             "length",
             "run length",
-            [
-                _fmt_s(a.duration_s)
-                + (
-                    f" of {_fmt_s(a.planned_duration_s)}"
-                    if a.planned_duration_s and stopped_early(a)
-                    else ""
-                )
-                for a in arms
-            ],
+            [_length_cell(a) for a in arms],
         ),
     ]
     flagged: list[tuple[str, str, list[str]]] = []
@@ -314,12 +431,22 @@ def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
     return flagged
 
 
+def _length_cell(arm: ArmFigures) -> str:
+    """`5400 s`, `2568 s of 5400 s`, and the time under load when idle time was a share of it."""
+    cell = _fmt_s(arm.duration_s)
+    if arm.planned_duration_s and stopped_early(arm):
+        cell += f" of {_fmt_s(arm.planned_duration_s)}"
+    if arm.loaded_s is not None and arm.loaded_s < 0.99 * arm.duration_s:
+        cell += f", {_fmt_s(arm.loaded_s)} under load"
+    return cell
+
+
 _WHY = {
     "stall_stop": "stopped by the monitor during a stall",
     "interrupted": "interrupted",
     "error": "ended by an error",
     "engine_died": "ended when its engine died",
-    "starting": "never got going",
+    "starting": "ended without recording its end (interrupted or killed)",
 }
 #: a censored seed's reason, after its count
 _CENSOR_WHY = {
@@ -327,7 +454,7 @@ _CENSOR_WHY = {
     "error": "error",
     "interrupted": "interrupted",
     "stall_stop": "stopped",
-    "starting": "never started",
+    "starting": "unfinished",
     "metrics_down": "metrics down at the end",
 }
 
@@ -351,10 +478,36 @@ def footnotes(report: ABReport) -> list[str]:
                 f"{FLAG} {name} ({arm.spec}) fell behind its clock ({arm.lag}): its figures are "
                 "not like for like."
             )
+    notes += _repeat_notes(report) + _damage_notes(report)
     clocks = sorted({a.clock for a in report.arms.values()})
     if "wall" in clocks and any(a.time_scale != 1.0 for a in report.arms.values()):
         notes.append(_scale_note(report))
     return notes
+
+
+def _repeat_notes(report: ABReport) -> list[str]:
+    """Which arms' seeds repeated one another's runs, so counted once."""
+    notes = []
+    for name, rows in report.seeds.items():
+        runs = len(distinct(rows))
+        if runs < len(rows):
+            notes.append(
+                f"{name}: {len(rows)} seeds, {runs} distinct run{'s' if runs > 1 else ''}: seeds "
+                "whose runs are identical are one observation and count once in the stalled "
+                "runs, the exposure, the rate and the test."
+            )
+    return notes
+
+
+def _damage_notes(report: ABReport) -> list[str]:
+    """The seeds left out because a file could not be read (`--partial`)."""
+    if not report.damaged:
+        return []
+    listed = "; ".join(f"{d.file}: {d.problem}" for d in report.damaged)
+    return [
+        f"Left out, could not be read ({len(report.damaged)}): {listed}. The figures and the "
+        "verdict cover the readable seeds only."
+    ]
 
 
 def _seeds_note(name: str, arm: ArmFigures, seeds: list[str]) -> str:
@@ -402,6 +555,7 @@ def seed_cells(r: SeedRow) -> list[str]:
     values: list[object] = [r.seed, r.stalled, r.kind, r.onset_s, r.stopped_run, r.turns]
     values.append(preemptions)
     values += [r.restores_recomputed, r.decode_tok_s, r.clock, r.like_for_like]
+    values.append(None if r.same_as is None else f"seed {r.same_as}")
     return [_cell(v) for v in values]
 
 
@@ -410,8 +564,8 @@ def _seed_table(report: ABReport) -> list[str]:
         "## Per seed",
         "",
         "| arm | seed | stalled | kind | onset | stopped | turns | preemptions "
-        "| restores recomputed | decode tok/s | clock | like for like |",
-        "| --- |" + " --- |" * 11,
+        "| restores recomputed | decode tok/s | clock | like for like | same run as |",
+        "| --- |" + " --- |" * 12,
     ]
 
     for name, rows in report.seeds.items():
@@ -458,7 +612,7 @@ def to_ab_file(report: ABReport) -> ABFile:
         name: ArmReport(**dict(arm), seeds=report.seeds.get(name, []), rate=report.rates.get(name))
         for name, arm in report.arms.items()
     }
-    return ABFile(kit=report.kit, arms=arms, verdict=report.verdict)
+    return ABFile(kit=report.kit, arms=arms, verdict=report.verdict, damaged=report.damaged)
 
 
 def to_json(report: ABReport) -> dict[str, Any]:

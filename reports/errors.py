@@ -9,3 +9,7 @@ from contract.errors import StallkitError
 
 class ReportError(StallkitError):
     """A run directory is missing or unreadable."""
+
+
+class DamagedRunError(ReportError):
+    """Some seeds of a run directory cannot be read: no verdict over a silently smaller set."""

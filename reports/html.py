@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from contract.files import META_FILE, TURNS_FILE
 from contract.records import read_records
-from reports.ab import ABReport, footnotes, seed_cells, table_rows, title
+from reports.ab import ABReport, footnotes, seed_cells, shown_dirs, table_rows, title
 from reports.forensics import bundle_items
 from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 from reports.seeds import kaplan_meier
@@ -78,16 +78,17 @@ def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
     return ttft, gaps, weights
 
 
-def distributions_figure(run_dir: Path) -> Figure:
-    """Per arm, histograms of TTFT and inter-token latency (engine seconds, all seeds)."""
+def distributions_figure(run_dir: Path, dirs: dict[str, list[Path]] | None = None) -> Figure:
+    """Per arm, histograms of TTFT and inter-token latency (engine seconds, all seeds;
+    `dirs`: each arm's seed directories, else those found under `run_dir`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(12, 3.8))
-    for name, dirs in _arm_turn_dirs(run_dir).items():
-        ttft, gaps, weights = _latencies(dirs)
+    for name, seed_dirs_ in (dirs or _arm_turn_dirs(run_dir)).items():
+        ttft, gaps, weights = _latencies(seed_dirs_)
         if ttft:
             ax_ttft.hist(ttft, bins=40, histtype="step", lw=1.5, label=f"{name} ({len(ttft)})")
         if gaps:
@@ -161,7 +162,7 @@ def _table(report: ABReport) -> str:
 
 def _seed_table(report: ABReport) -> str:
     cols = ["arm", "seed", "stalled", "kind", "onset (s)", "stopped", "turns", "preemptions"]
-    cols += ["restores recomputed", "decode tok/s", "clock", "like for like"]
+    cols += ["restores recomputed", "decode tok/s", "clock", "like for like", "same run as"]
     rows = ["<tr>" + "".join(f"<th>{c}</th>" for c in cols) + "</tr>"]
 
     for name, seeds in report.seeds.items():
@@ -186,9 +187,9 @@ def _forensics(report: ABReport) -> str:
     return "<h2>Stall forensics</h2><ul>" + "</li>".join(lines) + "</li></ul>"
 
 
-def _run_date(run_dir: Path) -> str:
-    for meta in sorted(run_dir.rglob(META_FILE)):
-        started = read_meta(meta.parent).started_at
+def _run_date(dirs: list[Path]) -> str:
+    for d in dirs:
+        started = read_meta(d).started_at
         if started is not None:
             return started[:10]
     return "unknown date"
@@ -198,9 +199,10 @@ def to_html(report: ABReport, run_dir: Path, timeline_svg: str | None = None) ->
     """The whole page (`timeline_svg`: the timeline figure already drawn, else drawn here)."""
     from reports.plot import timeline_figure
 
-    heading = f"{title(report)}, {_run_date(run_dir)}"
+    read = [d for dirs in report.dirs.values() for d in dirs]
+    heading = f"{title(report)}, {_run_date(read)}"
     if timeline_svg is None:
-        timeline_svg = _svg(timeline_figure(run_dir, heading))
+        timeline_svg = _svg(timeline_figure(run_dir, heading, shown_dirs(report)))
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in footnotes(report))
     shown = " (each arm's first seed)" if report.seed_count > 1 else ""
     parts = [
@@ -217,7 +219,7 @@ def to_html(report: ABReport, run_dir: Path, timeline_svg: str | None = None) ->
         f"<h2>Timelines{shown}</h2>",
         timeline_svg,
         "<h2>Latency distributions (all seeds)</h2>",
-        _svg(distributions_figure(run_dir)),
+        _svg(distributions_figure(run_dir, report.dirs or None)),
         _forensics(report),
         "</body></html>",
     ]

@@ -55,13 +55,16 @@ def plot_timelines(run_dir: Path, out_path: Path, title: str | None = None) -> N
     save_timelines(run_dir, out_path, title)
 
 
-def save_timelines(run_dir: Path, png_path: Path, title: str | None = None) -> str:
-    """Draw the timeline figure once: write it as a PNG and return it as inline SVG."""
+def save_timelines(
+    run_dir: Path, png_path: Path, title: str | None = None, arms: list[Path] | None = None
+) -> str:
+    """Draw the timeline figure once: write it as a PNG and return it as inline SVG (`arms`:
+    the directory drawn per arm, else each arm's first seed found under `run_dir`)."""
     import io
 
     import matplotlib.pyplot as plt
 
-    fig = timeline_figure(run_dir, title)
+    fig = timeline_figure(run_dir, title, arms)
     try:
         fig.savefig(png_path, dpi=90)
         buffer = io.StringIO()
@@ -72,15 +75,19 @@ def save_timelines(run_dir: Path, png_path: Path, title: str | None = None) -> s
     return text[text.index("<svg") :]
 
 
-def timeline_figure(run_dir: Path, title: str | None = None) -> Figure:
-    """The timeline figure (one column per arm, four rows of panels); the caller closes it."""
+def timeline_figure(
+    run_dir: Path, title: str | None = None, arm_dirs: list[Path] | None = None
+) -> Figure:
+    """The timeline figure (one column per arm, four rows of panels); the caller closes it.
+
+    `arm_dirs`: the directory drawn per arm, else each arm's first seed under `run_dir`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    arms = shown_arm_dirs(run_dir)
+    arms = arm_dirs if arm_dirs is not None else shown_arm_dirs(run_dir)
     fig, axes = plt.subplots(
         4, max(1, len(arms)), figsize=(6.5 * max(1, len(arms)), 9.5), sharex="all", squeeze=False
     )

@@ -10,6 +10,7 @@ nominal, or a lag warning in its log) is marked not like for like, with why.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -29,7 +30,7 @@ from contract.files import (
 from contract.jsonl import read_json, read_jsonl
 from contract.kitfile import KitFile
 from contract.meta import ArmMeta
-from contract.records import read_records
+from contract.records import TurnRecord, read_records
 from contract.summary import summarize
 from contract.time import ScaleBasis, report_scale
 from contract.timeline import (
@@ -41,7 +42,7 @@ from contract.timeline import (
     timeline_adapter,
 )
 from reports.errors import ReportError
-from reports.exposure import observe
+from reports.exposure import loaded_s, observe
 from reports.forensics import read_bundles
 
 T = TypeVar("T")
@@ -162,9 +163,16 @@ def arm_dirs(run_dir: Path) -> list[Path]:
     return sorted(p for p in run_dir.iterdir() if (p / META_FILE).exists())
 
 
-def seed_dirs(arm_dir: Path) -> list[Path]:
-    """The `seed-N` directories of an arm run over several seeds, by seed."""
-    found = [p for p in arm_dir.glob(f"{SEED_DIR_PREFIX}*") if (p / META_FILE).exists()]
+def seed_dirs(arm_dir: Path, every: bool = False) -> list[Path]:
+    """The `seed-N` directories of an arm run over several seeds, by seed: those with a
+    meta.json, or (`every`) all of them, so that a damaged one can be named."""
+    found = [
+        p
+        for p in arm_dir.glob(f"{SEED_DIR_PREFIX}*")
+        if p.is_dir()
+        and p.name.removeprefix(SEED_DIR_PREFIX).isdigit()
+        and (every or (p / META_FILE).exists())
+    ]
     return sorted(found, key=lambda p: int(p.name.removeprefix(SEED_DIR_PREFIX)))
 
 
@@ -216,13 +224,16 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
     samples = [e for e in events if isinstance(e, SampleLine)]
     # the records, not summary.json, are the source: they survive a crash that a summary may not
     turns = arm_dir / TURNS_FILE
-    load = summarize(_report(lambda: read_records(turns)) if turns.exists() else [])
+    records = _report(lambda: read_records(turns)) if turns.exists() else []
+    load = summarize(records)
     duration_s = meta.engine_s if meta.engine_s else meta.wall_s * scale
+    flights = [(r.t_start, r.t_end) for r in records]
+    under_load_s = loaded_s(events, scale, duration_s, flights)
     lag = lag_reason(meta, arm_dir / ENGINE_LOG)
     kv = [s.kv_usage for s in samples if s.kv_usage is not None]
     stalls = stalls_from_timeline(events, scale)
     onset = stalls[0].start_s if stalls else None
-    seen = observe(events, scale, duration_s, onset, meta.end_reason)
+    seen = observe(events, scale, duration_s, onset, meta.end_reason, flights)
     return ArmFigures(
         spec=meta.spec,
         capabilities=meta.capabilities,
@@ -235,7 +246,8 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         max_kv_perc=round(100.0 * max(kv), 1) if kv else None,
         preemptions=counter_increase(s.preemptions for s in samples),
         log_counts=count_log_patterns(arm_dir / ENGINE_LOG, kit.report.log_patterns),
-        decode_tok_s=round(load.generated_tokens / duration_s, 1) if duration_s > 0 else None,
+        # a rate over the time under load: an idle tail (a trace that ended) is not served time
+        decode_tok_s=round(load.generated_tokens / under_load_s, 1) if under_load_s > 0 else None,
         cached_perc=None if load.cached_prompt_pct is None else round(load.cached_prompt_pct, 1),
         duration_s=round(duration_s, 1),
         planned_duration_s=meta.planned_duration_s,
@@ -248,5 +260,20 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         like_for_like=lag is None,
         lag=lag,
         exposure_s=seen.exposure_s,
+        loaded_s=under_load_s,
         censored=seen.censored,
+        run_digest=run_digest(arm_dir / TIMELINE_FILE, records),
     )
+
+
+def run_digest(timeline: Path, records: Iterable[TurnRecord]) -> str:
+    """A digest of what a seed observed: its timeline file and its requests' times, sizes and
+    outcomes (not their ids or text). Two seeds with the same digest ran the same run (a kit
+    whose workload does not depend on the seed, on the virtual clock): one observation."""
+    h = hashlib.sha256(timeline.read_bytes() if timeline.exists() else b"")
+    for r in records:
+        h.update(
+            repr((r.t_start, r.t_end, r.outcome, r.prompt_tokens, r.completion_tokens)).encode()
+        )
+        h.update(repr((r.cached_tokens, r.ttft_s)).encode())
+    return h.hexdigest()[:16]

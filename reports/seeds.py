@@ -2,7 +2,9 @@
 
 Pure functions over figures already read from saved arm directories. Each seed contributes
 its first stall (or none) and its exposure, the engine seconds it was observed under load
-until then (`reports.exposure`); a seed that ended early is censored, never clean. Per arm
+until then (`reports.exposure`); a seed that ended early is censored, never clean. Seeds whose
+runs are identical (a kit whose workload does not depend on the seed, on the virtual clock)
+are one observation: a repeat is marked (`same_as`) and counts once everywhere. Per arm
 the stall rate is stalls per engine hour of exposure, with the exact (Garwood) 95 % interval
 from the chi-squared distribution. The verdict is the exact conditional test of two Poisson
 rates: given the stalls of both arms, the fix arm's count is binomial with the fix arm's share
@@ -22,9 +24,11 @@ __all__ = [
     "SeedRow",
     "StallRate",
     "Verdict",
+    "distinct",
     "fisher_less",
     "garwood_per_h",
     "kaplan_meier",
+    "mark_repeats",
     "onset_spread",
     "rate_of",
     "rate_test_less",
@@ -52,11 +56,31 @@ def seed_row(arm: ArmFigures) -> SeedRow:
         decode_tok_s=arm.decode_tok_s,
         duration_s=arm.duration_s,
         clock=arm.clock,
-        like_for_like=arm.like_for_like,
+        like_for_like=arm.comparable,
         end_reason=arm.end_reason,
         exposure_s=arm.exposure_s,
         censored=arm.censored,
     )
+
+
+def mark_repeats(figures: Sequence[ArmFigures]) -> list[SeedRow]:
+    """One row per seed; a seed whose run repeats an earlier seed's exactly names that seed."""
+    first: dict[str, int | None] = {}
+    rows = []
+    for arm in figures:
+        row = seed_row(arm)
+        digest = arm.run_digest
+        if digest is not None and digest in first:
+            row = row.model_copy(update={"same_as": first[digest]})
+        elif digest is not None:
+            first[digest] = arm.seed
+        rows.append(row)
+    return rows
+
+
+def distinct(rows: Sequence[SeedRow]) -> list[SeedRow]:
+    """The rows that are observations of their own (repeats left out)."""
+    return [r for r in rows if r.same_as is None]
 
 
 def fisher_less(base_hits: int, base_n: int, fix_hits: int, fix_n: int) -> float:
@@ -86,18 +110,25 @@ def garwood_per_h(stalls: int, exposure_s: float) -> tuple[float, float]:
 
 
 def rate_of(rows: Sequence[SeedRow]) -> StallRate:
-    """An arm's stalls, exposure and stall rate per engine hour over its seeds."""
+    """An arm's stalls, exposure and stall rate per engine hour over its distinct runs."""
+    rows = distinct(rows)
     stalls = sum(r.stalled for r in rows)
     exposure = round(sum(r.exposure_s for r in rows), 3)
     censored = sum(r.censored is not None for r in rows)
     if exposure <= 0:
         return StallRate(
-            stalls=stalls, exposure_s=0.0, censored=censored, stall_rate_per_h=None, ci95=None
+            stalls=stalls,
+            exposure_s=0.0,
+            censored=censored,
+            runs=len(rows),
+            stall_rate_per_h=None,
+            ci95=None,
         )
     return StallRate(
         stalls=stalls,
         exposure_s=exposure,
         censored=censored,
+        runs=len(rows),
         stall_rate_per_h=stalls / (exposure / _HOUR_S),
         ci95=garwood_per_h(stalls, exposure),
     )
@@ -123,13 +154,16 @@ def verdict(base: Sequence[SeedRow], fix: Sequence[SeedRow]) -> Verdict:
     b, f = rate_of(base), rate_of(fix)
     p = rate_test_less(b.stalls, b.exposure_s, f.stalls, f.exposure_s)
     uncensored = b.censored == 0 and f.censored == 0
-    fisher = fisher_less(b.stalls, len(base), f.stalls, len(fix)) if uncensored else None
+    base_n, fix_n = len(distinct(base)), len(distinct(fix))
+    fisher = fisher_less(b.stalls, base_n, f.stalls, fix_n) if uncensored else None
     ratio = None
     if b.stall_rate_per_h and f.stall_rate_per_h is not None:
         ratio = f.stall_rate_per_h / b.stall_rate_per_h
     conclusion, reason = _conclude(b, f, p)
     return Verdict(
         seeds=max(len(base), len(fix)),
+        base_runs=base_n,
+        fix_runs=fix_n,
         base_stalled=b.stalls,
         fix_stalled=f.stalls,
         p_value=p,
@@ -165,8 +199,8 @@ def _conclude(b: StallRate, f: StallRate, p: float) -> tuple[Conclusion, str]:
 
 
 def onset_spread(rows: Sequence[SeedRow]) -> tuple[float, float, float] | None:
-    """(median, min, max) of the first stall's onset over the seeds that stalled."""
-    onsets = [r.onset_s for r in rows if r.onset_s is not None]
+    """(median, min, max) of the first stall's onset over the distinct runs that stalled."""
+    onsets = [r.onset_s for r in distinct(rows) if r.onset_s is not None]
     if not onsets:
         return None
     return statistics.median(onsets), min(onsets), max(onsets)
@@ -180,6 +214,7 @@ def kaplan_meier(rows: Sequence[SeedRow]) -> tuple[list[float], list[float]]:
     """
     from scipy.stats import CensoredData, ecdf
 
+    rows = distinct(rows)
     stalled = [r.exposure_s for r in rows if r.stalled]
     clean = [r.exposure_s for r in rows if not r.stalled]
     if not rows:

@@ -9,19 +9,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from contract.jsonl import write_json
-from reports.ab import ABReport, load_ab, to_ab_file, to_markdown
+from reports.ab import ABReport, load_ab, shown_dirs, to_ab_file, to_markdown
 from reports.html import to_html
 from reports.plot import save_timelines
 
 __all__ = ["write_reports"]
 
 
-def write_reports(ab_dir: Path) -> ABReport:
-    """(Re)make the reports (ab.md, ab.json, ab.html; run.* for one arm) and timeline.png."""
-    report = load_ab(ab_dir)
+def write_reports(ab_dir: Path, partial: bool = False) -> ABReport:
+    """(Re)make the reports (ab.md, ab.json, ab.html; run.* for one arm) and timeline.png.
+
+    DamagedRunError when a seed's files cannot be read, unless `partial` (see `load_ab`)."""
+    report = load_ab(ab_dir, partial)
     stem = report.stem
     (ab_dir / f"{stem}.md").write_text(to_markdown(report), encoding="utf-8")
     write_json(ab_dir / f"{stem}.json", to_ab_file(report))
-    timeline_svg = save_timelines(ab_dir, ab_dir / "timeline.png", report.title)
+    shown = shown_dirs(report)
+    timeline_svg = save_timelines(ab_dir, ab_dir / "timeline.png", report.title, shown)
     (ab_dir / f"{stem}.html").write_text(to_html(report, ab_dir, timeline_svg), encoding="utf-8")
     return report

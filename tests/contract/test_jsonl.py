@@ -129,7 +129,7 @@ def test_json_files_are_written_whole_and_read_back_or_named_when_bad(tmp_path: 
         read_json(path, ArmMeta)
 
 
-def test_kit_report_on_a_corrupt_timeline_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_kit_report_on_a_corrupt_timeline_is_one_line_and_exit_1(tmp_path: Path) -> None:
     arm = tmp_path / "run"
     arm.mkdir()
     meta = ArmMeta(arm="run", spec="sim:fix", kind="sim", end_reason="duration", wall_s=10.0)
@@ -139,6 +139,7 @@ def test_kit_report_on_a_corrupt_timeline_is_one_line_and_exit_2(tmp_path: Path)
         '{"type": "gpu", "t": 1}\n{"type": "gpu", "t": 2, "util": {}}\n'
     )
     result = CliRunner().invoke(app, ["report", str(arm)])
-    assert result.exit_code == 2, result.output
-    assert "timeline.jsonl:1: gpu.util: Field required" in result.output
+    # a damaged run (its data, not the command line): exit 1, the file and the line named
+    assert result.exit_code == 1, result.output
+    assert "timeline.jsonl: line 1: gpu.util: Field required" in result.output
     assert "Traceback" not in result.output

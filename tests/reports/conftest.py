@@ -45,7 +45,10 @@ def write_seed_arm(root: Path, arm: str, seed: int, stall_onset: float | None) -
     events: list[dict[str, Any]] = []
     for t in range(0, 1000, 100):
         events.append({"type": "gpu", "t": float(t), "util": {"0": 100.0, "1": 100.0}})
-        events.append({"type": "sample", "t": float(t), "kv_usage": 0.5, "running": 2})
+        # each seed its own run (a prefix-query count of its own), as seeds of a seeded
+        # workload are: identical seeds would be one observation
+        sample = {"type": "sample", "t": float(t), "kv_usage": 0.5, "running": 2}
+        events.append(sample | {"prefix_queries": float(seed * 1000 + t)})
     if stall_onset is not None:
         events += [
             {

@@ -16,7 +16,7 @@ from scipy.stats import binomtest, chi2
 from contract.timeline import DownLine, SampleLine, StallStartedLine, TimelineLine
 from kits.ab import strict_failures
 from reports.ab import load_ab, to_json, to_markdown
-from reports.exposure import observe
+from reports.exposure import loaded_s, observe, pending_intervals
 from reports.seeds import garwood_per_h, rate_test_less
 
 
@@ -166,3 +166,34 @@ def test_kit_report_strict_fails_on_a_fix_arm_that_died(tmp_path: Path, seed_arm
     assert "strict: fix arm's engine died in 3 of 3 seeds" in done.output
     assert (tmp_path / "ab.md").exists()  # the reports were written all the same
     assert CliRunner().invoke(app, ["report", str(tmp_path)]).exit_code == 0
+
+
+def test_idle_time_is_not_exposure() -> None:
+    # work pending from 0 to 30 s (gauges), then the engine idles with /metrics answering
+    events: list[TimelineLine] = [SampleLine(t=0, running=2), SampleLine(t=10, waiting=1)]
+    events += [SampleLine(t=30, running=0, waiting=0), SampleLine(t=60, running=0, waiting=0)]
+    seen = observe(events, 1.0, 1000.0, None, "duration")
+    assert (seen.exposure_s, seen.censored) == (30.0, None)
+    assert loaded_s(events, 1.0, 1000.0) == 30.0
+    # on the wall clock the same stretches in engine seconds
+    assert observe(events, 10.0, 10000.0, None, "duration").exposure_s == 300.0
+
+
+def test_requests_in_flight_are_pending_work_even_when_the_gauges_read_idle() -> None:
+    # a wedge whose gauges say idle: the agents' own requests show the work that is pending
+    events: list[TimelineLine] = [SampleLine(t=t, running=0, waiting=0) for t in range(0, 100, 10)]
+    flights = [(5.0, 25.0), (20.0, 40.0), (70.0, 75.0)]
+    assert observe(events, 1.0, 100.0, None, "duration", flights).exposure_s == 40.0
+    assert loaded_s(events, 1.0, 100.0, flights) == 40.0
+    # but not while the metrics were down, nor after the first stall's onset
+    down: list[TimelineLine] = [*events, DownLine(t=31, error="x")]
+    assert observe(down, 1.0, 100.0, None, "duration", flights).exposure_s == 26.0 + 5.0
+    assert observe(events, 1.0, 100.0, 22.0, "stall_stop", flights).exposure_s == 17.0
+
+
+def test_pending_stretches_and_flights_are_one_union() -> None:
+    events: list[TimelineLine] = [SampleLine(t=0, running=1), SampleLine(t=10, running=0)]
+    assert pending_intervals(events, [(5.0, 20.0), (30.0, 31.0)], 50.0) == [
+        (0.0, 20.0),
+        (30.0, 31.0),
+    ]

@@ -89,7 +89,7 @@ def test_per_seed_table_and_verdict_from_saved_seed_directories(
     assert v["p_value"] == pytest.approx((2100 / 5100) ** 2)
     assert v["fisher_p"] == pytest.approx(0.2)  # C(2,0)C(4,3)/C(6,3) = 4/20
     assert v["test"] == "poisson_conditional"
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     base_rate = data["arms"]["base"]["rate"]
     assert base_rate["stall_rate_per_h"] == pytest.approx(2 / (2100 / 3600))
     assert [r["exposure_s"] for r in data["arms"]["base"]["seeds"]] == [400.0, 700.0, 1000.0]
@@ -127,7 +127,8 @@ def test_seed_cells_show_a_scraped_counter_as_whole_preemptions() -> None:
     row = _row(7, 412.25).model_copy(update={"preemptions": 27.0})
     cells = seed_cells(row)
     assert cells[:7] == ["7", "yes", "spinning", "412.2", "yes", "10", "27"]
-    assert cells[7:] == ["2", "50.0", "virtual", "yes"]
+    assert cells[7:] == ["2", "50.0", "virtual", "yes", "-"]
+    assert seed_cells(row.model_copy(update={"same_as": 3}))[-1] == "seed 3"
     assert seed_cells(row.model_copy(update={"preemptions": None}))[6] == "-"
 
 
