@@ -177,6 +177,9 @@ class SeedRow(BaseModel):
         description="The earlier seed whose run this one repeats exactly (null: a distinct run); "
         "a repeat is not a new observation and counts once.",
     )
+    run_digest: str | None = Field(
+        None, description="A digest of what the seed observed (see ArmFigures.run_digest)."
+    )
 
 
 class StallRate(BaseModel):

@@ -26,7 +26,7 @@ from contract.files import KIT_FILE, META_FILE, SEED_DIR_PREFIX, TIMELINE_FILE, 
 from reports.errors import DamagedRunError, ReportError
 from reports.forensics import markdown_lines
 from reports.rundir import arm_figures, read_kit, read_meta, seed_dirs
-from reports.seeds import distinct, mark_repeats, onset_spread, rate_of, verdict
+from reports.seeds import distinct, mark_repeats, onset_spread, rate_of, seed_row, verdict
 
 FLAG = "\u2020"  # dagger
 _R = TypeVar("_R", bound=str)
@@ -249,7 +249,7 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
             figures = [_linked_from(s.name, f) for s, f in read]
         name = read_meta(read[0][0]).arm
         arms[name] = merge_seeds(figures)
-        seeds[name] = mark_repeats(figures)
+        seeds[name] = mark_repeats([seed_row(f) for f in figures])
         read_from[name] = [s for s, _ in read]
     if damaged and not partial:
         raise damage_error(damaged)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import TypeVar
 
 from contract.ab import ArmFigures, Conclusion, SeedRow, StallRate, Verdict
 
@@ -60,22 +61,25 @@ def seed_row(arm: ArmFigures) -> SeedRow:
         end_reason=arm.end_reason,
         exposure_s=arm.exposure_s,
         censored=arm.censored,
+        run_digest=arm.run_digest,
     )
 
 
-def mark_repeats(figures: Sequence[ArmFigures]) -> list[SeedRow]:
-    """One row per seed; a seed whose run repeats an earlier seed's exactly names that seed."""
+R = TypeVar("R", bound=SeedRow)
+
+
+def mark_repeats(rows: Sequence[R]) -> list[R]:
+    """The rows, each seed whose run repeats an earlier seed's exactly naming that seed."""
     first: dict[str, int | None] = {}
-    rows = []
-    for arm in figures:
-        row = seed_row(arm)
-        digest = arm.run_digest
+    out = []
+    for row in rows:
+        digest = row.run_digest
         if digest is not None and digest in first:
             row = row.model_copy(update={"same_as": first[digest]})
         elif digest is not None:
-            first[digest] = arm.seed
-        rows.append(row)
-    return rows
+            first[digest] = row.seed
+        out.append(row)
+    return out
 
 
 def distinct(rows: Sequence[SeedRow]) -> list[SeedRow]:

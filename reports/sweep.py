@@ -30,7 +30,7 @@ from contract.sweep import (
 )
 from contract.timeline import SampleLine
 from reports.rundir import arm_figures, read_timeline
-from reports.seeds import rate_of, seed_row, verdict
+from reports.seeds import mark_repeats, rate_of, seed_row, verdict
 
 __all__ = [
     "arm_seed_row",
@@ -100,7 +100,11 @@ def sweep_file(sweep_dir: Path) -> SweepFile:
     arms = list(plan.arms)
     cells: list[SweepCell] = []
     for index, settings in enumerate(plan.cells()):
-        rows = {arm: sorted(by_cell.get((index, arm), []), key=lambda r: r.seed) for arm in arms}
+        # seeds whose runs are identical (a seed-free workload) count once, as in the A/B
+        rows = {
+            arm: mark_repeats(sorted(by_cell.get((index, arm), []), key=lambda r: r.seed))
+            for arm in arms
+        }
         both = len(arms) > 1 and all(rows[a] for a in (arms[0], arms[-1]))
         cell_verdict = verdict(rows[arms[0]], rows[arms[-1]]) if both else None
         ran = sorted({r.seed for arm_rows in rows.values() for r in arm_rows})
