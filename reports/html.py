@@ -2,15 +2,19 @@
 
 The title (kit, seeds, clock, the run's date), the A/B table with its footnotes, each arm's
 time to first stall as a Kaplan-Meier curve over its seeds' exposure (seeds that did not
-stall marked where their observation ended), the per-seed table, each arm's timeline (the same figure as timeline.png, with stall bands named in its
-legend and the monitor's stop marked) and each arm's TTFT and inter-token latency
-distributions over all its seeds. Figures are inline SVG drawn by matplotlib: no script, no
-stylesheet or font from the network. Reads saved run directories only.
+stall marked where their observation ended), the per-seed table, each arm's timeline (the
+same figure as timeline.png, with stall bands named in its legend and the monitor's stop
+marked) and each arm's TTFT and inter-token latency distributions over all its seeds, on
+log axes spanning the data (a stall's gap of minutes beside milliseconds of decoding).
+Legends sit outside the axes; figures scale down to the page's width. Figures are inline
+SVG drawn by matplotlib: no script, no stylesheet or font from the network. Reads saved run
+directories only.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +27,7 @@ from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 from reports.seeds import kaplan_meier
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 _STYLE = """
@@ -32,6 +37,7 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.stalled { color: #b00; } td.clean { color: #070; }
 p.note { color: #555; font-size: 0.9em; }
+svg { max-width: 100%; height: auto; }
 """
 
 
@@ -79,28 +85,77 @@ def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
 
 
 def distributions_figure(run_dir: Path, dirs: dict[str, list[Path]] | None = None) -> Figure:
-    """Per arm, histograms of TTFT and inter-token latency (engine seconds, all seeds;
-    `dirs`: each arm's seed directories, else those found under `run_dir`)."""
+    """Per arm, histograms of TTFT (engine s) and inter-token latency (engine ms, counted in
+    tokens) over all seeds, on log-scaled axes that span the data: a stall's gaps of minutes
+    sit beside the milliseconds of normal decoding. `dirs`: each arm's seed directories, else
+    those found under `run_dir`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(12, 3.8))
-    for name, seed_dirs_ in (dirs or _arm_turn_dirs(run_dir)).items():
-        ttft, gaps, weights = _latencies(seed_dirs_)
+    fig, (ax_ttft, ax_itl) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
+    latencies = {name: _latencies(d) for name, d in (dirs or _arm_turn_dirs(run_dir)).items()}
+    ttft_bins = log_bins([t for ttft, _, _ in latencies.values() for t in ttft])
+    itl_bins = log_bins([1000 * g for _, gaps, _ in latencies.values() for g in gaps])
+    for name, (ttft, gaps, weights) in latencies.items():
         if ttft:
-            ax_ttft.hist(ttft, bins=40, histtype="step", lw=1.5, label=f"{name} ({len(ttft)})")
+            label = f"{name} ({len(ttft)} turns)"
+            ax_ttft.hist(ttft, bins=ttft_bins, histtype="step", lw=1.5, label=label)
         if gaps:
             label = f"{name} ({sum(weights)} tokens)"
-            ax_itl.hist(gaps, bins=40, weights=weights, histtype="step", lw=1.5, label=label)
-    for ax, what in ((ax_ttft, "time to first token"), (ax_itl, "inter-token latency")):
-        ax.set_xlabel(f"{what} (engine s)")
-        ax.set_ylabel("count")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    fig.tight_layout()
+            itl_ms = [1000 * g for g in gaps]
+            ax_itl.hist(
+                itl_ms, bins=itl_bins, weights=weights, histtype="step", lw=1.5, label=label
+            )
+    _log_axis(ax_ttft, ttft_bins, "time to first token (engine s, log scale)", "turns")
+    _log_axis(ax_itl, itl_bins, "inter-token latency (engine ms, log scale)", "tokens (log scale)")
+    ax_itl.set_yscale("log")
     return fig
+
+
+def log_bins(values: list[float], count: int = 50) -> list[float]:
+    """`count` log-spaced bin edges from the smallest positive value to the largest (a value
+    of 0 or less has no place on a log axis); [] without a positive value."""
+    import numpy as np
+
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return []
+    low, high = min(positive), max(positive)
+    if high <= low * 1.01:  # one value: a bin around it
+        low, high = low / 1.5, high * 1.5
+    return [float(e) for e in np.geomspace(low, high * 1.0001, count + 1)]
+
+
+def _log_axis(ax: Axes, bins: list[float], xlabel: str, ylabel: str) -> None:
+    """A log-scaled x axis over the bins, plain-number ticks, the legend below the axes."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if bins:
+        ax.set_xscale("log")
+        ax.set_xlim(bins[0], bins[-1])
+        few_decades = bins[-1] / bins[0] < 100  # then 2s and 5s are labelled between powers
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _plain(x)))
+        ax.xaxis.set_minor_formatter(
+            FuncFormatter(lambda x, _: _plain(x) if few_decades and _lead(x) in (2, 5) else "")
+        )
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(
+            loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=8, frameon=False
+        )
+
+
+def _plain(x: float) -> str:
+    """A tick label without exponents: `0.5`, `20`, `10,000`."""
+    return f"{x:,.0f}" if x >= 1 else f"{x:g}"
+
+
+def _lead(x: float) -> int:
+    """The leading digit of a positive number (2 for 0.02, 200 and 2000)."""
+    return round(x / 10 ** math.floor(math.log10(x))) if x > 0 else 0
 
 
 def survival_figure(report: ABReport) -> Figure:
@@ -111,7 +166,7 @@ def survival_figure(report: ABReport) -> Figure:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(8.5, 3.6), layout="constrained")
     for name, rows in report.seeds.items():
         times, survival = kaplan_meier(rows)
         hours = [t / 3600 for t in times]
@@ -126,8 +181,8 @@ def survival_figure(report: ABReport) -> Figure:
     ax.set_xlabel("engine hours of exposure")
     ax.set_ylabel("seeds without a stall")
     ax.set_ylim(-0.03, 1.05)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    # beside the axes: inside, it would cover the curves' ends
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
     return fig
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from contract.timeline import GpuLine, SampleLine, TimelineLine
 from reports.rundir import (
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 _END_MARKS = {"stall_stop": "stopped by monitor", "interrupted": "interrupted", "error": "error"}
 _GPU_STYLES = ("-", "--", ":", "-.")
+#: legends sit outside the axes (inside, they covered the start of a run or a stall band)
+_LEGEND: dict[str, Any] = {"fontsize": 8, "frameon": False, "borderaxespad": 0.2}
 
 
 def _series(
@@ -89,7 +91,12 @@ def timeline_figure(
 
     arms = arm_dirs if arm_dirs is not None else shown_arm_dirs(run_dir)
     fig, axes = plt.subplots(
-        4, max(1, len(arms)), figsize=(6.5 * max(1, len(arms)), 9.5), sharex="all", squeeze=False
+        4,
+        max(1, len(arms)),
+        figsize=(6.5 * max(1, len(arms)), 10),
+        sharex="all",
+        squeeze=False,
+        layout="constrained",
     )
     x_max = 0.0
     for col, arm_dir in enumerate(arms):
@@ -112,8 +119,8 @@ def timeline_figure(
             ax_req.step(x, y, where="post", label=key.replace("_", ": "), color=color, lw=1)
         ax_req.set_ylabel("requests")
         ax_req.yaxis.set_major_locator(MaxNLocator(integer=True))
-        if ax_req.get_legend_handles_labels()[0]:
-            ax_req.legend(loc="upper left", fontsize=7)
+        if ax_req.get_legend_handles_labels()[0]:  # above the panel, off the data
+            ax_req.legend(loc="lower left", bbox_to_anchor=(0, 1), ncols=3, **_LEGEND)
         x, y = _series(events, "kv_usage", scale)
         ax_kv.plot(x, [100 * v for v in y], color="tab:purple", lw=1)
         ax_kv.set_ylabel("KV %")
@@ -138,12 +145,11 @@ def timeline_figure(
         if mark:
             for ax in (ax_tok, ax_req, ax_kv, ax_gpu):
                 ax.axvline(end, color="black", ls="--", lw=1, label=mark if ax is ax_gpu else None)
-        if ax_gpu.get_legend_handles_labels()[0]:
-            ax_gpu.legend(loc="upper left", fontsize=7)
+        if ax_gpu.get_legend_handles_labels()[0]:  # below the axis, off the stall bands
+            ax_gpu.legend(loc="upper left", bbox_to_anchor=(0, -0.3), ncols=4, **_LEGEND)
         x_max = max(x_max, end, meta.planned_duration_s or 0.0)
     if x_max > 0:
         axes[0][0].set_xlim(0, x_max)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig
