@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contract.files import META_FILE
 from contract.names import SCHEDULER_STEPS
+from contract.trace import TraceReplay
 
 __all__ = ["META_FILE", "ArmMeta", "Clock", "EndReason", "EngineCapabilities", "EngineKind"]
 
@@ -91,6 +92,11 @@ class ArmMeta(BaseModel):
         None, description="Wall seconds a virtual-clock arm took to compute."
     )
     error: str | None = Field(None, description="The first line of what ended it, if an error.")
+    trace: TraceReplay | None = Field(
+        None,
+        description="What of a trace the load replayed (file digest, sessions, requests, span, "
+        "window, text salt); None: the synthetic workload.",
+    )
 
     @classmethod
     def starting(
@@ -105,6 +111,7 @@ class ArmMeta(BaseModel):
         time_scale: float,
         planned_duration_s: float | None,
         started_at: str,
+        trace: TraceReplay | None = None,
     ) -> ArmMeta:
         """The meta of an arm that is starting (both clocks build it here)."""
         return cls(
@@ -119,6 +126,7 @@ class ArmMeta(BaseModel):
             started_at=started_at,
             end_reason="starting",
             engine_s=0.0 if clock == "virtual" else None,
+            trace=trace,
         )
 
     def update(self, **changes: Any) -> ArmMeta:

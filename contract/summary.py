@@ -21,7 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contract.records import OUTCOMES, Outcome, TurnRecord
 
-__all__ = ["ERROR_OUTCOMES", "LoadSummary", "Percentiles", "percentiles", "summarize"]
+__all__ = [
+    "ERROR_OUTCOMES",
+    "LoadSummary",
+    "Percentiles",
+    "peak_in_flight",
+    "percentiles",
+    "summarize",
+]
 
 ERROR_OUTCOMES: tuple[Outcome, ...] = ("http_error", "stream_error", "connect_error")
 
@@ -68,6 +75,16 @@ class LoadSummary(BaseModel):
         None,
         description="Engine seconds per wall second of the arm (nominal); null for `kit load`.",
     )
+    agents: int | None = Field(
+        None,
+        description="Agents that sent a request (a replayed trace: its sessions that started); "
+        "null in files written before it was counted.",
+    )
+    peak_in_flight: int | None = Field(
+        None,
+        description="Most requests in flight at once: the concurrency as it really was; null "
+        "in files written before it was counted.",
+    )
 
 
 def summarize(records: Sequence[TurnRecord]) -> LoadSummary:
@@ -100,7 +117,21 @@ def summarize(records: Sequence[TurnRecord]) -> LoadSummary:
         ttft_s=percentiles([r.ttft_s for r in ok if r.ttft_s is not None]),
         itl_s=percentiles(gaps, weights),
         e2e_s=percentiles([r.t_end - r.t_start for r in ok]),
+        agents=len({r.agent for r in records}),
+        peak_in_flight=peak_in_flight(records),
     )
+
+
+def peak_in_flight(records: Sequence[TurnRecord]) -> int:
+    """The most requests in flight at once (one that ends as another starts is not counted
+    with it)."""
+    # at equal times an end (-1) sorts before a start (+1)
+    edges = sorted([(r.t_start, 1) for r in records] + [(r.t_end, -1) for r in records])
+    peak = now = 0
+    for _, step in edges:
+        now += step
+        peak = max(peak, now)
+    return peak
 
 
 def _generated(record: TurnRecord) -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "TraceFormat",
+    "TraceReplay",
     "message_text",
     "read_trace",
     "write_trace",
@@ -199,3 +200,24 @@ def write_trace(path: Path, lines: Iterable[MooncakeLine | SessionCall]) -> int:
             out.write(line.model_dump_json(exclude_none=True) + "\n")
             count += 1
     return count
+
+class TraceReplay(BaseModel):
+    """What a run replayed of a trace: recorded in its meta (`kit load`: its load.json)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str = Field(description="The trace file.")
+    sha256: str = Field(description="SHA-256 of the file's bytes.")
+    format: TraceFormat = Field(description="mooncake_trace or sessions.")
+    requests: int = Field(description="Requests (lines) replayed: those in the window.")
+    sessions: int = Field(description="Sessions replayed, one agent each.")
+    left_out: int = Field(0, description="Requests the window left out.")
+    span_s: float = Field(
+        description="Trace seconds from the first to the last arrival the replayed lines give "
+        "(timestamps, and delays counted from the start or the previous arrival)."
+    )
+    start_offset_ms: int | None = Field(None, description="The window's start, trace ms.")
+    end_offset_ms: int | None = Field(None, description="The window's end, trace ms.")
+    zero_ms: float = Field(0.0, description="The trace millisecond that became the run's start.")
+    second_s: float = Field(1.0, description="Load seconds one trace second lasted.")
+    text_salt: str = Field(description="Salt of the replayed text (empty: none).")

@@ -19,7 +19,7 @@ from contract.errors import validation_location, validation_message
 from contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from engine import SimConfig
 from kits.errors import KitError, OverrideError
-from loadgen import LoadConfig, load_trace
+from loadgen import LoadConfig, trace_replay
 from monitor import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -329,6 +329,9 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     given = "load.trace" in (overrides or {})
     shipped = origin == f"{name_or_path}.toml"
     base = Path.cwd() if given else KITS_DIR if shipped else Path(origin).parent
-    trace = (base / kit.load.trace).resolve()
-    load_trace(trace)  # a trace that does not parse stops the command before anything runs
-    return kit.model_copy(update={"load": kit.load.model_copy(update={"trace": str(trace)})})
+    load = kit.load.model_copy(update={"trace": str((base / kit.load.trace).resolve())})
+    # a trace that does not parse, or a window that holds none of it, stops the command
+    # before anything runs; one agent per session is what runs, so it is what the kit says
+    replay = trace_replay(load)
+    assert replay is not None
+    return kit.model_copy(update={"load": load.model_copy(update={"agents": replay.sessions})})

@@ -26,7 +26,7 @@ from contract.meta import ArmMeta, Clock, EndReason, EngineCapabilities, EngineK
 from contract.records import read_records
 from contract.summary import summarize
 from kits.config import Kit
-from loadgen import RecordWriter
+from loadgen import RecordWriter, trace_replay
 from monitor import MonitorEvent, Sink, TimelineWriter
 
 __all__ = ["ArmEnd", "ArmRecorder", "error_line"]
@@ -101,6 +101,7 @@ class ArmRecorder:
             time_scale=time_scale,
             planned_duration_s=kit.load.duration_s,
             started_at=datetime.now(UTC).isoformat(),
+            trace=trace_replay(kit.load),
         )
         return cls(arm_dir, kit, meta)
 

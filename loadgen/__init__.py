@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from loadgen.records import read_records as read_records
     from loadgen.replay import Workload as Workload
     from loadgen.replay import load_trace as load_trace
+    from loadgen.replay import trace_replay as trace_replay
     from loadgen.replay import workload_for as workload_for
     from loadgen.run import AgentState as AgentState
     from loadgen.run import RunFinished as RunFinished

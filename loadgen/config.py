@@ -137,6 +137,42 @@ class LoadConfig(BaseModel):
         "fast: `--trace-speed 2`).",
         json_schema_extra={"unit": "engine"},
     )
+    trace_auto_offset: bool = Field(
+        False,
+        description="Shift the trace so that its first request (in the window) starts the run, "
+        "as AIPerf's --fixed-schedule-auto-offset; off: a timestamp counts from the start "
+        "offset, or from 0 without one.",
+    )
+    trace_start_offset_ms: int | None = Field(
+        None,
+        ge=0,
+        description="Replay only requests whose arrival is at or after this trace millisecond, "
+        "as AIPerf's --fixed-schedule-start-offset (a turn timed by a delay goes with the turn "
+        "before it).",
+    )
+    trace_end_offset_ms: int | None = Field(
+        None,
+        ge=0,
+        description="Replay only requests whose arrival is at or before this trace "
+        "millisecond, as AIPerf's --fixed-schedule-end-offset.",
+    )
+    trace_salt: str | None = Field(
+        None,
+        description="Salt of the trace's text. Unset: drawn from the trace file's digest and "
+        "the seed, so two traces, or two seeds, never share a prefix-cache block while both "
+        "arms of an A/B (and a rerun) get the same text. A text: that salt, to share blocks "
+        "on purpose across runs or traces; empty: no salt (equal hash_ids give equal text in "
+        "every trace).",
+    )
+
+    @model_validator(mode="after")
+    def _check_trace_window(self) -> Self:
+        start, end = self.trace_start_offset_ms, self.trace_end_offset_ms
+        if start is not None and end is not None and end < start:
+            raise ValueError(
+                f"trace_end_offset_ms ({end}) must not be below trace_start_offset_ms ({start})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_ranges(self) -> Self:

@@ -127,6 +127,7 @@ def summary_table(summary: LoadSummary) -> Table:
         ("prompt tokens from cache", cache),
         ("prompt size mismatches", str(summary.prompt_size_mismatches)),
         ("span", f"{summary.span_s:.1f} s"),
+        ("agents / peak in flight", f"{summary.agents} / {summary.peak_in_flight}"),
     ]  # fmt: skip
     for name, value in rows:
         table.add_row(name, value)

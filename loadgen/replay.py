@@ -9,11 +9,17 @@ trace's milliseconds times `trace_second_s` load seconds per trace second: a `ti
 holds a turn back until then (never before its previous turn ended), a `delay` counts from
 the previous turn's end (from the previous line's arrival for a line without a session).
 
-`sessions_of` is pure; `workload_for` reads the file (once per file version) at the edge.
+A window (AIPerf's fixed-schedule offsets, `loadgen.tracewindow`) cuts the trace first. The
+words of a block or a line are drawn under a salt: by default one made of the trace file's
+digest and the load's seed, so two traces, or two seeds, never share a prefix-cache block by
+accident, while both arms of an A/B and every rerun of a seed send the same bytes.
+
+`sessions_of` is pure; `replay_of` reads the file (once per file version) at the edge.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,14 +30,26 @@ from contract.trace import (
     SessionCall,
     Trace,
     TraceError,
+    TraceReplay,
     message_text,
     read_trace,
 )
 from loadgen.agent import AgentMachine, Wait
 from loadgen.config import LoadConfig
+from loadgen.tracewindow import Window, arrivals_ms, windowed
 from loadgen.workload import Content, TurnPlan
 
-__all__ = ["ReplayTurn", "Workload", "load_trace", "sessions_of", "workload_for"]
+__all__ = [
+    "Replay",
+    "ReplayTurn",
+    "Workload",
+    "load_trace",
+    "replay_of",
+    "sessions_of",
+    "text_salt",
+    "trace_replay",
+    "workload_for",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +79,7 @@ def _chat(req: MooncakeLine) -> tuple[tuple[str, str], ...] | None:
     return tuple((str(m["role"]), message_text(m)) for m in req.messages)
 
 
-def _blocks(line: int, req: MooncakeLine, block_tokens: int) -> tuple[Content, ...]:
+def _blocks(line: int, req: MooncakeLine, block_tokens: int, salt: str) -> tuple[Content, ...]:
     chat = _chat(req)
     if chat is not None:  # the words the engine's chat template makes of it
         rendered = [w for role, text in chat for w in (f"<|{role}|>", *text.split())]
@@ -75,14 +93,16 @@ def _blocks(line: int, req: MooncakeLine, block_tokens: int) -> tuple[Content, .
     for block_id in req.hash_ids or ():
         if left <= 0:
             break
-        parts.append(Content(f"b{block_id}", min(block_tokens, left)))
+        parts.append(Content(f"b{block_id}", min(block_tokens, left), salt=salt))
         left -= block_tokens
     if left > 0:
-        parts.append(Content(f"t{line}", left))
+        parts.append(Content(f"t{line}", left, salt=salt))
     return tuple(parts)
 
 
-def _mooncake(trace: Trace, block_tokens: int, second_s: float) -> list[list[ReplayTurn]]:
+def _mooncake(
+    trace: Trace, block_tokens: int, second_s: float, salt: str
+) -> list[list[ReplayTurn]]:
     sessions: dict[str, list[ReplayTurn]] = {}
     alone: list[list[ReplayTurn]] = []
     order: list[list[ReplayTurn]] = []
@@ -90,7 +110,7 @@ def _mooncake(trace: Trace, block_tokens: int, second_s: float) -> list[list[Rep
     for line, req in trace.mooncake:
         at_s = None if req.timestamp is None else req.timestamp / 1000 * second_s
         delay_s = 0.0 if req.delay is None else req.delay / 1000 * second_s
-        content, chat = _blocks(line, req, block_tokens), _chat(req)
+        content, chat = _blocks(line, req, block_tokens, salt), _chat(req)
         if req.session_id is None:
             arrival_s = at_s if at_s is not None else arrival_s + delay_s
             turn = ReplayTurn(line, arrival_s, 0.0, 0, content, req.output_length, chat)
@@ -110,7 +130,7 @@ def _mooncake(trace: Trace, block_tokens: int, second_s: float) -> list[list[Rep
     return order
 
 
-def _sessions(trace: Trace, second_s: float) -> list[list[ReplayTurn]]:
+def _sessions(trace: Trace, second_s: float, salt: str) -> list[list[ReplayTurn]]:
     sessions: dict[str, list[ReplayTurn]] = {}
     last: dict[str, SessionCall] = {}
     for line, call in trace.sessions:
@@ -127,16 +147,19 @@ def _sessions(trace: Trace, second_s: float) -> list[list[ReplayTurn]]:
             history = prev.prompt_tokens + prev.completion_tokens
             kept = min(call.cached_tokens, history)
             keep = None if kept == history else kept
-        content = (Content(f"t{line}", call.prompt_tokens - kept),)
+        content = (Content(f"t{line}", call.prompt_tokens - kept, salt=salt),)
         turns.append(ReplayTurn(line, at_s, delay_s, keep, content, call.completion_tokens))
     return list(sessions.values())
 
 
-def sessions_of(trace: Trace, block_tokens: int, second_s: float) -> list[list[ReplayTurn]]:
-    """The trace's sessions in order of first appearance, each its turns in file order."""
+def sessions_of(
+    trace: Trace, block_tokens: int, second_s: float, salt: str = ""
+) -> list[list[ReplayTurn]]:
+    """The trace's sessions in order of first appearance, each its turns in file order, their
+    drawn words under `salt`."""
     if trace.format == "sessions":
-        return _sessions(trace, second_s)
-    return _mooncake(trace, block_tokens, second_s)
+        return _sessions(trace, second_s, salt)
+    return _mooncake(trace, block_tokens, second_s, salt)
 
 
 def _plans(turns: list[ReplayTurn], agent: int) -> Iterator[TurnPlan]:
@@ -167,9 +190,16 @@ def _plans(turns: list[ReplayTurn], agent: int) -> Iterator[TurnPlan]:
 class Workload:
     """Where the agents' turns come from: the synthetic model, or a trace's sessions."""
 
-    def __init__(self, cfg: LoadConfig, sessions: list[list[ReplayTurn]] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        sessions: list[list[ReplayTurn]] | None = None,
+        replay: TraceReplay | None = None,
+    ) -> None:
         self.cfg = cfg
         self.sessions = sessions
+        #: what of the trace is replayed (None: the synthetic workload)
+        self.replay = replay
         self.agents = cfg.agents if sessions is None else len(sessions)
 
     def machine(self, agent: int) -> AgentMachine:
@@ -182,12 +212,13 @@ class Workload:
 
 
 @lru_cache(maxsize=8)
-def _cached(path: str, mtime_ns: int, size: int) -> Trace:
-    return read_trace(Path(path))
+def _cached(path: str, mtime_ns: int, size: int) -> tuple[Trace, str]:
+    trace = read_trace(Path(path))
+    return trace, hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def load_trace(path: Path) -> Trace:
-    """The trace at `path`, parsed once per version of the file."""
+def _loaded(path: Path) -> tuple[Trace, str]:
+    """The trace at `path`, parsed once per version of the file, and its bytes' SHA-256."""
     try:
         stat = path.stat()
     except OSError:
@@ -195,9 +226,70 @@ def load_trace(path: Path) -> Trace:
     return _cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
 
+def load_trace(path: Path) -> Trace:
+    """The trace at `path`, parsed once per version of the file."""
+    return _loaded(path)[0]
+
+
+def text_salt(cfg: LoadConfig, sha256: str) -> str:
+    """The salt of a replay's words: the load's own, or one of the trace's digest and seed."""
+    if cfg.trace_salt is not None:
+        return cfg.trace_salt
+    return hashlib.sha256(f"stallkit:salt:{sha256}:{cfg.seed}".encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A load's trace as it is replayed: its record and its sessions."""
+
+    record: TraceReplay
+    sessions: list[list[ReplayTurn]]
+
+
+def replay_of(cfg: LoadConfig) -> Replay:
+    """The load's trace (it must name one), windowed, timed and salted as the load says; made
+    once per file version and settings (both arms and every seed's record share it)."""
+    assert cfg.trace is not None, "a load without a trace replays nothing"
+    path = Path(cfg.trace)
+    sha256 = _loaded(path)[1]
+    window = Window(cfg.trace_start_offset_ms, cfg.trace_end_offset_ms, cfg.trace_auto_offset)
+    salt = text_salt(cfg, sha256)
+    return _replay(path, sha256, window, cfg.trace_block_tokens, cfg.trace_second_s, salt)
+
+
+@lru_cache(maxsize=8)
+def _replay(
+    path: Path, sha256: str, window: Window, block: int, second_s: float, salt: str
+) -> Replay:
+    trace = _loaded(path)[0]  # the version whose digest is the key's
+    kept, zero = windowed(trace, window)
+    sessions = sessions_of(kept, block, second_s, salt)
+    known = [at for at in arrivals_ms(kept) if at is not None]
+    record = TraceReplay(
+        path=str(path),
+        sha256=sha256,
+        format=trace.format,
+        requests=len(kept),
+        sessions=len(sessions),
+        left_out=len(trace) - len(kept),
+        span_s=(max(known) - min(known)) / 1000 if known else 0.0,
+        start_offset_ms=window.start_ms,
+        end_offset_ms=window.end_ms,
+        zero_ms=zero,
+        second_s=second_s,
+        text_salt=salt,
+    )
+    return Replay(record, sessions)
+
+
+def trace_replay(cfg: LoadConfig) -> TraceReplay | None:
+    """What the load replays of its trace (None: it replays none)."""
+    return None if cfg.trace is None else replay_of(cfg).record
+
+
 def workload_for(cfg: LoadConfig) -> Workload:
     """The load's workload: its trace's sessions when it names one, else the synthetic model."""
     if cfg.trace is None:
         return Workload(cfg)
-    trace = load_trace(Path(cfg.trace))
-    return Workload(cfg, sessions_of(trace, cfg.trace_block_tokens, cfg.trace_second_s))
+    replay = replay_of(cfg)
+    return Workload(cfg, replay.sessions, replay.record)

@@ -40,3 +40,11 @@ def words(seed: int, count: int) -> list[str]:
 def text(seed: int, count: int) -> str:
     """The first ``count`` words of the stream for ``seed``, joined by single spaces."""
     return " ".join(words(seed, count))
+
+
+def trace_words(key: str, count: int, salt: str = "") -> list[str]:
+    """The first ``count`` words of a replayed trace's stream for content ``key`` (a block's
+    or a line's) under ``salt``: another salt, other words, so that two replays that should
+    not share a prefix cache never do. No salt gives the same words in every trace."""
+    seed = f"stallkit:trace:{salt}:{key}" if salt else f"stallkit:trace:{key}"
+    return random.Random(seed).choices(vocabulary(), k=count)

@@ -1,10 +1,19 @@
 """What a trace asks of an engine, before it is replayed (`kit trace stats`).
 
-Requests and sessions; turns per session; prompt and reply lengths (min, mean, p50, p90,
-p99, max); token totals; and the share of prompt tokens an unbounded prefix cache would
-serve: a turn's kept conversation, plus, where a prompt starts afresh, its leading blocks
-whose ids an earlier request already sent (AIPerf's `analyze-trace` counts hits the same
-way, per block of the trace's block size). Pure: a parsed trace in, numbers out.
+Requests and sessions; the span from the first to the last arrival; turns per session; prompt
+and reply lengths (min, mean, p50, p90, p99, max); token totals; and two prefix-cache hit
+figures for an unbounded cache, which answer different questions:
+
+- the token-weighted share of the whole trace's prompt tokens a cache would serve: a turn's
+  kept conversation, plus, where a prompt starts afresh, its leading blocks whose ids an
+  earlier request already sent. This is what an engine's prefix-cache counters, and a run's
+  cached-prompt share, count (tokens served over tokens asked).
+- the per-request mean AIPerf's `analyze-trace` prints as its cache hit rate: for each line
+  with `hash_ids`, in file order and sessions aside, the share of its blocks before the first
+  block no earlier line sent, averaged over those lines. Short requests weigh as much as long
+  ones, so on traces whose long prompts share more it reads lower.
+
+Pure: a parsed trace in, numbers out.
 """
 
 from __future__ import annotations
@@ -16,8 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contract.trace import Trace
 from loadgen.replay import ReplayTurn, sessions_of
+from loadgen.tracewindow import arrivals_ms
 
-__all__ = ["Distribution", "TraceStats", "trace_stats"]
+__all__ = ["Distribution", "TraceStats", "per_request_hit_rate", "trace_stats"]
 
 
 class Distribution(BaseModel):
@@ -63,8 +73,19 @@ class TraceStats(BaseModel):
     output_tokens: Distribution = Field(description="Reply tokens per request.")
     input_tokens_total: int = Field(description="Prompt tokens over all requests.")
     output_tokens_total: int = Field(description="Reply tokens over all requests.")
+    span_s: float = Field(
+        description="Trace seconds from the first to the last arrival the lines give "
+        "(timestamps, and delays counted from the start or the previous arrival)."
+    )
     cache_hit_share: float = Field(
-        description="Share of prompt tokens an unbounded prefix cache would serve (0-1)."
+        description="Token-weighted: the share of the whole trace's prompt tokens an unbounded "
+        "prefix cache would serve, kept conversation included (0-1); what an engine's "
+        "prefix-cache counters and a run's cached-prompt share count."
+    )
+    cache_hit_rate_per_request: float | None = Field(
+        description="Per-request mean, as AIPerf's analyze-trace computes its cache hit rate: "
+        "per line with hash_ids (file order, sessions aside) the share of its blocks before "
+        "the first one no earlier line sent, averaged (0-1); None: no line has hash_ids."
     )
 
 
@@ -77,6 +98,21 @@ def _fresh_hits(turn: ReplayTurn, seen: dict[str, int]) -> int:
         if before < part.tokens:
             break
     return hits
+
+
+def per_request_hit_rate(trace: Trace) -> float | None:
+    """AIPerf analyze-trace's cache hit rate: the mean over lines with hash_ids of the share
+    of their blocks before the first block no earlier line sent."""
+    seen: set[int] = set()
+    rates: list[float] = []
+    for _, req in trace.mooncake:
+        ids = req.hash_ids or []
+        if not ids:
+            continue
+        first_new = next((i for i, block in enumerate(ids) if block not in seen), len(ids))
+        rates.append(first_new / len(ids))
+        seen.update(ids)
+    return sum(rates) / len(rates) if rates else None
 
 
 def trace_stats(trace: Trace, block_tokens: int) -> TraceStats:
@@ -98,16 +134,19 @@ def trace_stats(trace: Trace, block_tokens: int) -> TraceStats:
             outputs.append(turn.output_tokens)
             history = prompt + turn.output_tokens
     total_in = sum(inputs)
+    known = [at for at in arrivals_ms(trace) if at is not None]
     return TraceStats(
         path=trace.path,
         format=trace.format,
         block_tokens=block_tokens,
         requests=len(inputs),
         sessions=len(sessions),
+        span_s=(max(known) - min(known)) / 1000 if known else 0.0,
         turns_per_session=Distribution.of([len(t) for t in sessions]),
         input_tokens=Distribution.of(inputs),
         output_tokens=Distribution.of(outputs),
         input_tokens_total=total_in,
         output_tokens_total=sum(outputs),
         cache_hit_share=hits / total_in if total_in else 0.0,
+        cache_hit_rate_per_request=per_request_hit_rate(trace),
     )

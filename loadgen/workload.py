@@ -26,9 +26,12 @@ class Content:
     tokens: int
     #: the words themselves when the trace gave text (else drawn from the key)
     literal: tuple[str, ...] | None = None
+    #: the replay's text salt: equal keys give equal words only under the same salt
+    salt: str = ""
 
     def words(self, tokens_per_word: float = 1.0) -> list[str]:
-        """The part's words: a prefix-stable stream per key, so equal keys share a prefix.
+        """The part's words: a prefix-stable stream per key and salt, so equal keys share a
+        prefix within a replay.
 
         One word per token (the simulator's and the twin's count), or as many as make its
         tokens under a tokenizer that spends `tokens_per_word` on a word.
@@ -36,8 +39,7 @@ class Content:
         if self.literal is not None:
             return list(self.literal[: self.tokens])
         count = max(1, round(self.tokens / tokens_per_word)) if self.tokens else 0
-        rng = random.Random(f"stallkit:trace:{self.key}")
-        return rng.choices(text.vocabulary(), k=count)
+        return text.trace_words(self.key, count, self.salt)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,23 +1,29 @@
-"""Trace replay as the planner's source: sessions, timing, blocks, plans, stats, generation.
+"""Trace replay as the planner's source: sessions, timing, blocks, plans, stats, generation,
+the window, the text's salt and the replay's record.
 
 Pure: traces parsed from files written here, no engine."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from contract.trace import read_trace, write_trace
+from contract.records import TurnRecord
+from contract.summary import peak_in_flight
+from contract.trace import Trace, TraceError, read_trace, write_trace
 from loadgen import LoadConfig
 from loadgen.agent import Done, Send, Wait
 from loadgen.export import BlockNamer, workload_calls
 from loadgen.records import PromptPart
-from loadgen.replay import Workload, sessions_of, workload_for
+from loadgen.replay import Workload, sessions_of, text_salt, workload_for
 from loadgen.tokens import Message
 from loadgen.tracestats import trace_stats
+from loadgen.tracewindow import Window, arrivals_ms, windowed
 from loadgen.workload import Content, plan_agent
 
 MOONCAKE = [
@@ -188,3 +194,161 @@ async def test_a_block_is_sized_in_the_servers_tokens() -> None:
     block, tail = Content("b3", 512), Content("b3", 100)
     assert len(block.words(ratio)) == 256 and block.words(ratio)[:50] == tail.words(ratio)
     assert len(block.words()) == 512
+
+
+def test_stats_give_the_span_and_aiperfs_per_request_mean_beside_the_token_share(
+    mooncake: Path,
+) -> None:
+    stats = trace_stats(read_trace(mooncake), 512)
+    # arrivals: 0, 100, s1 at 50, then a delay of 40 after the line at 100; s1's second waits
+    assert stats.span_s == pytest.approx(0.14)
+    # AIPerf: per line with hash_ids, blocks before the first new one over its blocks:
+    # [0,1,2] 0/3, [0,3,4,5] 1/4, [0,6] 1/2 (file order, sessions aside)
+    assert stats.cache_hit_rate_per_request == pytest.approx((0 + 1 / 4 + 1 / 2) / 3)
+    assert stats.cache_hit_share == pytest.approx(1734 / stats.input_tokens_total)
+
+
+def test_per_request_mean_and_token_share_part_where_long_prompts_share_more(
+    tmp_path: Path,
+) -> None:
+    """Ten short fresh prompts and one long prompt all of whose blocks were sent before:
+    per request the mean is 1 in 11, per token most of the trace is cached."""
+    lines = [
+        f'{{"timestamp": {i}, "input_length": 512, "output_length": 1, "hash_ids": [{i}]}}'
+        for i in range(10)
+    ]
+    lines.append(
+        '{"timestamp": 10, "input_length": 51200, "output_length": 1, '
+        f'"hash_ids": {list(range(10)) * 10}}}'
+    )
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    stats = trace_stats(read_trace(path), 512)
+    assert stats.cache_hit_rate_per_request == pytest.approx(1 / 11)
+    assert stats.cache_hit_share > 0.9
+
+
+def _words(cfg: LoadConfig) -> list[str]:
+    """The words of the first replayed request's content."""
+    machine = workload_for(cfg).machine(0)
+    action = machine.start()
+    while isinstance(action, Wait):
+        action = machine.waited()
+    assert isinstance(action, Send) and action.plan.content is not None
+    return [w for part in action.plan.content for w in part.words()]
+
+
+def test_a_traces_text_is_salted_per_trace_and_seed_and_the_same_on_a_rerun(
+    tmp_path: Path,
+) -> None:
+    one, other = tmp_path / "one.jsonl", tmp_path / "other.jsonl"
+    line = '{"timestamp": 0, "input_length": 1100, "output_length": 2, "hash_ids": [0, 1, 2]}\n'
+    one.write_text(line)
+    other.write_text(line + line.replace('"timestamp": 0', '"timestamp": 9'))
+    first = _words(LoadConfig(trace=str(one), seed=3))
+    assert len(first) == 1100
+    assert _words(LoadConfig(trace=str(one), seed=3)) == first  # a rerun, or the other arm
+    assert _words(LoadConfig(trace=str(one), seed=4)) != first  # another seed
+    assert _words(LoadConfig(trace=str(other), seed=3))[:50] != first[:50]  # another trace
+    # a salt given on purpose shares text across traces and seeds; an empty one is no salt
+    shared = LoadConfig(trace=str(one), seed=3, trace_salt="fleet")
+    assert _words(shared) == _words(shared.model_copy(update={"trace": str(other), "seed": 9}))
+    unsalted = _words(LoadConfig(trace=str(one), trace_salt=""))
+    assert unsalted[:512] == Content("b0", 512).words()  # the words of every trace before salts
+    record = workload_for(LoadConfig(trace=str(one), seed=3)).replay
+    assert record is not None and record.text_salt == text_salt(
+        LoadConfig(seed=3), hashlib.sha256(one.read_bytes()).hexdigest()
+    )
+
+
+WINDOWED = [
+    '{"session_id": "a", "timestamp": 1000, "input_length": 10, "output_length": 1}',
+    '{"session_id": "a", "delay": 5, "input_length": 10, "output_length": 1}',
+    '{"session_id": "b", "timestamp": 2000, "input_length": 10, "output_length": 1}',
+    '{"session_id": "b", "delay": 5, "input_length": 10, "output_length": 1}',
+    '{"session_id": "b", "timestamp": 2500, "input_length": 10, "output_length": 1}',
+    '{"timestamp": 3000, "input_length": 10, "output_length": 1}',
+    '{"delay": 500, "input_length": 10, "output_length": 1}',
+    '{"session_id": "c", "delay": 4000, "input_length": 10, "output_length": 1}',
+]
+
+
+@pytest.fixture
+def windowed_trace(tmp_path: Path) -> Trace:
+    path = tmp_path / "w.jsonl"
+    path.write_text("\n".join(WINDOWED) + "\n")
+    return read_trace(path)
+
+
+def test_arrivals_are_the_times_the_trace_fixes(windowed_trace: Trace) -> None:
+    assert arrivals_ms(windowed_trace) == [1000, None, 2000, None, 2500, 3000, 3500, 4000]
+
+
+def test_a_window_keeps_both_ends_and_a_delayed_turn_goes_with_the_one_before(
+    windowed_trace: Trace,
+) -> None:
+    kept, zero = windowed(windowed_trace, Window(start_ms=2000, end_ms=3500))
+    assert [n for n, _ in kept.mooncake] == [3, 4, 5, 6, 7]
+    assert zero == 2000  # the window's start is the run's start, as AIPerf's schedule
+    assert arrivals_ms(kept) == [0, None, 500, 1000, 1500]
+    sessions = sessions_of(kept, 512, 1.0)
+    assert [[t.line for t in s] for s in sessions] == [[3, 4, 5], [6], [7]]
+    assert sessions[0][0].at_s == 0.0 and sessions[0][1].delay_s == pytest.approx(0.005)
+    # a session cut by the window starts at its first kept turn
+    late, _ = windowed(windowed_trace, Window(start_ms=2100))
+    assert [n for n, _ in late.mooncake] == [5, 6, 7, 8]
+
+
+def test_auto_offset_starts_the_run_at_the_first_request(windowed_trace: Trace) -> None:
+    kept, zero = windowed(windowed_trace, Window(auto_offset=True))
+    assert zero == 1000 and len(kept) == len(windowed_trace)
+    assert arrivals_ms(kept) == [0, None, 1000, None, 1500, 2000, 2500, 3000]
+    _, zero = windowed(windowed_trace, Window(start_ms=1500, auto_offset=True))
+    assert zero == 2000
+    same, zero = windowed(windowed_trace, Window())
+    assert same is windowed_trace and zero == 0
+
+
+def test_a_window_that_holds_no_request_is_one_error_naming_the_range(
+    windowed_trace: Trace,
+) -> None:
+    with pytest.raises(TraceError) as caught:
+        windowed(windowed_trace, Window(start_ms=5000))
+    assert str(caught.value) == (
+        f"the window from 5000 ms on holds none of the 8 requests of trace {windowed_trace.path}: "
+        "their arrivals run from 1000 to 4000 ms"
+    )
+    assert "--fixed-schedule-start-offset" in caught.value.hint
+
+
+def test_the_replay_record_says_what_runs(windowed_trace: Trace) -> None:
+    cfg = LoadConfig(trace=windowed_trace.path, trace_start_offset_ms=2000,
+                     trace_end_offset_ms=3500, trace_second_s=0.5)  # fmt: skip
+    workload = workload_for(cfg)
+    record = workload.replay
+    assert record is not None and workload.agents == 3
+    assert (record.sessions, record.requests, record.left_out) == (3, 5, 3)
+    assert record.span_s == pytest.approx(1.5) and record.zero_ms == 2000
+    assert record.sha256 == hashlib.sha256(Path(windowed_trace.path).read_bytes()).hexdigest()
+
+
+def test_the_windows_settings_are_checked(windowed_trace: Trace) -> None:
+    with pytest.raises(ValidationError, match="must not be below trace_start_offset_ms"):
+        LoadConfig(trace_start_offset_ms=10, trace_end_offset_ms=9)
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        LoadConfig(trace_start_offset_ms=-1)
+    assert LoadConfig(trace_start_offset_ms=10, trace_end_offset_ms=10).trace_end_offset_ms == 10
+
+
+def test_the_most_requests_in_flight_at_once() -> None:
+    def record(start: float, end: float) -> TurnRecord:
+        return TurnRecord(
+            agent=0, session=0, turn=0, attempt=0, t_start=start, t_end=end, ttft_s=None,
+            chunks=[], expected_prompt_tokens=1, prompt_tokens=1, completion_tokens=1,
+            cached_tokens=0, max_tokens=1, outcome="ok", error=None, status=200,
+        )  # fmt: skip
+
+    spans = [(0, 2), (1, 3), (2, 4), (2.5, 2.6), (5, 6)]
+    # at 2 one ends as another starts: three at once at 2.5
+    assert peak_in_flight([record(a, b) for a, b in spans]) == 3
+    assert peak_in_flight([]) == 0
