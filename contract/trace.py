@@ -201,6 +201,7 @@ def write_trace(path: Path, lines: Iterable[MooncakeLine | SessionCall]) -> int:
             count += 1
     return count
 
+
 class TraceReplay(BaseModel):
     """What a run replayed of a trace: recorded in its meta (`kit load`: its load.json)."""
 
