@@ -1,10 +1,11 @@
 """`python -m engine.sim`: serve the simulated engine and print the URL it listens on.
 
-This is the one command line for serving the simulator: `kit sim serve` runs the same parser
-and `main` under its own name. Each option's help and default is its `ServeOptions` field's.
-The launcher of the kit reads the line `stallkit-sim listening on http://HOST:PORT` from
-stdout (flushed at once); engine log lines go to stderr. A bad option or config is one line
-on stderr and exit code 2.
+The engine's own entry point (images and the kit's launcher run it; it needs no `kit`).
+`kit sim serve` is the same command in the kit's command line: both declare the same flags
+from `engine.sim.options` (each option's help and default is its `ServeOptions` field's),
+build the options with `serve_options` and serve with `run`. The launcher of the kit reads
+the line `stallkit-sim listening on http://HOST:PORT` from stdout (flushed at once); engine
+log lines go to stderr. A bad option or config is one line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, get_args
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from engine.errors import EngineError
+
+if TYPE_CHECKING:
+    from engine.sim.options import ServeOptions
 
 PROG = "python -m engine.sim"
 
@@ -36,8 +40,14 @@ def _fail(message: str, hint: str) -> NoReturn:
 
 def parser(prog: str = PROG) -> _Parser:
     """The options of a served simulator, described by the `ServeOptions` fields they set."""
-    from engine.sim.config import SimConfig
-    from engine.sim.serve import ServeOptions
+    from engine.sim.options import (
+        CONFIG_HELP,
+        FAULT_HELP,
+        LOG_LEVELS,
+        POLICIES,
+        ServeOptions,
+        policy_help,
+    )
 
     fields = ServeOptions.model_fields
     p = _Parser(prog=prog, description="Serve the simulated vLLM-style engine.")
@@ -50,31 +60,15 @@ def parser(prog: str = PROG) -> _Parser:
         shown = f" (default: {default})" if default is not None else ""
         p.add_argument(flag, default=default, help=text + shown, **kwargs)
 
-    policy = SimConfig.model_fields["policy"]
-    p.add_argument(
-        "--policy",
-        choices=get_args(policy.annotation),
-        default=None,
-        help=f"{policy.description} Default: the config's, else {policy.default}.",
-    )
+    p.add_argument("--policy", choices=POLICIES, default=None, help=policy_help())
     option("--host", "host")
     option("--port", "port", type=int)
     option("--time-scale", "time_scale", type=float, metavar="X")
-    p.add_argument(
-        "--config", type=Path, default=None, metavar="FILE", help="TOML file of SimConfig fields."
-    )
+    p.add_argument("--config", type=Path, default=None, metavar="FILE", help=CONFIG_HELP)
     option("--freeze-at", "freeze_at_s", "(fault injection)", type=float, metavar="S")
     option("--fail-metrics-at", "fail_metrics_at_s", "(fault injection)", type=float, metavar="S")
-    p.add_argument(
-        "--fault",
-        default=None,
-        metavar="KIND@S",
-        help="Play a stall from engine second S (fault injection): freeze (frozen), block (a "
-        "request longer than the KV pool heads the queue: blocked), thrash (every request "
-        "preempted before its next token: thrashing), busy_hang (no step, GPUs busy), "
-        "dead_core (the core dies behind a live API: its series leave /metrics).",
-    )
-    option("--log-level", "log_level", choices=get_args(fields["log_level"].annotation))
+    p.add_argument("--fault", default=None, metavar="KIND@S", help=FAULT_HELP)
+    option("--log-level", "log_level", choices=LOG_LEVELS)
     option("--core", "core", metavar="SPEC")
     option("--calibration", "calibration", "(twin cores)", metavar="NAME|FILE")
     return p
@@ -93,15 +87,12 @@ def _serve(args: argparse.Namespace, p: _Parser) -> int:
     from pydantic import ValidationError
 
     from contract.errors import validation_message
-    from engine.sim.faults import parse_fault
-    from engine.sim.serve import ServeOptions, configure_logging, load_sim_config, serve
 
     try:
-        config = load_sim_config(args.config, args.policy)
-        if args.fault is not None:
-            config = config.model_copy(update={"fault": parse_fault(args.fault)})
-        opts = ServeOptions(
-            config=config,
+        opts = serve_options(
+            args.config,
+            args.policy,
+            args.fault,
             host=args.host,
             port=args.port,
             time_scale=args.time_scale,
@@ -111,11 +102,35 @@ def _serve(args: argparse.Namespace, p: _Parser) -> int:
             core=args.core,
             calibration=args.calibration,
         )
+        return run(opts)
     except EngineError as exc:
         _fail(str(exc), exc.hint)
     except ValidationError as exc:
         message = validation_message(exc, names=p.flags)
         _fail(f"invalid option {message}", f"see `{p.prog} --help`")
+
+
+def serve_options(
+    config: Path | None, policy: str | None, fault: str | None, **fields: Any
+) -> ServeOptions:
+    """The options of a served simulator: the `--config` file's settings, `policy` and `fault`
+    over them, and the other `ServeOptions` fields. EngineError for a bad file or fault, a
+    ValidationError for a bad field (the caller names its flag)."""
+    from engine.sim.faults import parse_fault
+    from engine.sim.options import ServeOptions
+    from engine.sim.serve import load_sim_config
+
+    sim = load_sim_config(config, policy)
+    if fault is not None:
+        sim = sim.model_copy(update={"fault": parse_fault(fault)})
+    return ServeOptions(config=sim, **fields)
+
+
+def run(opts: ServeOptions) -> int:
+    """Serve until interrupted, the ready line on stdout once it listens; the exit code (130
+    after Ctrl-C). A refusal to start (the port, the core) is an EngineError."""
+    from engine.sim.serve import configure_logging, serve
+
     configure_logging(opts.log_level)
 
     def ready(url: str) -> None:
@@ -123,8 +138,6 @@ def _serve(args: argparse.Namespace, p: _Parser) -> int:
 
     try:
         serve(opts, ready)
-    except EngineError as exc:
-        _fail(str(exc), exc.hint)
     except KeyboardInterrupt:
         return 130
     return 0

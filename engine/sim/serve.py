@@ -1,10 +1,11 @@
 """Serve the simulated engine over HTTP: options, an in-loop context manager, a blocking entry.
 
-`running(opts)` binds the port (0 = any free one), starts uvicorn and the engine driver in the
-*current* event loop and yields the base URL, so tests and tools can embed a live simulator;
-`serve(opts)` is the blocking form used by `python -m engine.sim` and `kit sim serve`. Binds
-127.0.0.1 unless told otherwise. Uvicorn's own logging and access log stay off: the log is
-the engine's (start-up line, preemptions at debug, the core's restore warnings).
+The options are `engine.sim.options.ServeOptions` (re-exported here). `running(opts)` binds
+the port (0 = any free one), starts uvicorn and the engine driver in the *current* event loop
+and yields the base URL, so tests and tools can embed a live simulator; `serve(opts)` is the
+blocking form used by `python -m engine.sim` and `kit sim serve`. Binds 127.0.0.1 unless told
+otherwise. Uvicorn's own logging and access log stay off: the log is the engine's (start-up
+line, preemptions at debug, the core's restore warnings).
 """
 
 from __future__ import annotations
@@ -17,69 +18,26 @@ import sys
 import tomllib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import uvicorn
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from contract.errors import validation_message
 from engine.core import SteppedCore
 from engine.errors import EngineError
 from engine.sim.app import build_app
-from engine.sim.config import Fault, SimConfig
+from engine.sim.config import SimConfig
 from engine.sim.driver import EngineDriver
+from engine.sim.options import LogLevel as LogLevel
+from engine.sim.options import ServeOptions as ServeOptions
 from engine.twin.build import VLLM_MISSING
 
 log = logging.getLogger("engine.sim")
 
-LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_FORMAT = "%(levelname)s %(asctime)s [%(name)s] %(message)s"
 #: Wall seconds uvicorn waits for open streams (a frozen engine's hang forever) at shutdown.
 SHUTDOWN_GRACE_S = 1
-
-
-class ServeOptions(BaseModel):
-    """How to serve one simulated engine."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    config: SimConfig = Field(default_factory=SimConfig, description="The engine's configuration.")
-    host: str = Field("127.0.0.1", min_length=1, description="Address to bind.")
-    port: int = Field(0, ge=0, le=65535, description="Port to bind; 0 picks a free one.")
-    time_scale: float = Field(1.0, gt=0, description="Engine seconds per wall second.")
-    freeze_at_s: float | None = Field(
-        None,
-        ge=0,
-        description="Engine time at which the engine stops stepping for good (the fault `freeze`).",
-    )
-    fail_metrics_at_s: float | None = Field(
-        None, ge=0, description="Engine time from which /metrics answers 503."
-    )
-    log_level: LogLevel = Field("info", description="Level of the engine's log lines.")
-    core: str = Field(
-        "sim",
-        min_length=1,
-        description="The engine core: `sim` (the simulator) or a twin spec (twin:stock, "
-        "twin:patched:base, twin:patched:fix, twin:MODULE:CLASS: vLLM's own scheduler, sized "
-        "by the config's max_num_seqs, num_blocks, block_size, max_num_batched_tokens and "
-        "max_model_len; needs vLLM).",
-    )
-    calibration: str = Field(
-        "seed-gpu-tp2",
-        min_length=1,
-        description="The twin's step cost: a shipped calibration or a `kit engine calibrate` file.",
-    )
-
-    def sim_config(self) -> SimConfig:
-        """The engine's config, with `freeze_at_s` as its fault."""
-        if self.freeze_at_s is None:
-            return self.config
-        if self.config.fault is not None:
-            raise EngineError(
-                "--freeze-at and a fault in the config both set a fault", "keep one of them"
-            )
-        fault = Fault(kind="freeze", at_s=self.freeze_at_s)
-        return self.config.model_copy(update={"fault": fault})
 
 
 def load_sim_config(path: Path | None, policy: str | None = None) -> SimConfig:

@@ -26,6 +26,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     # plain help: typer's rich panels show a `<bool>` type beside every flag
     rich_markup_mode=None,
+    # `-h` is `--help` for every command (the contexts below the root inherit it)
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 

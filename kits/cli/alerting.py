@@ -24,7 +24,7 @@ MetricsPortOpt = Annotated[
     ),
 ]
 MetricsHostOpt = Annotated[
-    str, typer.Option("--metrics-host", help="Address the metrics port binds (default loopback).")
+    str, typer.Option("--metrics-host", help="Address the metrics port binds.")
 ]
 OnStallOpt = Annotated[
     str | None,

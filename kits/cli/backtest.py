@@ -54,7 +54,7 @@ def backtest(
         str | None,
         typer.Option("--from", help="Start: RFC 3339, Unix seconds, or now-6h (Prometheus)."),
     ] = None,
-    end: Annotated[str, typer.Option("--to", help="End, as --from (default: now).")] = "now",
+    end: Annotated[str, typer.Option("--to", help="End, as --from.")] = "now",
     step: Annotated[
         str, typer.Option(help="Range query step (15s, 1m): at most the scrape interval.")
     ] = "15s",

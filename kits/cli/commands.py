@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 import typer.core
-from typer.core import TyperGroup
+
+from kits.cli.helpformat import KitGroup, styled
 
 if TYPE_CHECKING:  # typer's own copy of click, whose classes the group's methods take
     from typer._click import Command, Context, HelpFormatter
@@ -40,8 +41,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class LazyGroup(TyperGroup):
-    """The top-level group: builds a command from its module the first time it is needed."""
+class LazyGroup(KitGroup):
+    """The top-level group: builds a command from its module the first time it is needed (every
+    command in the kit's help style, `kits.cli.helpformat`)."""
 
     def list_commands(self, ctx: Context) -> list[str]:
         return [*super().list_commands(ctx), *(n for n in COMMANDS if n not in self.commands)]
@@ -50,6 +52,7 @@ class LazyGroup(TyperGroup):
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             family = typer.Typer(rich_markup_mode=None, add_completion=False)
             importlib.import_module(f"kits.cli.{COMMANDS[cmd_name][0]}").register(family)
+            styled(family)
             self.commands.update(typer.main.get_group(family).commands)
         return self.commands.get(cmd_name)
 

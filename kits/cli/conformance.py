@@ -34,8 +34,8 @@ def conformance(
         typer.Option(
             metavar="JSON",
             help="JSON object merged into the VllmConfig's additional_config.",
-            show_default='the plugin\'s fix policy, {"patched_scheduler":{"policy":"fix",'
-            '"prefill_compute_share":0.4}}, for the default class; {} for any other',
+            show_default='the plugin\'s fix policy, {"patched_scheduler": {"policy": "fix", '
+            '"prefill_compute_share": 0.4}}, for the default class; {} for any other',
         ),
     ] = None,
     out: Annotated[

@@ -52,11 +52,17 @@ def image(
         str, typer.Argument(help="Image name and tag to create, e.g. stallkit/engine:base.")
     ],
     policy: Annotated[
-        str, typer.Option(help="Scheduler policy the image runs: base (the fork) or fix.")
+        str,
+        typer.Option(
+            metavar="[base|fix]", help="Scheduler policy the image runs: base (the fork) or fix."
+        ),
     ] = "base",
     engine: Annotated[
         str,
-        typer.Option(help="What the image serves: sim (the simulator) or patched (vLLM + plugin)."),
+        typer.Option(
+            metavar="[sim|patched]",
+            help="What the image serves: sim (the simulator) or patched (vLLM + plugin).",
+        ),
     ] = "sim",
     cache_dir: Annotated[
         Path,

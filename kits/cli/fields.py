@@ -2,8 +2,11 @@
 
 A flag that mirrors a field of a role's config model takes the field's description as its help
 and the field's default as its own. A `kit run`/`kit ab` override takes the description too,
-but defaults to "the kit's value". Only a command's own module imports these (and the models),
-never `kit --help`.
+but defaults to "the kit's value". A description may say what leaving the field unset does
+(`...; unset: run until stopped.`); a flag that is never unset (it has a default of its own, or
+unset keeps the kit's value) shows the description without that clause, so its help never
+claims a default the command does not use. Only a command's own module imports these (and the
+models), never `kit --help`.
 """
 
 from __future__ import annotations
@@ -15,12 +18,18 @@ import typer
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+#: the clause of a description that says what an unset field does: `; unset: never`
+_UNSET_RE = re.compile(r";\s*unset:[^.;]*")
 
-def field_help(model: type[BaseModel], name: str, note: str = "") -> str:
-    """The field's description, with a note on how the flag differs (e.g. `0: never`)."""
+
+def field_help(model: type[BaseModel], name: str, note: str = "", *, unset: bool = True) -> str:
+    """The field's description, with a note on how the flag differs (e.g. `0: never`);
+    `unset=False` (a flag that always has a value) drops what the description says of unset."""
     description = model.model_fields[name].description
     if not description:
         raise ValueError(f"{model.__name__}.{name} has no description to show as help")
+    if not unset:
+        description = _UNSET_RE.sub("", description)
     return f"{description} {note}".strip()
 
 
@@ -32,14 +41,20 @@ def field_default(model: type[BaseModel], name: str) -> Any:
     return default
 
 
-def field_option(model: type[BaseModel], name: str, *decls: str, note: str = "") -> Any:
-    """A typer option (as a parameter's default) whose default and help are the field's."""
-    return typer.Option(field_default(model, name), *decls, help=field_help(model, name, note))
+def field_option(
+    model: type[BaseModel], name: str, *decls: str, note: str = "", metavar: str | None = None
+) -> Any:
+    """A typer option (as a parameter's default) whose default and help are the field's (its
+    metavar: `metavar`, else its type's, `kits.cli.helpformat`)."""
+    default = field_default(model, name)
+    text = field_help(model, name, note, unset=default is None)
+    return typer.Option(default, *decls, help=text, metavar=metavar)
 
 
 def override_help(model: type[BaseModel], name: str, key: str) -> str:
     """Help of a flag that overrides kit field `key` (e.g. `load.seed`); unset keeps the kit's."""
-    return f"Override the kit's {key}: {field_help(model, name)}"  # flags_by_override reads it
+    text = field_help(model, name, unset=False)
+    return f"Override the kit's {key}: {text} Default: the kit's."  # flags_by_override reads it
 
 
 _OVERRIDE_RE = re.compile(r"^Override the kit's ([\w.]+): ")
@@ -63,14 +78,17 @@ def flags_by_field(ctx: typer.Context, model: type[BaseModel]) -> dict[str, str]
     help, so the command's own options say which field each one sets: a bad value is blamed on
     its flag without a second list of flag names to keep in step with the options.
     """
-    described = {
-        name: field.description for name, field in model.model_fields.items() if field.description
-    }
+    described = [  # a flag shows its field's description with or without its `unset:` clause
+        (name, shown)
+        for name, field in model.model_fields.items()
+        if field.description
+        for shown in {field.description, _UNSET_RE.sub("", field.description)}
+    ]
     flags: dict[str, str] = {}
     for flag, text in _command_flags(ctx):
-        fits = [n for n, d in described.items() if text == d or text.startswith(d + " ")]
+        fits = [(n, d) for n, d in described if text == d or text.startswith(d + " ")]
         if fits:  # the longest description that fits: the field, not one whose text it extends
-            flags[max(fits, key=lambda n: len(described[n]))] = flag
+            flags[max(fits, key=lambda fit: len(fit[1]))[0]] = flag
     return flags
 
 

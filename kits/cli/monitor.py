@@ -64,12 +64,19 @@ def monitor(
     ] = "auto",
     stall_after: float = field_option(MonitorConfig, "stall_after_s", "--stall-after"),
     stop_after: float = field_option(
-        MonitorConfig, "stop_after_s", "--stop-after", note="On the command line 0 means never."
+        MonitorConfig,
+        "stop_after_s",
+        "--stop-after",
+        note="0: never. `kit monitor` logs the request and keeps watching.",
     ),
     idle_gpu: float = field_option(MonitorConfig, "idle_gpu_perc", "--idle-gpu"),
     gpu_window: float = field_option(MonitorConfig, "gpu_window_s", "--gpu-window"),
     duration: Annotated[
-        float | None, typer.Option(help="Stop after this many seconds (default: until Ctrl-C).")
+        float | None,
+        typer.Option(
+            help="Stop after this many wall seconds; unset: at Ctrl-C (or at the first stall, "
+            "with --exit-on-stall)."
+        ),
     ] = None,
     out: Annotated[
         Path | None,

@@ -75,7 +75,7 @@ def rules(
         ),
     ] = None,
     start: Annotated[str | None, typer.Option("--from", help="With --backtest.")] = None,
-    end: Annotated[str, typer.Option("--to", help="With --backtest (default now).")] = "now",
+    end: Annotated[str, typer.Option("--to", help="With --backtest.")] = "now",
     group_by: Annotated[
         str, typer.Option("--group-by", help="With --backtest: the label naming an engine.")
     ] = "instance",

@@ -38,14 +38,16 @@ EXIT_ENGINE_DIED = 1
 KitOpt = Annotated[
     str,
     typer.Option(
-        "--kit", "-k", help="Kit name (shipped, e.g. restore-stall, cpu-smoke) or path to a .toml"
+        "--kit",
+        "-k",
+        metavar="KIT",
+        help="Kit name (shipped, e.g. restore-stall, cpu-smoke) or path to a .toml",
     ),
 ]
 OutOpt = Annotated[
     Path | None,
     typer.Option("--out", "-o", help="Run directory (default ./kit-runs/<time>-<kit>/)"),
 ]
-# not derived: the field's text speaks of the agents' seconds; a kit's durations are engine s
 DurationOpt = Annotated[
     float | None,
     typer.Option("--duration", help=override_help(LoadConfig, "duration_s", "load.duration_s")),
@@ -54,7 +56,8 @@ ScaleOpt = Annotated[
     float | None,
     typer.Option(
         "--time-scale",
-        help=override_help(SimSection, "time_scale", "sim.time_scale") + " (sim arms)",
+        help=override_help(SimSection, "time_scale", "sim.time_scale")
+        + " Used by sim: arms on the wall clock (`kit run`, `kit ab --clock wall`).",
     ),
 ]
 SeedOpt = Annotated[
@@ -91,16 +94,18 @@ SeedsOpt = Annotated[
     str | None,
     typer.Option(
         "--seeds",
-        help="Run each arm over several seeds: N (N seeds from the kit's seed), A-B or A,B,C "
-        "(default for sim: and twin: A/Bs on the virtual clock: 10 seeds)",
+        help="Run each arm over several seeds: N (N seeds from the kit's seed), A-B or A,B,C. "
+        "Default: 10 seeds from the kit's seed when every arm is sim: or twin:, --clock is "
+        "virtual and --seed is not given; else one seed (--seed, or the kit's)",
     ),
 ]
 ClockOpt = Annotated[
     str,
     typer.Option(
         "--clock",
+        metavar="[virtual|wall]",
         help="Clock of sim: arms: virtual (in process on engine time, deterministic) or wall "
-        "(served over HTTP at the kit's time scale)",
+        "(served over HTTP at the kit's time scale); twin: arms always run on the virtual clock",
     ),
 ]
 NoDashOpt = Annotated[
@@ -198,8 +203,9 @@ def run(
         typer.Option(
             "--engine",
             "-e",
-            help="Engine spec: sim:base|sim:fix, IMAGE, url:URL, vllm:DIR, patched:base|patched:fix, "
-            "twin:stock|twin:patched:base|twin:patched:fix|twin:MODULE:CLASS",
+            metavar="SPEC",
+            help="Engine spec: sim:base | sim:fix, IMAGE, url:URL, vllm:DIR, patched:base | "
+            "patched:fix, twin:stock | twin:patched:base | twin:patched:fix | twin:MODULE:CLASS",
         ),
     ],
     kit: KitOpt = "restore-stall",
@@ -247,11 +253,13 @@ def ab(
     base: Annotated[
         str,
         typer.Option(
-            "--base", help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:)"
+            "--base",
+            metavar="SPEC",
+            help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:)",
         ),
     ] = "sim:base",
     fix: Annotated[
-        str, typer.Option("--fix", help="Spec of the fix arm (the same forms)")
+        str, typer.Option("--fix", metavar="SPEC", help="Spec of the fix arm (the same forms)")
     ] = "sim:fix",
     kit: KitOpt = "restore-stall",
     out: OutOpt = None,

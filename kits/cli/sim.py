@@ -1,15 +1,19 @@
-"""`kit sim`: the embedded simulated engine (`serve` is `python -m engine.sim` under the kit;
-`trace` explains the livelock step by step)."""
+"""`kit sim`: the embedded simulated engine (`serve` is `python -m engine.sim` in the kit's
+command line: the same flags, declared from `engine.sim.options`; `trace` explains the livelock
+step by step)."""
 
 from __future__ import annotations
 
 import json
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from kits.cli.common import help_when_bare, user_errors
+from engine.sim.options import CONFIG_HELP, FAULT_HELP, ServeOptions, policy_help
+from kits.cli.common import fail, help_when_bare, user_errors
+from kits.cli.fields import field_option, flags_by_field
 
 
 class PolicyChoice(StrEnum):
@@ -17,6 +21,15 @@ class PolicyChoice(StrEnum):
 
     base = "base"
     fix = "fix"
+
+
+class LogLevelChoice(StrEnum):
+    """Level of the served engine's log lines."""
+
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
 
 
 class CaseChoice(StrEnum):
@@ -89,21 +102,56 @@ def trace(
     Console().print(table)
 
 
-@sim_app.command(
-    "serve",
-    short_help="Serve the simulated engine like vLLM, over HTTP.",
-    # every argument goes to the simulator's own parser, `--help` included
-    add_help_option=False,
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-)
-def serve(ctx: typer.Context) -> None:
+@sim_app.command("serve", short_help="Serve the simulated engine like vLLM, over HTTP.")
+@user_errors
+def serve(
+    ctx: typer.Context,
+    policy: Annotated[PolicyChoice | None, typer.Option(help=policy_help())] = None,
+    host: str = field_option(ServeOptions, "host"),
+    port: int = field_option(ServeOptions, "port"),
+    time_scale: float = field_option(ServeOptions, "time_scale", "--time-scale"),
+    config: Annotated[Path | None, typer.Option(metavar="FILE", help=CONFIG_HELP)] = None,
+    freeze_at: float | None = field_option(
+        ServeOptions, "freeze_at_s", "--freeze-at", note="(fault injection)"
+    ),
+    fail_metrics_at: float | None = field_option(
+        ServeOptions, "fail_metrics_at_s", "--fail-metrics-at", note="(fault injection)"
+    ),
+    fault: Annotated[str | None, typer.Option(metavar="KIND@S", help=FAULT_HELP)] = None,
+    log_level: LogLevelChoice = field_option(ServeOptions, "log_level"),
+    core: str = field_option(ServeOptions, "core", metavar="SPEC"),
+    calibration: str = field_option(
+        ServeOptions, "calibration", note="(twin cores)", metavar="NAME|FILE"
+    ),
+) -> None:
     """Serve the simulated engine like vLLM: chat/completions, /tokenize, /metrics, DCGM.
 
-    The same command line as `python -m engine.sim`; `kit sim serve --help` lists its options.
+    Prints `stallkit-sim listening on URL` once it listens, and serves until Ctrl-C. The same
+    command as `python -m engine.sim`, the engine's own entry point.
     """
-    from engine.sim.__main__ import main
+    from pydantic import ValidationError
 
-    raise typer.Exit(main(ctx.args, prog="kit sim serve"))
+    from contract.errors import validation_message
+    from engine.sim.__main__ import run, serve_options
+
+    try:
+        opts = serve_options(
+            config,
+            None if policy is None else policy.value,
+            fault,
+            host=host,
+            port=port,
+            time_scale=time_scale,
+            freeze_at_s=freeze_at,
+            fail_metrics_at_s=fail_metrics_at,
+            log_level=LogLevelChoice(log_level).value,
+            core=core,
+            calibration=calibration,
+        )
+    except ValidationError as exc:
+        message = validation_message(exc, names=flags_by_field(ctx, ServeOptions))
+        raise fail(f"invalid option {message}", "see `kit sim serve --help`") from None
+    raise typer.Exit(run(opts))
 
 
 def register(app: typer.Typer) -> None:

@@ -33,7 +33,9 @@ VaryOpt = Annotated[
     ),
 ]
 
-KitOpt = Annotated[str, typer.Option("--kit", "-k", help="Kit name (shipped) or path to a .toml")]
+KitOpt = Annotated[
+    str, typer.Option("--kit", "-k", metavar="KIT", help="Kit name (shipped) or path to a .toml")
+]
 RayOpt = Annotated[
     str | None,
     typer.Option(
@@ -42,7 +44,11 @@ RayOpt = Annotated[
 ]
 WorkersOpt = Annotated[
     int | None,
-    typer.Option("--workers", min=1, help="Local worker processes (default: one per core)"),
+    typer.Option(
+        "--workers",
+        min=1,
+        help="Local worker processes (default: one per core this process may run on)",
+    ),
 ]
 SeedsOpt = Annotated[
     str,

@@ -41,6 +41,7 @@ KITS_INTERNAL_IMPORTS: dict[str, dict[str, str]] = {
     },
     "kits.cli.sim": {
         "engine.sim.__main__": "`kit sim serve` is `python -m engine.sim`'s own command line",
+        "engine.sim.options": "`kit sim serve` declares its flags from the served options",
         "engine.sim.trace": "`kit sim trace` is the simulator's regression trace",
     },
     "kits.cli.engine": {

@@ -60,6 +60,7 @@ def test_kit_help_imports_no_role_and_no_heavy_module() -> None:
         "kits.cli",
         "kits.cli.common",
         "kits.cli.commands",
+        "kits.cli.helpformat",
     }
     assert not {"pydantic", "pydantic_core"} & modules  # no config model, not even the errors
     # the probe does see what a command's own help loads: its flags come from the models
@@ -78,6 +79,13 @@ def test_the_command_list_is_what_the_modules_register() -> None:
         assert group.list_commands(ctx) == list(COMMANDS)  # type: ignore[attr-defined]
 
 
+#: the trace's window and salt, as AIPerf names the window's flags
+TRACE_WINDOW_FLAGS = [
+    ("--fixed-schedule-auto-offset", "trace_auto_offset"),
+    ("--fixed-schedule-start-offset", "trace_start_offset_ms"),
+    ("--fixed-schedule-end-offset", "trace_end_offset_ms"),
+    ("--trace-salt", "trace_salt"),
+]
 #: command -> (flag, model, field, whether the flag's default is the field's or None: the kit's)
 DERIVED = {
     "load": [
@@ -93,6 +101,7 @@ DERIVED = {
         ("--tokenizer", "loadgen.config:LoadConfig", "tokenizer", True),
         ("--trace", "loadgen.config:LoadConfig", "trace", True),
         ("--block-size", "loadgen.config:LoadConfig", "trace_block_tokens", True),
+        *((flag, "loadgen.config:LoadConfig", name, True) for flag, name in TRACE_WINDOW_FLAGS),
     ],
     "monitor": [
         ("--interval", "monitor.config:MonitorConfig", "interval_s", True),
@@ -120,6 +129,10 @@ DERIVED = {
             ("--duration", "loadgen.config:LoadConfig", "duration_s", False),
             ("--time-scale", "kits.config:SimSection", "time_scale", False),
             ("--trace", "loadgen.config:LoadConfig", "trace", False),
+            *(
+                (flag, "loadgen.config:LoadConfig", name, False)
+                for flag, name in TRACE_WINDOW_FLAGS
+            ),
         ]
         for command in ("run", "ab")
     },
@@ -135,6 +148,8 @@ def _words(text: str) -> str:
 def test_flags_take_help_and_default_from_their_config_field(command: str) -> None:
     import importlib
 
+    from kits.cli.fields import field_help
+
     group = typer.main.get_command(app)
     with typer.Context(group) as ctx:
         cli_command = group.get_command(ctx, command)  # type: ignore[attr-defined]
@@ -142,9 +157,13 @@ def test_flags_take_help_and_default_from_their_config_field(command: str) -> No
     by_flag = {opt: p for p in cli_command.params for opt in p.opts}
     for flag, where, name, own_default in DERIVED[command]:
         module, model = where.split(":")
-        field = getattr(importlib.import_module(module), model).model_fields[name]
-        assert field.description and _words(field.description) in _words(by_flag[flag].help)
-        assert _words(field.description) in shown, (flag, shown)
+        cls = getattr(importlib.import_module(module), model)
+        field = cls.model_fields[name]
+        # what unset means is said only by a flag that can be unset: its default is the field's
+        # None (an override unset keeps the kit's value, which it says instead)
+        text = field_help(cls, name, unset=own_default and field.default is None)
+        assert field.description and _words(text) in _words(by_flag[flag].help)
+        assert _words(text) in shown, (flag, shown)
         assert by_flag[flag].default == (field.default if own_default else None), flag
 
 
@@ -233,30 +252,31 @@ def _serve_both(*args: str) -> dict[str, subprocess.CompletedProcess[str]]:
     }
 
 
-def test_kit_sim_serve_and_python_m_engine_sim_are_one_command_line() -> None:
-    from engine.sim.serve import ServeOptions
+def test_kit_sim_serve_and_python_m_engine_sim_take_the_same_flags() -> None:
+    """One set of flags, each helped by its `ServeOptions` field, in two front ends: the kit's
+    (typer, in the help style of every `kit` command) and the engine's own (argparse: images
+    run it without the kit). A bad value is one line naming the flag, exit 2, in both."""
+    from engine.sim.options import ServeOptions
 
-    helps = {
-        prog: _words(done.stdout.replace(prog, "PROG"))
-        for prog, done in _serve_both("--help").items()
+    helps = _serve_both("--help")
+    flags = {
+        prog: set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", done.stdout))
+        for prog, done in helps.items()
     }
-    assert len(set(helps.values())) == 1, helps
-    shown = helps["kit sim serve"]
-    for flag, name in [
-        ("--port", "port"),
-        ("--time-scale", "time_scale"),
-        ("--freeze-at", "freeze_at_s"),
-    ]:
-        assert flag in shown and _words(ServeOptions.model_fields[name].description or "?") in shown
+    assert flags["kit sim serve"] == flags["python -m engine.sim"], flags
+    assert {"--port", "--time-scale", "--freeze-at", "--core", "--fault"} <= flags["kit sim serve"]
+    for prog, done in helps.items():
+        assert done.returncode == 0, done.stderr
+        for name, field in ServeOptions.model_fields.items():
+            if name != "config":  # the --config file, not a flag per field
+                assert _words(field.description or "?") in _words(done.stdout), (prog, name)
+    assert helps["kit sim serve"].stdout.startswith("Usage: kit sim serve [OPTIONS]")
     for bad in (["--port", "x"], ["--time-scale", "-1"], ["--nosuch"]):
-        lines = set()
         for prog, done in _serve_both(*bad).items():
             assert done.returncode == 2 and done.stdout == "", (prog, done)
-            assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith("error: "), (
-                done.stderr
-            )
-            lines.add(done.stderr.replace(prog, "PROG"))
-        assert len(lines) == 1, lines
+            line = done.stderr
+            assert len(line.splitlines()) == 1 and line.startswith("error: "), line
+            assert bad[0] in line and f"(hint: see `{prog} --help`)" in line, line
 
 
 def test_an_unexpected_error_escapes_as_itself_and_abort_says_aborted(
