@@ -19,12 +19,17 @@ catch one role's failures or all of them::
     └── ReportError                   reports.errors: a run directory is missing or unreadable
 
 Per-request failures during a run are not exceptions: they are recorded on the turn record.
+
+A user's own text files (kits, spaces, traces, histories) are read through `read_text`, so a
+file that is not UTF-8 is one error naming the file, the line and the byte, not a codec's
+traceback.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only for the hints: `kit --help` loads no pydantic
@@ -34,6 +39,8 @@ __all__ = [
     "RunFileError",
     "StallkitError",
     "is_invalid_json",
+    "not_utf8",
+    "read_text",
     "validation_location",
     "validation_message",
 ]
@@ -53,6 +60,35 @@ class RunFileError(StallkitError):
 
     The message names the file (and the line, for JSONL files).
     """
+
+
+#: what to do about a file that is not UTF-8
+NOT_UTF8_HINT = "save it as UTF-8"
+
+
+def not_utf8(path: Path | str, exc: UnicodeDecodeError) -> str:
+    """`FILE: not UTF-8 (byte 0xE9 at offset 5, line 1)`: where a file stops being UTF-8."""
+    data = bytes(exc.object)
+    line = data.count(b"\n", 0, exc.start) + 1
+    byte = data[exc.start : exc.start + 1].hex().upper()
+    return f"{path}: not UTF-8 (byte 0x{byte} at offset {exc.start}, line {line})"
+
+
+def read_text(path: Path, error: type[StallkitError] = StallkitError) -> str:
+    """A user's text file, decoded as UTF-8; `error` (message and hint) when it is not UTF-8.
+
+    An OSError (missing file, a directory, no permission) is left to the caller, which knows
+    what the file was for.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:  # again as bytes, so that the offset counts from the file's start
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(not_utf8(path, exc), NOT_UTF8_HINT) from None
+    return path.read_text(encoding="utf-8")  # the file changed between the two reads
 
 
 def _clean(err_type: str, msg: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from contract.errors import StallkitError, validation_message
+from contract.errors import StallkitError, read_text, validation_message
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
@@ -166,10 +166,10 @@ def _format_of(first: str) -> TraceFormat:
 def read_trace(path: Path) -> Trace:
     """Every line of a trace file, validated; a TraceError names the first bad one."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = read_text(path, TraceError).splitlines()
     except FileNotFoundError:
         raise TraceError(f"trace {path} does not exist", "check the path") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise TraceError(f"cannot read trace {path}: {exc}", "name a JSONL text file") from None
     numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not numbered:

@@ -15,7 +15,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from contract.errors import validation_location, validation_message
+from contract.errors import read_text, validation_location, validation_message
 from contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from engine import SimConfig
 from kits.errors import KitError, OverrideError
@@ -250,7 +250,7 @@ def _kit_text(name_or_path: str) -> tuple[str, str]:
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         try:
-            return path.read_text(encoding="utf-8"), str(path)
+            return read_text(path, KitError), str(path)
         except OSError as exc:
             raise KitError(
                 f"cannot read kit {name_or_path}: {exc.strerror}", "check the path"

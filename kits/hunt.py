@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from contract.errors import read_text
 from contract.sweep import Setting, SweepAxis, SweepRun
 from kits.errors import KitError
 from kits.sweep import parse_arms, parse_vary
@@ -123,7 +124,7 @@ def load_space(path: Path, kit_value: Callable[[str], object]) -> Space:
     if not path.exists() and (SPACES_DIR / f"{path}.toml").is_file():
         path = SPACES_DIR / f"{path}.toml"
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path, KitError))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise KitError(f"--space {path}: {exc}", _HINT) from None
     settings = data.get("settings")

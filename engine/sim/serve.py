@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 from pydantic import ValidationError
 
-from contract.errors import validation_message
+from contract.errors import read_text, validation_message
 from engine.core import SteppedCore
 from engine.errors import EngineError
 from engine.sim.app import build_app
@@ -45,13 +45,13 @@ def load_sim_config(path: Path | None, policy: str | None = None) -> SimConfig:
     data: dict[str, Any] = {}
     if path is not None:
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(read_text(path, EngineError))
         except OSError as exc:
             raise EngineError(
                 f"cannot read simulator config {path}: {exc.strerror or exc}",
                 "pass an existing TOML file",
             ) from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        except tomllib.TOMLDecodeError as exc:
             raise EngineError(
                 f"simulator config {path} is not valid TOML: {exc}", "fix the file's syntax"
             ) from None

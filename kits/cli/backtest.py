@@ -109,9 +109,10 @@ def history_text(path: Path) -> str:
     engine named by its directory, its times the timeline's seconds)."""
     import json
 
+    from contract.errors import read_text
     from monitor import openmetrics_text
 
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     if path.suffix != ".jsonl":
         return text
     try:

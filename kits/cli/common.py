@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from contract.errors import StallkitError
+from contract.errors import NOT_UTF8_HINT, StallkitError, not_utf8
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,6 +53,8 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise fail(str(exc), exc.hint) from None
         except OSError as exc:  # the system refused: a path, the disk, the open-file limit
             raise fail(*os_error_line(exc)) from None
+        except UnicodeDecodeError as exc:  # a file read without `contract.errors.read_text`
+            raise fail(f"a file is {not_utf8('', exc).lstrip(': ')}", NOT_UTF8_HINT) from None
 
     return wrapper
 
