@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.core import EngineStats as EngineStats
     from engine.daemon import DaemonFacts as DaemonFacts
     from engine.daemon import DaemonProblem as DaemonProblem
+    from engine.daemon import daemon_error as daemon_error
     from engine.daemon import daemon_problems as daemon_problems
     from engine.daemon import needs_bridge as needs_bridge
     from engine.daemon import probe_daemon as probe_daemon
@@ -41,9 +42,11 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from engine.emptystep import time_empty_step as time_empty_step
     from engine.errors import EngineError as EngineError
     from engine.launcher import Launcher as Launcher
+    from engine.launcher import check_listening as check_listening
     from engine.launcher import free_port as free_port
     from engine.launcher import tail_lines as tail_lines
     from engine.local import VllmLauncher as VllmLauncher
+    from engine.local import check_local_vllm as check_local_vllm
     from engine.patched.config import PatchedConfig as PatchedConfig
     from engine.patched.launch import PatchedLauncher as PatchedLauncher
     from engine.patched.launch import PatchedOptions as PatchedOptions

@@ -73,6 +73,30 @@ def daemon_problems(facts: DaemonFacts, *, gpus: bool, network: str) -> list[Dae
     return problems
 
 
+def daemon_error(docker_host: str) -> str | None:
+    """Why the daemon of `docker_host` cannot run an image (no docker CLI, no daemon, no
+    answer in time), in docker's own words; None when it answers."""
+    try:
+        done = subprocess.run(
+            [*docker_cli(docker_host), "info", "--format", "{{json .ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except FileNotFoundError:
+        return "docker is not installed (no `docker` command)"
+    except subprocess.TimeoutExpired:
+        return f"docker did not answer `docker info` in {PROBE_TIMEOUT_S:g} s"
+    except OSError as exc:
+        return f"docker cannot run: {exc.strerror or exc}"
+    if done.returncode == 0:
+        return None
+    said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    return said[-1] if said else f"`docker info` failed (exit {done.returncode})"
+
+
 def _ask(docker_host: str, args: list[str]) -> str | None:
     """The stdout of a docker command on `docker_host`, None if it failed or did not answer."""
     try:

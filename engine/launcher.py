@@ -33,6 +33,32 @@ HEALTH_POLL_S = 0.2
 TAG_ENV = "STALLKIT_ENGINE_TAG"
 
 
+#: how long the start-up check waits for an attached engine's port to accept a connection
+LISTEN_CHECK_S = 3.0
+
+
+def check_listening(url: str, raw: str, timeout_s: float = LISTEN_CHECK_S) -> None:
+    """Before anything starts: something must accept a connection at an attached engine's
+    host and port (an engine still loading its model already listens, so its start-up time
+    is not cut short); EngineError naming `url/health` otherwise."""
+    parts = httpx.URL(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.host, port), timeout=timeout_s):
+            return
+    except socket.gaierror:
+        why = f"host {parts.host} not found"
+    except TimeoutError:
+        why = f"no answer in {timeout_s:g} s"
+    except OSError as exc:
+        why = (exc.strerror or str(exc)).lower()
+    raise EngineError(
+        f"{raw}: nothing answers at {url}/health ({why})",
+        "start the engine first, or check the URL (url: specs attach to a running engine; "
+        "they start nothing)",
+    )
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that was free on `host` a moment ago (the engine binds it soon after)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -103,6 +103,20 @@ def vllm_installed() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+def check_local_vllm(raw: str, model: str, python: str | None = None) -> Path:
+    """What a local vLLM engine needs before it starts: vLLM here (unless `python` is another
+    interpreter) and a model directory. Returns the directory, resolved; EngineError if not."""
+    if python is None and not vllm_installed():
+        raise EngineError(f"{raw} needs vLLM, which is not installed", INSTALL_HINT)
+    model_dir = Path(model).expanduser().resolve()
+    if not (model_dir / "config.json").is_file():
+        raise EngineError(
+            f"{model_dir} is not a model directory (no config.json)",
+            "build one with `kit engine tiny-model DIR`",
+        )
+    return model_dir
+
+
 class VllmLauncher(ProcessLauncher):
     """A local `vllm:MODEL_DIR` engine: the OpenAI API server and its engine-core child."""
 
@@ -119,14 +133,7 @@ class VllmLauncher(ProcessLauncher):
     ) -> None:
         if spec.kind != "vllm":
             raise EngineError(f"{spec.raw} is not a vllm:MODEL_DIR spec", "write vllm:MODEL_DIR")
-        if python is None and not vllm_installed():
-            raise EngineError(f"{spec.raw} needs vLLM, which is not installed", INSTALL_HINT)
-        model_dir = Path(spec.target).expanduser().resolve()
-        if not (model_dir / "config.json").is_file():
-            raise EngineError(
-                f"{model_dir} is not a model directory (no config.json)",
-                "build one with `kit engine tiny-model DIR`",
-            )
+        model_dir = check_local_vllm(spec.raw, spec.target, python)
         work_dir = Path(work_dir).resolve()
         self.model_dir = model_dir
         self.port = port if port is not None else free_port()

@@ -1,8 +1,9 @@
 """The plan of `kit run` / `kit ab`: arms, seeds, clocks and run directories, decided up front.
 
 A plan is validated before anything starts (kit, specs, overlays, GPU sets, seeds, output
-directory, and what each image arm's docker host offers: a GPU runtime for its GPUs, a bridge
-network for its published port). A simulator arm runs on the virtual clock (in process, on engine time) or on the
+directory, what every arm needs to start (`kits.prerequisites`), and what each image arm's
+docker host offers: a GPU runtime for its GPUs, a bridge network for its published port), so
+`kit ab --dry-run` refuses what the run would. A simulator arm runs on the virtual clock (in process, on engine time) or on the
 wall clock (served over HTTP at the kit's time scale); every other engine runs on the wall
 clock. Over several seeds each arm gets one `seed-N` directory per seed.
 """
@@ -29,6 +30,7 @@ from kits.config import Kit, load_kit
 from kits.cores import check_twin_arms
 from kits.errors import KitError
 from kits.launch import arm_spec, time_scale
+from kits.prerequisites import check_arms_start
 
 #: seeds an A/B of simulator arms on the virtual clock runs when neither --seeds nor --seed is
 #: given (engines on the wall clock run the kit's one seed unless told otherwise)
@@ -41,6 +43,7 @@ def parse_seeds(text: str, first: int) -> list[int]:
     """`N` (N seeds from `first`), `A-B` (inclusive range) or `A,B,C` (a list); KitError if bad."""
     hint = "use --seeds N, --seeds A-B or --seeds A,B,C (whole numbers, A <= B)"
     raw = text.strip()
+    too_many = KitError(f"--seeds {text!r} must name 1 to {MAX_SEEDS} distinct seeds", hint)
     try:
         if "," in raw:
             seeds = [int(part) for part in raw.split(",")]  # `1,,2` is a typo, not seeds 1 and 2
@@ -49,16 +52,20 @@ def parse_seeds(text: str, first: int) -> list[int]:
             a, b = int(low), int(high)
             if a > b:
                 raise ValueError
+            if b - a >= MAX_SEEDS:  # before the list: a huge range is refused, not built
+                raise too_many
             seeds = list(range(a, b + 1))
         else:
             count = int(raw)
             if count < 1:
                 raise ValueError
+            if count > MAX_SEEDS:
+                raise too_many
             seeds = list(range(first, first + count))
     except ValueError:
         raise KitError(f"--seeds {text!r} is not a seed count, range or list", hint) from None
     if not seeds or len(seeds) > MAX_SEEDS or len(set(seeds)) != len(seeds):
-        raise KitError(f"--seeds {text!r} must name 1 to {MAX_SEEDS} distinct seeds", hint)
+        raise too_many
     return seeds
 
 
@@ -142,7 +149,9 @@ class Plan:
             seed_list = list(range(kit.load.seed, kit.load.seed + DEFAULT_VIRTUAL_SEEDS))
         else:
             seed_list = [kit.load.seed]
-        _check_docker_hosts(kit, parsed)  # last: it asks each docker host, which takes a moment
+        # last, as they ask docker and engines: every arm can start, or none does
+        check_arms_start(kit, parsed)
+        _check_docker_hosts(kit, parsed)
         return cls(kit, arms, out_dir, parallel, overlay_objs, seeds=seed_list, clock=clock)
 
     def virtual(self, arm: Arm) -> bool:

@@ -206,7 +206,10 @@ def test_on_stall_and_the_exporter_are_refused_where_every_arm_is_virtual(tmp_pa
         line = one_error_line(kit("ab", *flag, "--out", str(tmp_path / "v")))
         assert "every arm here runs on the virtual clock" in line and "--clock wall" in line
     assert not (tmp_path / "v").exists()
-    done = kit("ab", "--fix", "url:http://127.0.0.1:9", "--on-stall", "true", "--dry-run")
+    # an attached arm must find something listening at its URL, even for a dry run
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        url = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        done = kit("ab", "--fix", f"url:{url}", "--on-stall", "true", "--dry-run")
     assert done.returncode == 0, done.stderr
     assert "note: --metrics-port and --on-stall skip the virtual-clock arms (sim:base)" in (
         done.stderr

@@ -7,7 +7,8 @@ host port, `logs --follow` tails its output, `inspect` reports whether it is ali
 exit at once after printing a line; `nogpu` images fail to run as on a host without the
 NVIDIA runtime; `slowpull` images are not there and their pull takes a minute. `info` and
 `network ls` describe a daemon with the NVIDIA runtime and a bridge network, unless
-$FAKE_DOCKER_DAEMONS (JSON: docker host -> {"runtimes": [...], "networks": [...]}, "" for the
+$FAKE_DOCKER_DAEMONS (JSON: docker host -> {"runtimes": [...], "networks": [...]}, or
+{"down": true} for a daemon that does not answer, "" for the
 default host) says otherwise; a global `--host`/`--context` picks the host.
 """
 
@@ -124,6 +125,13 @@ DEFAULT_DAEMON = {
 }
 
 
+#: what the docker CLI says when its daemon is not running
+DAEMON_DOWN = (
+    "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+    "Is the docker daemon running?"
+)
+
+
 def _daemon(host: str) -> dict[str, list[str]]:
     daemons = json.loads(os.environ.get("FAKE_DOCKER_DAEMONS", "{}"))
     return {**DEFAULT_DAEMON, **daemons.get(host, {})}
@@ -158,6 +166,9 @@ def main() -> int:
     host = ""
     if args[0] in ("--host", "--context"):  # the global option naming a docker host
         host, args = args[1], args[2:]
+    if json.loads(os.environ.get("FAKE_DOCKER_DAEMONS", "{}")).get(host, {}).get("down"):
+        print(DAEMON_DOWN, file=sys.stderr)
+        return 1
     if args[:2] == ["image", "inspect"]:
         return 1 if "missing" in args[2] or "slowpull" in args[2] else 0
     if args[0] in ("info", "network"):

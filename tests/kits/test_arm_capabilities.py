@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+
+import pytest
 
 from contract.meta import EngineCapabilities
 from kits.plan import Plan
@@ -27,7 +30,16 @@ def test_an_image_of_the_fork_keeps_restore_admission(fake_docker: Path, tmp_pat
     assert _caps(plan) == dict.fromkeys(IMAGES, EngineCapabilities(gpu=False))
 
 
-def test_patched_and_sim_arms_state_their_own(tmp_path: Path) -> None:
+def test_patched_and_sim_arms_state_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the plan checks what the arm needs to start: vLLM here and a model directory
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("a patched arm needs vLLM to start")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}\n")
+    monkeypatch.setenv("STALLKIT_TINY_MODEL", str(model))
     specs = {"base": "patched:base", "fix": "sim:fix"}
     plan = Plan.build("cpu-patched", specs, tmp_path / "out", {}, [])
     assert _caps(plan) == {"base": PLUGIN_ON_CPU, "fix": EngineCapabilities(gpu=False)}

@@ -73,7 +73,7 @@ def test_overrides_and_time_scaling() -> None:
     assert mon.interval_s == 0.05  # floored, never a busy loop
 
 
-def test_parallel_refused_when_gpu_sets_overlap(tmp_path: Path) -> None:
+def test_parallel_refused_when_gpu_sets_overlap(tmp_path: Path, fake_docker: Path) -> None:
     with pytest.raises(KitError, match="both use GPU 0"):
         Plan.build(
             "restore-stall",
@@ -98,7 +98,9 @@ def test_existing_output_is_never_overwritten(tmp_path: Path) -> None:
         Plan.build("restore-stall", {"run": "sim:base"}, tmp_path, {}, [])
 
 
-def test_default_seeds_ten_for_virtual_sim_ab_one_otherwise(tmp_path: Path) -> None:
+def test_default_seeds_ten_for_virtual_sim_ab_one_otherwise(
+    tmp_path: Path, fake_docker: Path
+) -> None:
     sims = {"base": "sim:base", "fix": "sim:fix"}
     virtual = Plan.build("restore-stall", sims, tmp_path / "a", {}, [], clock="virtual")
     assert virtual.seeds == list(range(8, 18))

@@ -28,7 +28,7 @@ def _calls(state: Path) -> list[list[str]]:
     return [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
 
 
-def _daemons(monkeypatch: pytest.MonkeyPatch, daemons: dict[str, dict[str, list[str]]]) -> None:
+def _daemons(monkeypatch: pytest.MonkeyPatch, daemons: dict[str, dict[str, object]]) -> None:
     monkeypatch.setenv("FAKE_DOCKER_DAEMONS", json.dumps(daemons))
 
 
@@ -135,10 +135,18 @@ def test_a_published_port_on_a_docker_without_bridge_is_refused(
     Plan.build("restore-stall", IMAGES, tmp_path / "b", {"engine.network": "host"}, [])
 
 
-def test_a_docker_that_cannot_tell_is_left_to_the_start(
+def test_a_docker_that_cannot_run_images_is_refused_before_any_arm_starts(
     fake_docker: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    # no docker CLI at all (or no daemon answering): the start says why, in docker's words
+    # the daemon does not answer: docker's words, before the sim:fix arm runs, dry run or not
+    _daemons(monkeypatch, {"": {"down": True}})
+    out = tmp_path / "ab"
+    for dry_run in ([], ["--dry-run"]):
+        line = one_error_line(kit("ab", "--base", IMAGES["base"], "--out", str(out), *dry_run))
+        assert "base arm: the local docker cannot run images: Cannot connect" in line
+        assert "start the docker daemon" in line and not out.exists()
+    # no docker CLI at all
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    plan = Plan.build("restore-stall", IMAGES, tmp_path / "a", {}, [])
-    assert [arm.name for arm in plan.arms] == ["base", "fix"]
+    with pytest.raises(KitError, match=r"docker is not installed \(no `docker` command\)"):
+        Plan.build("restore-stall", IMAGES, tmp_path / "a", {}, [])
+    assert not (tmp_path / "a").exists()

@@ -198,7 +198,9 @@ def test_bad_docker_host_is_a_kit_error(host: str) -> None:
         load_kit("restore-stall", {"engine.host": {"docker_host": host}})
 
 
-def test_parallel_arms_on_different_hosts_may_use_the_same_gpu_indices(tmp_path: Path) -> None:
+def test_parallel_arms_on_different_hosts_may_use_the_same_gpu_indices(
+    tmp_path: Path, fake_docker: Path
+) -> None:
     from kits.ab import Plan
 
     hosts = {"base": {"docker_host": "unix:///tmp/a.sock"}, "fix": {"docker_host": "gpu-box"}}
