@@ -16,7 +16,15 @@ from contract.files import META_FILE
 from contract.names import SCHEDULER_STEPS
 from contract.trace import TraceReplay
 
-__all__ = ["META_FILE", "ArmMeta", "Clock", "EndReason", "EngineCapabilities", "EngineKind"]
+__all__ = [
+    "END_WORDS",
+    "META_FILE",
+    "ArmMeta",
+    "Clock",
+    "EndReason",
+    "EngineCapabilities",
+    "EngineKind",
+]
 
 #: the engine spec's kind (`sim:`, a docker image, `url:`, `vllm:`, `patched:`)
 EngineKind = Literal["sim", "docker", "url", "vllm", "patched", "twin"]
@@ -24,6 +32,15 @@ EngineKind = Literal["sim", "docker", "url", "vllm", "patched", "twin"]
 Clock = Literal["virtual", "wall"]
 #: why the arm ended ("starting" while it runs or when it never got going)
 EndReason = Literal["starting", "duration", "stall_stop", "interrupted", "error", "engine_died"]
+#: each end reason in the words a user reads (the field's value is not for people)
+END_WORDS: dict[EndReason, str] = {
+    "starting": "ended without recording its end (interrupted or killed)",
+    "duration": "ran its duration",
+    "stall_stop": "stopped by the monitor during a stall",
+    "interrupted": "interrupted",
+    "error": "ended by an error",
+    "engine_died": "ended when its engine died",
+}
 
 
 class EngineCapabilities(BaseModel):

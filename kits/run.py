@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from contract.meta import EndReason
+from contract.meta import END_WORDS, EndReason
 from engine import Launcher, tail_lines
 from kits.alerting import Alerting
 from kits.config import Kit
@@ -253,4 +253,4 @@ async def run_arm(arm: Arm, plan: Plan, run: RunContext, console: Console, dashb
             await asyncio.to_thread(launcher.stop)
         meta = recorder.finish(replace(end, wall_s=wall_s, engine_s=engine_s))
         ran = f"{meta.engine_s:.0f} engine s, " if meta.engine_s is not None else ""
-        view.note(f"{arm.name}: {meta.end_reason} after {ran}{meta.wall_s:.1f} wall s")
+        view.note(f"{arm.name}: {END_WORDS[meta.end_reason]} after {ran}{meta.wall_s:.1f} wall s")

@@ -112,7 +112,7 @@ class VirtualResult:
 
     arm: str
     seed: int
-    end_reason: str
+    end_reason: EndReason
     engine_s: float
     wall_s: float
     stalled: bool

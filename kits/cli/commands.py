@@ -71,7 +71,10 @@ class LazyGroup(KitGroup):
                 code = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.exceptions.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx is not None else "kit"
-            sys.exit(fail(exc.format_message(), f"see `{where} --help`", exc.exit_code).exit_code)
+            # a command with no_args_is_help: its message is the whole help, not one line
+            no_args = isinstance(exc, click.exceptions.NoArgsIsHelpError)
+            message = f"`{where}` needs arguments" if no_args else exc.format_message()
+            sys.exit(fail(message, f"see `{where} --help`", exc.exit_code).exit_code)
         except click.exceptions.ClickException as exc:
             sys.exit(fail(exc.format_message(), "", exc.exit_code).exit_code)
         except typer.Abort:  # click's own, or typer's where typer carries its copy of click

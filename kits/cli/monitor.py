@@ -214,4 +214,5 @@ def _auto_gpu_source(url: str) -> GpuSource:
 
 def register(app: typer.Typer) -> None:
     """Add `kit monitor` to the top-level app."""
-    app.command("monitor", no_args_is_help=True, help=MONITOR_HELP)(monitor)
+    # bare `kit monitor` is the one-line "no engine URL" error, not the whole help
+    app.command("monitor", help=MONITOR_HELP)(monitor)
