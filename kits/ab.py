@@ -19,6 +19,7 @@ from rich.console import Console
 from contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
 from contract.jsonl import write_json
 from contract.kitfile import KitFile
+from contract.meta import END_WORDS
 from engine import Launcher
 from kits.alerting import Alerting
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
@@ -73,10 +74,9 @@ async def _run_all(plan: Plan, run: RunContext, console: Console, dashboard: boo
 
 
 def _note(console: Console, done: VirtualResult) -> None:
-    how = {"stall_stop": "stalled, stopped by the monitor", "duration": "ran its duration"}
     stalled = " (stalled)" if done.stalled and done.end_reason == "duration" else ""
     console.print(
-        f"{done.arm} seed {done.seed}: {how.get(done.end_reason, done.end_reason)}{stalled} "
+        f"{done.arm} seed {done.seed}: {END_WORDS[done.end_reason]}{stalled} "
         f"after {done.engine_s:.0f} engine s [dim]({done.wall_s:.1f} wall s)[/]"
     )
 
@@ -142,7 +142,8 @@ def execute(
     """
     from reports import ab_table, write_reports
 
-    console = console or Console()
+    # notes carry their time, not the source line that printed them
+    console = console or Console(log_path=False)
     run = RunContext(alerting)
     # a directory the user made (an empty --out) is theirs: never removed, even if unused
     made = outermost_missing(plan.out_dir)
