@@ -9,6 +9,7 @@ Thin: parse the flags into a plan validated against the kit (`kits.sweep`), run 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,7 +20,7 @@ from kits.cli.common import user_errors
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from contract.sweep import HuntFile, SweepFile
+    from contract.sweep import HuntFile, SweepFile, SweepPlan
 
 EXIT_INTERRUPTED = 130
 
@@ -71,6 +72,7 @@ DurationOpt = Annotated[
 
 @user_errors
 def sweep(
+    ctx: typer.Context,
     kit: KitOpt = "restore-stall",
     vary: VaryOpt = None,
     seeds: SeedsOpt = "10",
@@ -114,8 +116,7 @@ def sweep(
         plan = existing_plan(out)
         if plan is None:
             raise fail(f"{out} holds no sweep to resume", "give the --out of a sweep")
-        if vary:
-            raise fail("--resume runs the plan already in --out", "drop --vary (and --seeds)")
+        _same_plan(ctx, plan, out, (kit, vary, seeds, arms, duration))
     else:
         axes = [parse_vary(v) for v in vary or []]
         base = load_kit(kit)
@@ -140,6 +141,88 @@ def sweep(
     if result.interrupted:
         console.print(f"interrupted: `kit sweep --resume --out {out}` runs the rest")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+#: the flags that make a sweep's plan, by parameter name
+_PLAN_FLAGS = {
+    "kit": "--kit",
+    "vary": "--vary",
+    "seeds": "--seeds",
+    "arms": "--arms",
+    "duration": "--duration",
+}
+
+
+def _same_plan(
+    ctx: typer.Context,
+    saved: SweepPlan,
+    out: Path,
+    flags: tuple[str, list[str] | None, str, str | None, float | None],
+) -> None:
+    """Under --resume, the plan flags given (the command line that made the sweep, say) must
+    make the plan saved in `out`; a flag left out takes the saved plan's value."""
+    from kits.cli.common import fail
+    from kits.config import load_kit
+    from kits.plan import parse_seeds
+    from kits.sweep import build_plan, parse_arms, parse_vary
+
+    given = {
+        name
+        for name in _PLAN_FLAGS
+        if (source := ctx.get_parameter_source(name)) is not None and source.name != "DEFAULT"
+    }
+    if not given:
+        return
+    kit, vary, seeds, arms, duration = flags
+    kit_ref = kit if "kit" in given else saved.kit
+    axes = [parse_vary(v) for v in vary or []] if "vary" in given else saved.axes
+    seed_list = parse_seeds(seeds, load_kit(kit_ref).load.seed) if "seeds" in given else saved.seeds
+    fixed = saved.fixed.get("load.duration_s")
+    asked = duration if "duration" in given else float(fixed) if fixed is not None else None
+    arm_map = parse_arms(arms) if "arms" in given else saved.arms
+    plan = build_plan(kit_ref, axes, arm_map, seed_list, asked)
+    difference = plan_difference(saved, plan)
+    if difference is not None:
+        raise fail(
+            f"--resume: {difference}",
+            f"run the command that made the sweep in {out}, or leave out --resume and give a "
+            "new --out",
+        )
+
+
+def plan_difference(saved: SweepPlan, given: SweepPlan) -> str | None:
+    """The first way `given` (this command line's plan) differs from `saved`, in flags."""
+    if saved.kit != given.kit and Path(saved.kit).resolve() != Path(given.kit).resolve():
+        return f"--kit {given.kit}, but the sweep ran --kit {saved.kit}"
+    saved_axes = {a.key: a.values for a in saved.axes}
+    given_axes = {a.key: a.values for a in given.axes}
+    for key, values in given_axes.items():
+        if key not in saved_axes:
+            return f"--vary {key}, which the sweep does not vary"
+        if values != saved_axes[key]:
+            return f"--vary {key}={_values(values)}, but the sweep ran {key}={_values(saved_axes[key])}"
+    for key in saved_axes.keys() - given_axes.keys():
+        return f"no --vary {key}, which the sweep varies ({key}={_values(saved_axes[key])})"
+    if list(given_axes) != list(saved_axes):
+        return (
+            f"--vary in another order ({', '.join(given_axes)}; the sweep: {', '.join(saved_axes)})"
+        )
+    if given.seeds != saved.seeds:
+        return f"--seeds {_values(given.seeds)}, but the sweep ran seeds {_values(saved.seeds)}"
+    if list(given.arms.items()) != list(saved.arms.items()):  # the first arm is the base
+        return f"--arms {_arms(given.arms)}, but the sweep ran --arms {_arms(saved.arms)}"
+    if given.duration_s != saved.duration_s:
+        return f"--duration {given.duration_s:g}, but the sweep ran {saved.duration_s:g} engine s"
+    return None
+
+
+def _values(values: Sequence[object]) -> str:
+    shown = ",".join(str(v) for v in values[:8])
+    return shown + (f",... ({len(values)} values)" if len(values) > 8 else "")
+
+
+def _arms(arms: dict[str, str]) -> str:
+    return ",".join(f"{name}={spec}" for name, spec in arms.items())
 
 
 def _print_sweep(console: Console, content: SweepFile, out: Path) -> None:

@@ -124,6 +124,35 @@ def test_resume_runs_only_what_is_missing_and_gives_the_same_rows(
     assert json.loads((copy / "sweep.json").read_text())["missing"] == 0
 
 
+def test_resume_takes_the_command_that_made_the_sweep_and_names_a_difference(
+    swept: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "s"
+    shutil.copytree(swept, copy)
+    lines = (copy / "sweep-runs.jsonl").read_text().splitlines(keepends=True)
+    (copy / "sweep-runs.jsonl").write_text("".join(lines[:7]))
+    made = ["sweep", "--vary", f"{SHARE}=0.4,0.6", "--seeds", "8,9", "--duration", "1200"]
+    tail = ["--out", str(copy), "--resume", "--no-dashboard", "--workers", "1"]
+    refused = {
+        (f"{SHARE}=0.4,0.6,0.8", "8,9", "1200"): f"--vary {SHARE}=0.4,0.6,0.8, but the sweep ran",
+        (f"{SHARE}=0.4,0.6", "8,9,10", "1200"): "--seeds 8,9,10, but the sweep ran seeds 8,9",
+        (f"{SHARE}=0.4,0.6", "8,9", "600"): "--duration 600, but the sweep ran 1200 engine s",
+        ("load.agents=2,4", "8,9", "1200"): "--vary load.agents, which the sweep does not vary",
+    }
+    for (vary, seeds, duration), says in refused.items():
+        argv = ["sweep", "--vary", vary, "--seeds", seeds, "--duration", duration, *tail]
+        done = CliRunner().invoke(app, argv)
+        assert done.exit_code == 2 and says in done.stderr, done.output
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    swapped = CliRunner().invoke(app, [*made, "--arms", "fix,base", *tail])
+    assert swapped.exit_code == 2 and "--arms fix=sim:fix,base=sim:base" in swapped.stderr
+    assert len(read_jsonl(copy / "sweep-runs.jsonl", SweepRun)) == 7  # nothing ran
+    result = CliRunner().invoke(app, [*made, *tail])
+    assert result.exit_code == 0, result.output
+    assert "1 runs to go (7 recorded)" in " ".join(result.output.split())
+    assert _rows(copy) == _rows(swept)
+
+
 def test_ctrl_c_keeps_every_finished_run_and_the_reports(tmp_path: Path) -> None:
     out = tmp_path / "s"
     argv = [sys.executable, "-m", "kits", "sweep", "--vary", f"{SEQS}=4,6,8", "--seeds", "6"]
