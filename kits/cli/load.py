@@ -47,6 +47,16 @@ def load(
         ),
     ] = 1.0,
     trace_block_tokens: int = field_option(LoadConfig, "trace_block_tokens", "--block-size"),
+    auto_offset: bool = field_option(
+        LoadConfig, "trace_auto_offset", "--fixed-schedule-auto-offset"
+    ),
+    start_offset: int | None = field_option(
+        LoadConfig, "trace_start_offset_ms", "--fixed-schedule-start-offset"
+    ),
+    end_offset: int | None = field_option(
+        LoadConfig, "trace_end_offset_ms", "--fixed-schedule-end-offset"
+    ),
+    trace_salt: str | None = field_option(LoadConfig, "trace_salt"),
 ) -> None:
     """Run multi-agent streaming load with long, growing contexts; print and save a summary."""
     import time
@@ -66,7 +76,9 @@ def load(
         "read_timeout_s": read_timeout, "duration_s": duration, "max_turns": max_turns,
         "seed": seed, "model": model, "api_key_env": api_key_env, "tokenizer": tokenizer,
         "trace": None if trace is None else str(trace), "trace_second_s": 1.0 / trace_speed,
-        "trace_block_tokens": trace_block_tokens,
+        "trace_block_tokens": trace_block_tokens, "trace_auto_offset": auto_offset,
+        "trace_start_offset_ms": start_offset, "trace_end_offset_ms": end_offset,
+        "trace_salt": trace_salt,
     }  # fmt: skip
     # turn sizes have no flags here: fit them to the context bounds the user gave
     options |= sizes_for_context(min_context, max_context)
@@ -77,10 +89,12 @@ def load(
             f"invalid load options: {validation_message(exc, names=flags_by_field(ctx, LoadConfig), default='')}",
             "see `kit load --help`",
         ) from None
-    if cfg.trace is not None:  # a trace that does not parse stops here, before any request
-        from loadgen import load_trace
+    if cfg.trace is not None:  # a trace that does not parse, or a window that holds none of
+        from loadgen import trace_replay  # it, stops here, before any request
 
-        load_trace(Path(cfg.trace))
+        replay = trace_replay(cfg)
+        assert replay is not None
+        cfg = cfg.model_copy(update={"agents": replay.sessions})  # recorded as it runs
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
     interrupted = False
     try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
@@ -98,24 +112,37 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
 
     from contract.files import LOAD_FILE
     from kits.cli.common import err_console
-    from loadgen import LoadProgress, live_progress, run_agents
+    from loadgen import LoadProgress, live_progress, run_agents, workload_for
     from loadgen.preflight import preflight
 
     info = await preflight(url, cfg)
+    workload = workload_for(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = {"config": cfg.model_dump(mode="json"), "server": info.model_dump(mode="json")}
+    if workload.replay is not None:  # what of the trace runs: digest, window, span, salt
+        resolved["trace"] = workload.replay.model_dump(mode="json")
     (out_dir / LOAD_FILE).write_text(json.dumps(resolved, indent=2) + "\n")
     err_console.print(
-        f"[dim]load:[/] {cfg.agents} agents on {info.base_url} model {info.model} -> {out_dir}",
+        f"[dim]load:[/] {_what_runs(workload)} on {info.base_url} model {info.model} -> {out_dir}",
         highlight=False,
     )
-    from loadgen import workload_for
-
-    progress = LoadProgress(workload_for(cfg).agents, cfg.duration_s)
+    progress = LoadProgress(workload.agents, cfg.duration_s)
     with live_progress(progress, err_console):
         async with contextlib.aclosing(run_agents(info, cfg, out_dir)) as events:
             async for event in events:
                 progress.update(event)
+
+
+def _what_runs(workload: Any) -> str:
+    """`12 agents`, or for a trace its sessions (one agent each), requests and span."""
+    replay = workload.replay
+    if replay is None:
+        return f"{workload.agents} agents"
+    cut = f", {replay.left_out:,} outside the window" if replay.left_out else ""
+    return (
+        f"{replay.sessions:,} sessions (an agent each; {replay.requests:,} requests{cut} over "
+        f"{replay.span_s:,.1f} trace s) of trace {replay.path}"
+    )
 
 
 def _finish(out_dir: Path) -> None:

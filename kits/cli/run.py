@@ -81,6 +81,31 @@ MaxContextOpt = Annotated[
 TraceOpt = Annotated[
     Path | None, typer.Option("--trace", help=override_help(LoadConfig, "trace", "load.trace"))
 ]
+AutoOffsetOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--fixed-schedule-auto-offset/--no-fixed-schedule-auto-offset",
+        help=override_help(LoadConfig, "trace_auto_offset", "load.trace_auto_offset"),
+    ),
+]
+StartOffsetOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--fixed-schedule-start-offset",
+        help=override_help(LoadConfig, "trace_start_offset_ms", "load.trace_start_offset_ms"),
+    ),
+]
+EndOffsetOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--fixed-schedule-end-offset",
+        help=override_help(LoadConfig, "trace_end_offset_ms", "load.trace_end_offset_ms"),
+    ),
+]
+TraceSaltOpt = Annotated[
+    str | None,
+    typer.Option("--trace-salt", help=override_help(LoadConfig, "trace_salt", "load.trace_salt")),
+]
 OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -152,6 +177,18 @@ def _overrides(
     return {key: value for key, value in pairs.items() if value is not None}
 
 
+def _trace_overrides(
+    auto_offset: bool | None, start_ms: int | None, end_ms: int | None, salt: str | None
+) -> dict[str, Any]:
+    pairs = {
+        "load.trace_auto_offset": auto_offset,
+        "load.trace_start_offset_ms": start_ms,
+        "load.trace_end_offset_ms": end_ms,
+        "load.trace_salt": salt,
+    }
+    return {key: value for key, value in pairs.items() if value is not None}
+
+
 def _wall_only(plan: Plan, asked: bool) -> None:
     """--metrics-port and --on-stall serve wall-clock arms: refuse them where no arm is one,
     and say which arms they skip where some are."""
@@ -217,6 +254,10 @@ def run(
     min_context: MinContextOpt = None,
     max_context: MaxContextOpt = None,
     trace: TraceOpt = None,
+    auto_offset: AutoOffsetOpt = None,
+    start_offset: StartOffsetOpt = None,
+    end_offset: EndOffsetOpt = None,
+    trace_salt: TraceSaltOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     metrics_port: MetricsPortOpt = None,
@@ -233,7 +274,8 @@ def run(
             kit,
             {"run": engine},
             out,
-            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace),
+            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace)
+            | _trace_overrides(auto_offset, start_offset, end_offset, trace_salt),
             overlay or [],
         )
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
@@ -284,6 +326,10 @@ def ab(
     min_context: MinContextOpt = None,
     max_context: MaxContextOpt = None,
     trace: TraceOpt = None,
+    auto_offset: AutoOffsetOpt = None,
+    start_offset: StartOffsetOpt = None,
+    end_offset: EndOffsetOpt = None,
+    trace_salt: TraceSaltOpt = None,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     seeds: SeedsOpt = None,
@@ -313,7 +359,8 @@ def ab(
             kit,
             {"base": base, "fix": fix},
             out,
-            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace),
+            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace)
+            | _trace_overrides(auto_offset, start_offset, end_offset, trace_salt),
             overlay or [],
             parallel=parallel,
             seeds=seeds,

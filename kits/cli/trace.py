@@ -7,11 +7,14 @@ Thin: the formats are `contract.trace`'s, the numbers `loadgen.tracestats`', the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kits.cli.common import fail, help_when_bare, user_errors
+
+if TYPE_CHECKING:
+    from loadgen.tracestats import TraceStats
 
 TRACE_HELP = (
     "Traces: mooncake_trace JSONL (AIPerf's: timestamp or delay in ms, input_length, "
@@ -27,14 +30,17 @@ _BLOCK = typer.Option(
 )
 
 
-@trace_app.command(short_help="Lengths, sessions and prefix-cache hits of a trace.")
+@trace_app.command(short_help="Lengths, sessions, span and prefix-cache hits of a trace.")
 @user_errors
 def stats(
     file: Annotated[Path, typer.Argument(help="A trace file (JSONL).")],
     block_size: Annotated[int, _BLOCK] = 512,
     as_json: Annotated[bool, typer.Option("--json", help="Print the numbers as JSON.")] = False,
 ) -> None:
-    """Input/output length distributions, session lengths and the prefix-cache hit share."""
+    """Input/output length distributions, session lengths, the span from the first to the last
+    arrival, and the prefix-cache hits of an unbounded cache two ways: token-weighted over the
+    whole trace (what an engine's counters report) and the per-request mean AIPerf's
+    analyze-trace prints."""
     from rich.console import Console
     from rich.table import Table
 
@@ -57,12 +63,21 @@ def stats(
         table.add_row(name, *(f"{v:,.0f}" if v >= 10 else f"{v:.1f}" for v in cells))
     console = Console()
     console.print(table)
-    console.print(
-        f"{numbers.requests:,} requests in {numbers.sessions:,} sessions; "
-        f"{numbers.input_tokens_total:,} input and {numbers.output_tokens_total:,} output "
-        f"tokens; prefix-cache hits {numbers.cache_hit_share:.1%} of input tokens at "
-        f"{block_size}-token blocks",
-        highlight=False,
+    console.print(_totals(numbers), highlight=False)
+
+
+def _totals(numbers: TraceStats) -> str:
+    """The lines under the table: counts, span, and both prefix-cache hit figures, named."""
+    per_request = numbers.cache_hit_rate_per_request
+    aiperf = "   n/a" if per_request is None else f"{per_request:6.1%}"
+    return (
+        f"{numbers.requests:,} requests in {numbers.sessions:,} sessions, "
+        f"{numbers.span_s:,.1f} s from first to last arrival; "
+        f"{numbers.input_tokens_total:,} input and {numbers.output_tokens_total:,} output tokens\n"
+        f"prefix-cache hits of an unbounded cache, {numbers.block_tokens}-token blocks:\n"
+        f"  {numbers.cache_hit_share:6.1%}  token-weighted, whole trace (stallkit; as engine "
+        "counters and a run's cached share count)\n"
+        f"  {aiperf}  per-request mean (AIPerf analyze-trace's cache hit rate)"
     )
 
 
