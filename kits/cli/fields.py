@@ -53,8 +53,8 @@ def field_option(
 
 def override_help(model: type[BaseModel], name: str, key: str) -> str:
     """Help of a flag that overrides kit field `key` (e.g. `load.seed`); unset keeps the kit's."""
-    text = field_help(model, name, unset=False)
-    return f"Override the kit's {key}: {text} Default: the kit's."  # flags_by_override reads it
+    text = field_help(model, name, unset=False).rstrip(".")
+    return f"Override the kit's {key}: {text}. Default: the kit's."  # flags_by_override reads it
 
 
 _OVERRIDE_RE = re.compile(r"^Override the kit's ([\w.]+): ")
