@@ -248,7 +248,7 @@ class Replay:
 
 def replay_of(cfg: LoadConfig) -> Replay:
     """The load's trace (it must name one), windowed, timed and salted as the load says; made
-    once per file version and settings (both arms and every seed's record share it)."""
+    once per file version and settings (a seed's arms and its record share one)."""
     assert cfg.trace is not None, "a load without a trace replays nothing"
     path = Path(cfg.trace)
     sha256 = _loaded(path)[1]
