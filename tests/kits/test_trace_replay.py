@@ -280,9 +280,12 @@ GOOD_LINE = b'{"timestamp": 0, "input_length": 5, "output_length": 1}\n'
 
 @pytest.mark.parametrize(
     ("body", "says"),
-    [(GOOD_LINE + b"not json\n", ":2: line: not valid JSON")],
+    [
+        (GOOD_LINE + b"not json\n", ":2: line: not valid JSON"),
+        (GOOD_LINE + b'{"timestamp": 1\xff}\n', ": not UTF-8 (byte 0xFF at offset 71, line 2)"),
+    ],
 )
-def test_a_trace_that_is_not_json_lines_names_the_line(
+def test_a_trace_that_is_not_utf8_or_not_json_lines_names_the_line(
     tmp_path: Path, body: bytes, says: str
 ) -> None:
     trace = tmp_path / "bad.jsonl"
