@@ -170,7 +170,9 @@ def read_trace(path: Path) -> Trace:
     except FileNotFoundError:
         raise TraceError(f"trace {path} does not exist", "check the path") from None
     except OSError as exc:
-        raise TraceError(f"cannot read trace {path}: {exc}", "name a JSONL text file") from None
+        raise TraceError(
+            f"cannot read trace {path}: {exc.strerror or exc}", "name a JSONL text file"
+        ) from None
     numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
     if not numbered:
         raise TraceError(f"trace {path} has no lines", _HINT)

@@ -8,6 +8,7 @@ seconds; `kits.run` divides them by the simulator's time scale before handing th
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -25,6 +26,8 @@ from monitor import MonitorConfig
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: the kits shipped in the package
 KITS_DIR = Path(__file__).parent / "kits"
+#: the most agents one kit's load may run (each is a task holding a conversation)
+MAX_AGENTS = 100_000
 
 
 class DockerHost(BaseModel):
@@ -233,6 +236,17 @@ class Kit(BaseModel):
     load: LoadConfig = Field(default_factory=LoadConfig)
     monitor: KitMonitor = Field(default_factory=KitMonitor)
     report: ReportSettings = Field(default_factory=ReportSettings)
+
+    @field_validator("load")
+    @classmethod
+    def _runnable_load(cls, load: LoadConfig) -> LoadConfig:
+        # the load's own model allows these (`kit load` may run until stopped); a kit's run
+        # must end, and its agents must fit in memory
+        if load.duration_s is not None and not math.isfinite(load.duration_s):
+            raise ValueError("duration_s must be a finite number of engine seconds")
+        if load.agents > MAX_AGENTS:
+            raise ValueError(f"agents must be at most {MAX_AGENTS:,}")
+        return load
 
     @model_validator(mode="after")
     def _needs_duration(self) -> Self:

@@ -125,7 +125,14 @@ def load_space(path: Path, kit_value: Callable[[str], object]) -> Space:
         path = SPACES_DIR / f"{path}.toml"
     try:
         data = tomllib.loads(read_text(path, KitError))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except FileNotFoundError:
+        shipped = ", ".join(sorted(p.stem for p in SPACES_DIR.glob("*.toml")))
+        raise KitError(
+            f"--space {path}: no such file, nor a shipped space", f"shipped spaces: {shipped}"
+        ) from None
+    except OSError as exc:
+        raise KitError(f"--space {path}: {exc.strerror or exc}", _HINT) from None
+    except tomllib.TOMLDecodeError as exc:
         raise KitError(f"--space {path}: {exc}", _HINT) from None
     settings = data.get("settings")
     if not isinstance(settings, dict) or not settings:

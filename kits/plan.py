@@ -128,6 +128,9 @@ class Plan:
         )
         if out_dir.exists() and not out_dir.is_dir():
             raise KitError(f"{out_dir} is not a directory", "pass a new directory as --out")
+        blocked = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+        if blocked is not None:  # found now, not when the first arm makes its directory
+            raise KitError(f"{out_dir}: {blocked} is a file", "pass a new directory as --out")
         if out_dir.exists() and any(out_dir.iterdir()):
             raise KitError(
                 f"{out_dir} already holds files",

@@ -66,6 +66,7 @@ def calibrate(
     from kits.calibrate import calibrate as run_calibration
     from kits.calibrate import samples_table, summary_table
     from kits.config import Kit, load_kit
+    from kits.prerequisites import check_arms_start
 
     fields = {
         "repeats": repeats,
@@ -101,8 +102,10 @@ def calibrate(
     def progress(line: str) -> None:
         err_console.print(line, highlight=False)
 
+    engine = parse_spec(spec)
+    check_arms_start(chosen, {"calibrate": engine})  # what a run would check, before it starts
     try:
-        done = run_calibration(parse_spec(spec), chosen, options, progress)
+        done = run_calibration(engine, chosen, options, progress)
     except KeyboardInterrupt:
         raise fail(
             "interrupted: the engine is stopped, nothing written", code=EXIT_INTERRUPTED

@@ -73,7 +73,9 @@ class LazyGroup(KitGroup):
             where = exc.ctx.command_path if exc.ctx is not None else "kit"
             # a command with no_args_is_help: its message is the whole help, not one line
             no_args = isinstance(exc, click.exceptions.NoArgsIsHelpError)
-            message = f"`{where}` needs arguments" if no_args else exc.format_message()
+            # one line (click lists a choice's values one a line), without pydantic's prefix
+            said = " ".join(exc.format_message().split()).replace("Value error, ", "")
+            message = f"`{where}` needs arguments" if no_args else said
             sys.exit(fail(message, f"see `{where} --help`", exc.exit_code).exit_code)
         except click.exceptions.ClickException as exc:
             sys.exit(fail(exc.format_message(), "", exc.exit_code).exit_code)

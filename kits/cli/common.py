@@ -8,6 +8,7 @@ import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import ParamSpec, TypeVar
 
@@ -75,6 +76,9 @@ _OS_HINTS = {
 
 def os_error_line(exc: OSError) -> tuple[str, str]:
     """The message (the file, when the error names one) and the hint for an OSError."""
+    if exc.errno == errno.EEXIST and exc.filename and not Path(exc.filename).is_dir():
+        # making a directory where a file is (`--out notes.txt`)
+        return f"{exc.filename} is a file, not a directory", "give a directory path"
     where = f"{exc.filename}: " if exc.filename else ""
     message = f"{where}{exc.strerror or exc}"
     return message, _OS_HINTS.get(exc.errno or 0, "")

@@ -95,6 +95,8 @@ def conformance(
         run_conformance,
     )
 
+    if vllm_tests is not None and not (vllm_tests / "tests").is_dir():  # before vLLM loads
+        raise fail(f"{vllm_tests} holds no tests/", "pass a vLLM source tree as --vllm-tests")
     fields: dict[str, object] = {
         "additional_config": parse_additional_config(additional_config, scheduler_class),
         "out_dir": out or default_out_dir(),

@@ -103,6 +103,10 @@ def rules(
     except ValidationError as exc:
         message = validation_message(exc, names=flags_by_field(ctx, RulesSettings))
         raise fail(f"invalid {message}", "see `kit rules --help`") from None
+    given = {"--prometheus": prometheus, "--from-file": from_file, "--from": start}
+    strays = [flag for flag, value in given.items() if value is not None]
+    if strays and not backtest:  # silently writing rules instead would ignore them
+        raise fail(f"{', '.join(strays)} apply with --backtest", "add --backtest, or drop them")
     if backtest:
         from kits.cli.rulesbacktest import rules_backtest
 
