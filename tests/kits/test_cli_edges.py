@@ -138,6 +138,8 @@ def test_a_one_arm_run_writes_its_own_report(tmp_path: Path) -> None:
     assert "like for like" not in md
     assert "run" in json.loads((out / "run.json").read_text())["arms"]
     assert "run: restore-stall" in done.stdout and "A/B" not in done.stdout
+    # notes in words, without the source line that printed them
+    assert "run: ran its duration after" in done.stdout and "view.py" not in done.stdout
     # `kit report` re-makes the same files
     (out / "run.md").unlink()
     again = kit("report", str(out))
@@ -165,7 +167,9 @@ def test_a_url_arm_on_a_fast_simulator_takes_the_scale_it_states(tmp_path: Path)
     assert meta["time_scale"] == 20.0 and meta["end_reason"] == "duration"
     # at the nominal 1x it would have run 120 wall s, and called them 2400 engine s
     assert meta["wall_s"] < 40 and 115 <= meta["engine_s"] <= 160, meta
-    assert re.search(r"run length[\s│]*1[1-5]\d s(, \d+ s under load)?\s*(│|\n)", done.stdout), done.stdout
+    assert re.search(r"run length[\s│]*1[1-5]\d s(, \d+ s under load)?\s*(│|\n)", done.stdout), (
+        done.stdout
+    )
     # an attached engine's log is not read: no log rows claim a clean 0
     assert "(log)" not in done.stdout and meta["spec"].startswith("url:")
 
