@@ -239,16 +239,20 @@ async def test_sigstop_of_the_engine_core_is_a_frozen_stall_that_ends_on_sigcont
     assert script.stopped_at is not None, f"no freeze with work pending in {script.tries} tries"
     assert script.started is not None, "no stall declared after the SIGSTOP"
     delay = script.started.t - script.stopped_at
-    assert script.started.kind == "frozen"
-    assert 0 < delay <= MONITOR.stall_after_s + 2 * MONITOR.interval_s
+    # the stopped core's gauges, as the stall's first quiet sample read them (0 running with
+    # some waiting is the case a rule on the gauges alone would call blocked)
+    gauges = script.started.onset_snapshot
+    frozen_view = f"frozen gauges {gauges.running} running {gauges.waiting} waiting"
+    assert script.started.kind == "frozen", frozen_view
+    assert 0 < delay <= MONITOR.stall_after_s + 2 * MONITOR.interval_s, f"delay {delay:.2f} s"
     assert script.resumed is not None and script.ended is not None
     assert script.ended.duration_s > 0
     records = read_records(tmp_path / "turns.jsonl")
     check_records(records)
     bench(
         capsys,
-        f"SIGSTOP at monitor t={script.stopped_at:.2f} s: frozen stall declared after "
-        f"{delay:.2f} s (onset t={script.started.onset:.2f}, bound "
+        f"SIGSTOP at monitor t={script.stopped_at:.2f} s, {frozen_view}: frozen stall "
+        f"declared after {delay:.2f} s (onset t={script.started.onset:.2f}, bound "
         f"{MONITOR.stall_after_s + 2 * MONITOR.interval_s:g} s); SIGCONT -> tokens again at "
         f"t={script.resumed.t:.2f}, stall ended with duration {script.ended.duration_s:.2f} s; "
         f"{len(records)} turns recorded; {script.tries} freeze(s) tried",
