@@ -243,9 +243,9 @@ class Kit(BaseModel):
         # the load's own model allows these (`kit load` may run until stopped); a kit's run
         # must end, and its agents must fit in memory
         if load.duration_s is not None and not math.isfinite(load.duration_s):
-            raise ValueError("duration_s must be a finite number of engine seconds")
+            raise ValueError("duration_s: must be a finite number of engine seconds")
         if load.agents > MAX_AGENTS:
-            raise ValueError(f"agents must be at most {MAX_AGENTS:,}")
+            raise ValueError(f"agents: must be at most {MAX_AGENTS:,}")
         return load
 
     @model_validator(mode="after")
@@ -329,7 +329,11 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
             or (k.startswith(key + ".") and re.search(rf"\b{k.rsplit('.', 1)[-1]}\b", message))
         ]
         if blamed:
-            # the bad value came from the command line, not from the kit's text
+            # the bad value came from the command line, not from the kit's text; a check of
+            # its table that starts with its field (`load: agents: ...`) is placed at the field
+            field = f"{key}: {blamed[0].rsplit('.', 1)[-1]}: "
+            if len(blamed) == 1 and message.startswith(field):
+                message = f"{blamed[0]}: {message[len(field) :]}"
             raise OverrideError(blamed, message) from None
         line = _line_of(text, loc)
         where = f"{origin}:{line}" if line else origin

@@ -541,6 +541,8 @@ def test_some_answers_in_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         ("trace", "stats", "missing.jsonl"): "trace missing.jsonl does not exist",
         ("hunt", "--space", "nope"): "no such file, nor a shipped space (hint: shipped spaces:",
         ("rules", "--from", "now-1h"): "--from apply with --backtest",
+        ("ab", "--duration", "inf"): "--duration: must be a finite number of engine seconds",
+        ("run", "-e", "sim:fix", "--agents", "1000000"): "--agents: must be at most 100,000",
     }
     for argv, words in said.items():
         done = CliRunner().invoke(app, list(argv))
