@@ -5,7 +5,8 @@ daemon without the NVIDIA runtime, or for a published port on a daemon without a
 network, is refused up front instead of after a pull and a failed `docker run`. The probe
 (`probe_daemon`) is the I/O edge; reading its answers and deciding (`parse_runtimes`,
 `parse_networks`, `daemon_problems`) are pure. Where docker cannot tell (no CLI, no daemon,
-no answer in time) the probe says nothing and the start reports docker's own error.
+no answer in time) the probe says nothing; `daemon_error` says why in docker's own words, and
+the plan refuses the arm with it before any arm starts.
 """
 
 from __future__ import annotations
