@@ -10,16 +10,19 @@ saved directories whatever ended the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from contract.errors import StallkitError
 from contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
-from contract.jsonl import write_json
+from contract.jsonl import read_json, write_json
 from contract.kitfile import KitFile
-from contract.meta import END_WORDS
+from contract.meta import END_WORDS, META_FILE, ArmMeta
 from engine import Launcher
 from kits.alerting import Alerting
 from kits.plan import DEFAULT_RUNS_DIR, Arm, Plan
@@ -130,6 +133,16 @@ def _stop_all(launchers: list[Launcher]) -> None:
         raise first
 
 
+def mark_interrupted(out_dir: Path) -> None:
+    """After a Ctrl-C, the seeds whose end was never recorded (a worker stopped before it
+    could write it) end as interrupted, which is what happened to them."""
+    for path in out_dir.rglob(META_FILE):
+        with contextlib.suppress(StallkitError, OSError):
+            meta = read_json(path, ArmMeta)
+            if meta.end_reason == "starting":
+                write_json(path, meta.update(end_reason="interrupted"))
+
+
 def execute(
     plan: Plan,
     dashboard: bool = True,
@@ -164,6 +177,8 @@ def execute(
         raise
     if interrupted and made is not None and discard_if_unrecorded(plan.out_dir, made):
         return Result(None, interrupted)
+    if interrupted:
+        mark_interrupted(plan.out_dir)
     report = None
     if any(plan.out_dir.rglob("meta.json")):
         report = write_reports(plan.out_dir)

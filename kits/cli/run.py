@@ -393,14 +393,25 @@ def report(
             "any seed, as `kit ab --strict` does",
         ),
     ] = False,
+    partial: Annotated[
+        bool,
+        typer.Option(
+            "--partial",
+            help="When some seeds' files cannot be read, report over the readable seeds and "
+            "list the damaged ones (without it: exit 1, naming each damaged seed and file)",
+        ),
+    ] = False,
 ) -> None:
     """Re-make ab.html, ab.md, ab.json (run.* for one arm) and timeline.png; print the table."""
     from rich.console import Console
 
     from kits.ab import strict_failures
-    from reports import ab_table, write_reports
+    from reports import DamagedRunError, ab_table, write_reports
 
-    result = write_reports(run_dir)
+    try:
+        result = write_reports(run_dir, partial)
+    except DamagedRunError as exc:  # the run's data, not the command line: exit 1
+        raise fail(exc.message, exc.hint, code=1) from None
     Console().print(ab_table(result))
     stem = run_dir / result.stem
     typer.echo(f"wrote {stem}.html, {stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
