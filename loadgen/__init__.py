@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from loadgen.run import run_agents as run_agents
     from loadgen.summary import LoadSummary as LoadSummary
     from loadgen.summary import summarize as summarize
+    from loadgen.tracestats import TraceStats as TraceStats
     from loadgen.tracestats import trace_stats as trace_stats
 
 if not TYPE_CHECKING:

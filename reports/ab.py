@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from contract.ab import ABFile, ArmFigures, ArmReport, DamagedSeed, SeedRow, StallRate, Verdict
 from contract.files import KIT_FILE, META_FILE, SEED_DIR_PREFIX, TIMELINE_FILE, TURNS_FILE
+from contract.meta import END_WORDS, EndReason
 from reports.errors import DamagedRunError, ReportError
 from reports.forensics import markdown_lines
 from reports.rundir import arm_figures, read_kit, read_meta, seed_dirs
@@ -441,13 +442,6 @@ def _length_cell(arm: ArmFigures) -> str:
     return cell
 
 
-_WHY = {
-    "stall_stop": "stopped by the monitor during a stall",
-    "interrupted": "interrupted",
-    "error": "ended by an error",
-    "engine_died": "ended when its engine died",
-    "starting": "ended without recording its end (interrupted or killed)",
-}
 #: a censored seed's reason, after its count
 _CENSOR_WHY = {
     "engine_died": "engine died",
@@ -467,7 +461,7 @@ def footnotes(report: ABReport) -> list[str]:
         if stopped_early(arm) and len(rows) > 1:
             notes.append(_seeds_note(name, arm, [r.end_reason for r in rows]))
         elif stopped_early(arm):
-            why = _WHY.get(arm.end_reason, arm.end_reason)
+            why = END_WORDS[arm.end_reason]
             note = f"{FLAG} {name} ({arm.spec}) {why} after {_fmt_s(arm.duration_s)}"
             # with one arm there is nothing its totals could be compared with
             notes.append(
@@ -510,11 +504,11 @@ def _damage_notes(report: ABReport) -> list[str]:
     ]
 
 
-def _seeds_note(name: str, arm: ArmFigures, seeds: list[str]) -> str:
+def _seeds_note(name: str, arm: ArmFigures, seeds: list[EndReason]) -> str:
     """Why an arm over several seeds is flagged: how many seeds ended early, and how."""
     early = [r for r in seeds if r != "duration"]
     why = "; ".join(
-        f"{_WHY.get(r, r)} in {early.count(r)}" for r in sorted(set(early), key=_END_ORDER.index)
+        f"{END_WORDS[r]} in {early.count(r)}" for r in sorted(set(early), key=_END_ORDER.index)
     )
     return (
         f"{FLAG} {name} ({arm.spec}) ended early in {len(early)} of {len(seeds)} seeds ({why}; "

@@ -14,7 +14,7 @@ import typer
 from kits.cli.common import fail, help_when_bare, user_errors
 
 if TYPE_CHECKING:
-    from loadgen.tracestats import TraceStats
+    from loadgen import TraceStats
 
 TRACE_HELP = (
     "Traces: mooncake_trace JSONL (AIPerf's: timestamp or delay in ms, input_length, "
