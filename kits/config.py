@@ -26,8 +26,6 @@ from monitor import MonitorConfig
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 #: the kits shipped in the package
 KITS_DIR = Path(__file__).parent / "kits"
-#: the most agents one kit's load may run (each is a task holding a conversation)
-MAX_AGENTS = 100_000
 
 
 class DockerHost(BaseModel):
@@ -240,12 +238,10 @@ class Kit(BaseModel):
     @field_validator("load")
     @classmethod
     def _runnable_load(cls, load: LoadConfig) -> LoadConfig:
-        # the load's own model allows these (`kit load` may run until stopped); a kit's run
-        # must end, and its agents must fit in memory
+        # the load's own model allows an endless run (`kit load` may run until stopped); a
+        # kit's run must end
         if load.duration_s is not None and not math.isfinite(load.duration_s):
             raise ValueError("duration_s: must be a finite number of engine seconds")
-        if load.agents > MAX_AGENTS:
-            raise ValueError(f"agents: must be at most {MAX_AGENTS:,}")
         return load
 
     @model_validator(mode="after")
@@ -303,6 +299,15 @@ def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
+#: load settings that only a trace replay reads
+_TRACE_ONLY_KEYS = {
+    "load.trace_auto_offset",
+    "load.trace_start_offset_ms",
+    "load.trace_end_offset_ms",
+    "load.trace_salt",
+}
+
+
 def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     """Read, override and validate a kit; one KitError naming the key and line on failure."""
     text, origin = _kit_text(name_or_path)
@@ -341,7 +346,13 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
             f"{where}: {validation_message(exc, default='(kit)')}",
             "see `kit ab --help` and the shipped kits",
         ) from None
+    given_keys = set(overrides or {})
     if kit.load.trace is None:
+        stray = sorted(given_keys & _TRACE_ONLY_KEYS)
+        if stray:  # a window or salt with nothing to replay would be silently ignored
+            raise OverrideError(
+                stray, f"{stray[0]}: applies to a trace replay only; give a trace (--trace)"
+            )
         return kit
     # a kit's trace is found beside the kit; one given on the command line, from here
     given = "load.trace" in (overrides or {})
@@ -352,4 +363,10 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     # before anything runs; one agent per session is what runs, so it is what the kit says
     replay = trace_replay(load)
     assert replay is not None
+    if "load.agents" in given_keys and kit.load.agents != replay.sessions:
+        raise OverrideError(
+            ["load.agents"],
+            f"load.agents: a trace runs one agent per session ({replay.sessions} in this "
+            "trace); drop it, or cut the trace with its window",
+        )
     return kit.model_copy(update={"load": load.model_copy(update={"agents": replay.sessions})})

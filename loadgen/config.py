@@ -14,13 +14,22 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+#: the most agents one load may run (each is a task holding a conversation in memory)
+MAX_AGENTS = 100_000
+
 
 class LoadConfig(BaseModel):
     """How many agents, how large their contexts grow, how they pace and retry."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    agents: int = Field(12, ge=1, description="Concurrent agents (the load's concurrency).")
+    agents: int = Field(
+        12,
+        ge=1,
+        le=MAX_AGENTS,
+        description="Concurrent agents (the load's concurrency; each is a task holding a "
+        "conversation, so at most 100,000).",
+    )
     min_context: int = Field(
         40_000, ge=16, description="Lower context bound in tokens; sessions (re)start near it."
     )

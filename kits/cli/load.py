@@ -89,11 +89,22 @@ def load(
             f"invalid load options: {validation_message(exc, names=flags_by_field(ctx, LoadConfig), default='')}",
             "see `kit load --help`",
         ) from None
+    given = _given_flags(ctx)
+    if cfg.trace is None:  # a window or salt with nothing to replay would be silently ignored
+        stray = [f for f in given if f.startswith(("--fixed-schedule", "--trace-"))]
+        if stray:
+            raise LoadError(f"{stray[0]} applies to a trace replay only", "give --trace FILE")
     if cfg.trace is not None:  # a trace that does not parse, or a window that holds none of
         from loadgen import trace_replay  # it, stops here, before any request
 
         replay = trace_replay(cfg)
         assert replay is not None
+        if "--agents" in given and agents != replay.sessions:
+            raise LoadError(
+                f"--agents {agents}: a trace runs one agent per session "
+                f"({replay.sessions} in this trace)",
+                "drop --agents, or cut the trace with --fixed-schedule-start/end-offset",
+            )
         cfg = cfg.model_copy(update={"agents": replay.sessions})  # recorded as it runs
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
     interrupted = False
@@ -159,3 +170,13 @@ def _finish(out_dir: Path) -> None:
     summary = summarize(read_records(out_dir))
     write_json(out_dir / SUMMARY_FILE, summary)
     Console().print(summary_table(summary))
+
+
+def _given_flags(ctx: typer.Context) -> list[str]:
+    """The options the user gave on the command line (not their defaults), by flag name."""
+    given = []
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(param.name) if param.name else None
+        if source is not None and source.name == "COMMANDLINE" and param.opts:
+            given.append(param.opts[0])
+    return given

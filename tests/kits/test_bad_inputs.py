@@ -542,7 +542,13 @@ def test_some_answers_in_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         ("hunt", "--space", "nope"): "no such file, nor a shipped space (hint: shipped spaces:",
         ("rules", "--from", "now-1h"): "--from apply with --backtest",
         ("ab", "--duration", "inf"): "--duration: must be a finite number of engine seconds",
-        ("run", "-e", "sim:fix", "--agents", "1000000"): "--agents: must be at most 100,000",
+        (
+            "run",
+            "-e",
+            "sim:fix",
+            "--agents",
+            "1000000",
+        ): "--agents: Input should be less than or equal to 100000",
     }
     for argv, words in said.items():
         done = CliRunner().invoke(app, list(argv))
@@ -595,3 +601,30 @@ def test_a_local_vllm_arm_without_vllm_is_refused_before_any_arm_runs(
         assert f"base arm: {spec} needs vLLM, which is not installed" in line, line
         assert done.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hide", "model"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("ab", "--fixed-schedule-start-offset", "5", "--dry-run"),
+        ("ab", "--trace-salt", "x", "--dry-run"),
+        ("load", "http://127.0.0.1:9", "--fixed-schedule-auto-offset"),
+        ("load", "http://127.0.0.1:9", "--trace-speed", "2"),
+        ("load", "http://127.0.0.1:9", "--agents", "99999999999999999999"),
+    ],
+)
+def test_trace_settings_without_a_trace_and_huge_loads_are_refused(argv: tuple[str, ...]) -> None:
+    done = CliRunner().invoke(app, list(argv))
+    assert done.exit_code == 2 and "Traceback" not in done.output, done.output
+    assert "cannot reach" not in done.output  # refused before any request
+
+
+def test_agents_beside_a_trace_are_refused_not_replaced(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(
+        "".join(f'{{"timestamp": {i}, "input_length": 8, "output_length": 2}}\n' for i in range(3))
+    )
+    for argv in (["ab", "--dry-run"], ["load", "http://127.0.0.1:9"]):
+        done = CliRunner().invoke(app, [*argv, "--trace", str(trace), "--agents", "5"])
+        assert done.exit_code == 2, done.output
+        assert "a trace runs one agent per session (3 in this trace)" in done.output
