@@ -77,11 +77,16 @@ async def _run_all(plan: Plan, run: RunContext, console: Console, dashboard: boo
 
 
 def _note(console: Console, done: VirtualResult) -> None:
-    stalled = " (stalled)" if done.stalled and done.end_reason == "duration" else ""
-    console.print(
-        f"{done.arm} seed {done.seed}: {END_WORDS[done.end_reason]}{stalled} "
-        f"after {done.engine_s:.0f} engine s [dim]({done.wall_s:.1f} wall s)[/]"
-    )
+    """One seed's end in a line that fits 80 columns: `base seed 9: stalled, stopped at
+    2872 engine s (2.7 wall s)`."""
+    at = f"{done.engine_s:.0f} engine s"
+    if done.end_reason == "stall_stop":
+        what = f"stalled, stopped by the monitor at {at}"
+    elif done.end_reason == "duration":
+        what = f"ran {at}" + (", stalled" if done.stalled else ", no stall")
+    else:
+        what = f"{END_WORDS[done.end_reason]} at {at}"
+    console.print(f"{done.arm} seed {done.seed}: {what} [dim]({done.wall_s:.1f} wall s)[/]")
 
 
 def _run_virtual(plan: Plan, console: Console) -> None:
