@@ -327,12 +327,17 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def rate_cell(rate: StallRate) -> str:
-    """`2 in 3.1 h: 0.65 per hour (0.078 - 2.3, 95 %)`, or `0 in 15.0 h (at most 0.20 ...)`."""
+def rate_cell(rate: StallRate, short: bool = False) -> str:
+    """`2 in 3.1 h: 0.65 per hour (0.078 - 2.3, 95 %)`, or `0 in 15.0 h (at most 0.20 ...)`;
+    `short` (narrow terminals): `2 in 3.1 h: 0.65/h (0.078-2.3)`, `0 in 15.0 h: ≤ 0.2/h`."""
     head = f"{rate.stalls} in {_hours(rate.exposure_s)}"
     if rate.ci95 is None or rate.stall_rate_per_h is None:
-        return f"{head} (never observed under load)"
+        return f"{head} (never {'' if short else 'observed '}under load)"
     low, high = rate.ci95
+    if short:
+        if rate.stalls == 0:
+            return f"{head}: \u2264 {high:.2g}/h"
+        return f"{head}: {rate.stall_rate_per_h:.2g}/h ({low:.2g}-{high:.2g})"
     if rate.stalls == 0:
         return f"{head} (at most {high:.2g} per hour, 95 %)"
     return f"{head}: {rate.stall_rate_per_h:.2g} per hour ({low:.2g} - {high:.2g}, 95 %)"

@@ -16,8 +16,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from contract.ab import ArmFigures, StallRate
-from reports.ab import FLAG, ABReport, footnotes, table_rows
+from contract.ab import ArmFigures
+from reports.ab import FLAG, ABReport, footnotes, rate_cell, table_rows
 from reports.seeds import onset_spread
 
 #: a compact row's label, by row key (log rows keep their pattern's name, without "(log)")
@@ -121,23 +121,12 @@ def _short_cell(report: ABReport, key: str, arm: str, cell: str) -> str:
     """The compact form of one cell (the cell itself where it is short already)."""
     flag = FLAG if cell.endswith(FLAG) else ""
     if key == "rate" and arm in report.rates:
-        return short_rate(report.rates[arm]) + flag
+        return rate_cell(report.rates[arm], short=True) + flag
     if key == "onset" and arm in report.seeds:
         return short_onset(onset_spread(report.seeds[arm])) + flag
     if key == "stalls":
         return short_stalls(report.arms[arm]) + flag
     return cell
-
-
-def short_rate(rate: StallRate) -> str:
-    """`10 in 6.5 h: 1.5/h (0.74-2.8)`, or `0 in 15.0 h: ≤ 0.2/h` (at most)."""
-    head = f"{rate.stalls} in {rate.exposure_s / 3600:.1f} h"
-    if rate.ci95 is None or rate.stall_rate_per_h is None:
-        return f"{head} (never under load)"
-    low, high = rate.ci95
-    if rate.stalls == 0:
-        return f"{head}: \u2264 {high:.2g}/h"
-    return f"{head}: {rate.stall_rate_per_h:.2g}/h ({low:.2g}-{high:.2g})"
 
 
 def short_stalls(arm: ArmFigures) -> str:

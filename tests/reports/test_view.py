@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from contract.ab import StallRate
-from reports.ab import load_ab, to_markdown
-from reports.view import ab_table, short_rate
+from reports.ab import load_ab, rate_cell, to_markdown
+from reports.view import ab_table
 from tests.reports.conftest import SeedArmWriter
 
 
@@ -42,8 +42,8 @@ def test_compact_at_80_columns_is_no_wider_and_hardly_longer(
     assert len(narrow) <= len(wide) * 4 / 3, "\n".join(narrow)
     # the compact layout: short cells, the verdict as a line under the table
     report = load_ab(ab)
-    assert short_rate(report.rates["base"]) in "\n".join(narrow)
-    assert short_rate(report.rates["fix"]) in "\n".join(narrow)
+    assert rate_cell(report.rates["base"], short=True) in "\n".join(narrow)
+    assert rate_cell(report.rates["fix"], short=True) in "\n".join(narrow)
     assert any(
         line.startswith("stalls, longest") and "10 spinning, 600 s" in line for line in narrow
     )
@@ -73,6 +73,6 @@ def test_short_rate_cells() -> None:
             stalls=stalls, exposure_s=hours * 3600, censored=0, stall_rate_per_h=per_h, ci95=ci95
         )
 
-    assert short_rate(rate(10, 6.5, (0.74, 2.83))) == "10 in 6.5 h: 1.5/h (0.74-2.8)"
-    assert short_rate(rate(0, 15.0, (0.0, 0.1997))) == "0 in 15.0 h: \u2264 0.2/h"
-    assert short_rate(rate(0, 0.0, None)) == "0 in 0.0 h (never under load)"
+    assert rate_cell(rate(10, 6.5, (0.74, 2.83)), short=True) == "10 in 6.5 h: 1.5/h (0.74-2.8)"
+    assert rate_cell(rate(0, 15.0, (0.0, 0.1997)), short=True) == "0 in 15.0 h: \u2264 0.2/h"
+    assert rate_cell(rate(0, 0.0, None), short=True) == "0 in 0.0 h (never under load)"
