@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from contract.files import META_FILE, TURNS_FILE
 from contract.records import read_records
-from reports.ab import ABReport, footnotes, seed_cells, shown_dirs, table_rows, title
+from reports.ab import ABReport, shown_dirs, title
+from reports.ab_markdown import footnotes, seed_cells, table_rows
 from reports.forensics import bundle_items
 from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 from reports.seeds import kaplan_meier

@@ -17,7 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from contract.ab import ArmFigures
-from reports.ab import FLAG, ABReport, footnotes, rate_cell, table_rows
+from reports.ab import ABReport
+from reports.ab_markdown import FLAG, footnotes, rate_cell, table_rows
 from reports.seeds import onset_spread
 
 #: a compact row's label, by row key (log rows keep their pattern's name, without "(log)")

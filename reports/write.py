@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from contract.jsonl import write_json
-from reports.ab import ABReport, load_ab, shown_dirs, to_ab_file, to_markdown
+from reports.ab import ABReport, load_ab, shown_dirs, to_ab_file
+from reports.ab_markdown import to_markdown
 from reports.html import to_html
 from reports.plot import save_timelines
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reports.ab import load_ab, to_markdown
+from reports.ab import load_ab
+from reports.ab_markdown import to_markdown
 
 
 def _arm(root: Path, name: str, bundles: dict[str, dict[str, object]]) -> None:

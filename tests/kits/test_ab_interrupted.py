@@ -7,7 +7,8 @@ from pathlib import Path
 from contract.jsonl import read_json, write_json
 from contract.meta import ArmMeta
 from kits.ab import mark_interrupted
-from reports.ab import load_ab, to_markdown
+from reports.ab import load_ab
+from reports.ab_markdown import to_markdown
 from tests.reports.conftest import write_seed_arm
 
 

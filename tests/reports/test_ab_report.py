@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from contract.timeline import SampleLine, StallStartedLine, TimelineLine
-from reports.ab import FLAG, load_ab, to_json, to_markdown
+from reports.ab import load_ab, to_json
+from reports.ab_markdown import FLAG, to_markdown
 from reports.errors import ReportError
 from reports.rundir import counter_increase, stalls_from_timeline
 from reports.write import write_reports

@@ -15,7 +15,8 @@ from scipy.stats import binomtest, chi2
 
 from contract.timeline import DownLine, SampleLine, StallStartedLine, TimelineLine
 from kits.ab import strict_failures
-from reports.ab import load_ab, to_json, to_markdown
+from reports.ab import load_ab, to_json
+from reports.ab_markdown import to_markdown
 from reports.exposure import loaded_s, observe, pending_intervals
 from reports.seeds import garwood_per_h, rate_test_less
 

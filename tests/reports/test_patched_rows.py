@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from contract.meta import EngineCapabilities
-from reports.ab import load_ab, table_rows
+from reports.ab import load_ab
+from reports.ab_markdown import table_rows
 from tests.reports.test_ab_report import KIT, _arm, _sample, _turn
 
 LOG = "WARNING restore of r1 waited 61 s (max wait 60 s)\nTraceback (most recent call last):\n"

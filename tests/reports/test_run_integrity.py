@@ -14,7 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kits.cli import app
-from reports.ab import load_ab, to_json, to_markdown
+from reports.ab import load_ab, to_json
+from reports.ab_markdown import to_markdown
 from reports.errors import DamagedRunError
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.console import Console
 
 from contract.ab import StallRate
-from reports.ab import load_ab, rate_cell, to_markdown
+from reports.ab import load_ab
+from reports.ab_markdown import rate_cell, to_markdown
 from reports.view import ab_table
 from tests.reports.conftest import SeedArmWriter
 
