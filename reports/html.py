@@ -25,7 +25,7 @@ from reports.ab import ABReport, shown_dirs, title
 from reports.ab_markdown import footnotes, seed_cells, table_rows
 from reports.forensics import bundle_items
 from reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
-from reports.seeds import kaplan_meier
+from reports.seeds import distinct, kaplan_meier
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -168,10 +168,12 @@ def survival_figure(report: ABReport) -> Figure:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8.5, 3.6), layout="constrained")
-    for name, rows in report.seeds.items():
+    for name, all_rows in report.seeds.items():
+        rows = distinct(all_rows)  # a repeat of an earlier seed's run is not a new observation
         times, survival = kaplan_meier(rows)
         hours = [t / 3600 for t in times]
-        (line,) = ax.step(hours, survival, where="post", lw=1.5, label=f"{name} ({len(rows)})")
+        runs = f"{len(rows)}" if len(rows) == len(all_rows) else f"{len(rows)} of {len(all_rows)}"
+        (line,) = ax.step(hours, survival, where="post", lw=1.5, label=f"{name} ({runs})")
         for marker, early in (("+", False), ("x", True)):
             marks = [r for r in rows if not r.stalled and (r.censored is not None) is early]
             xs = [r.exposure_s / 3600 for r in marks]
@@ -180,7 +182,7 @@ def survival_figure(report: ABReport) -> Figure:
                 what = "ended early" if early else "no stall"
                 ax.plot(xs, ys, marker, color=line.get_color(), ms=8, label=f"{name}: {what}")
     ax.set_xlabel("engine hours of exposure")
-    ax.set_ylabel("seeds without a stall")
+    ax.set_ylabel("runs without a stall")
     ax.set_ylim(-0.03, 1.05)
     # beside the axes: inside, it would cover the curves' ends
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8, frameon=False)
