@@ -16,7 +16,6 @@ the same way (Prometheus evaluates each alert's expression; `monitor.alertreplay
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -160,11 +159,6 @@ def backtest_openmetrics(
             tally.handle(event)
     stamps = [ts for item in times for ts, _v in item["values"]]
     return tally, min(stamps, default=0.0), max(stamps, default=0.0)
-
-
-def wall_clock() -> float:
-    """Monotonic seconds, for the report's replay time."""
-    return time.monotonic()
 
 
 async def replay_alerts(

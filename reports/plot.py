@@ -52,11 +52,6 @@ def _gpu_series(
     return gpu
 
 
-def plot_timelines(run_dir: Path, out_path: Path, title: str | None = None) -> None:
-    """Draw one column per arm, four rows of panels, into a PNG."""
-    save_timelines(run_dir, out_path, title)
-
-
 def save_timelines(
     run_dir: Path, png_path: Path, title: str | None = None, arms: list[Path] | None = None
 ) -> str:
