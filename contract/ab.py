@@ -11,8 +11,8 @@ with an exact 95 % interval; the verdict names its test and the rate ratio.
 
 Version 3 counts only time under load: exposure is engine seconds with work pending (requests
 running or waiting on the engine, or in flight from the agents), rates such as decode tok/s
-are over that time (`loaded_s`), seeds whose runs are identical count once (`same_as`,
-`distinct_runs`), the per-seed `like_for_like` is the arm's (an early end is not like for
+are over that time (`loaded_s`), seeds whose runs are identical count once (`same_as`, the
+rate's `runs`, the verdict's `base_runs` and `fix_runs`), the per-seed `like_for_like` is the arm's (an early end is not like for
 like), and seeds whose files could not be read are listed (`damaged`).
 """
 

@@ -100,9 +100,17 @@ class SweepCell(BaseModel):
     cell: int = Field(description="The cell's index in the plan's product of axes.")
     settings: dict[str, Setting] = Field(description="The cell's value of each axis.")
     arm: str = Field(description="The arm's name.")
-    seeds: list[int] = Field(description="The seeds that ran (missing ones are not counted).")
-    stalled_seeds: list[int] = Field(description="The seeds that stalled.")
-    kinds: dict[str, int] = Field(description="First stalls per kind.")
+    seeds: list[int] = Field(
+        description="The seeds whose runs were distinct observations (missing ones are not "
+        "counted; a seed repeating an earlier seed's run exactly is in `repeated`)."
+    )
+    stalled_seeds: list[int] = Field(description="The distinct runs' seeds that stalled.")
+    kinds: dict[str, int] = Field(description="First stalls per kind, over the distinct runs.")
+    repeated: list[int] = Field(
+        default_factory=list,
+        description="Seeds whose runs repeated an earlier seed's exactly (a seed-free workload): "
+        "one observation, counted once.",
+    )
     rate: StallRate = Field(description="Stalls per engine hour of exposure, exact interval.")
     verdict: Verdict | None = Field(
         None, description="The cell's verdict, base against fix (null: not both arms ran)."

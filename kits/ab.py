@@ -186,7 +186,8 @@ def execute(
         mark_interrupted(plan.out_dir)
     report = None
     if any(plan.out_dir.rglob("meta.json")):
-        report = write_reports(plan.out_dir)
+        # after a Ctrl-C a seed may hold no end record yet: report what was recorded, naming it
+        report = write_reports(plan.out_dir, partial=interrupted)
         console.print(ab_table(report))
         stem = report.stem
         console.print(

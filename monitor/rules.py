@@ -15,7 +15,10 @@ stall) and one alert on stallkit's own exporter for watchdog use. Rates are `ira
 last two scrapes, so a condition turns true one scrape after the detector's onset (the last
 sample with progress): an alert fires at onset + stall_after + one scrape, in the
 evaluation that follows. Without GPU series (`gpu = false`) there is no busy_hang rule and
-frozen is judged on the engine's series alone.
+frozen is judged on the engine's series alone. The detector also takes the engine's CPU as a
+sign that the scheduler steps, where stallkit reads it (engines it launched); Prometheus has no
+such series here, so an engine without a step counter that sits blocked while burning CPU is
+`blocked` in the detector and `frozen` in these rules.
 """
 
 from __future__ import annotations

@@ -86,13 +86,9 @@ def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
             logs[name] = logs.get(name, 0) + count
     censored = [f.censored for f in figures if f.censored is not None]
     lags = [f.lag for f in figures if f.lag]
-    seen: set[str] = set()
-    runs = []  # the distinct runs: a repeat of an earlier seed's run adds no exposure
-    for f in figures:
-        if f.run_digest is None or f.run_digest not in seen:
-            runs.append(f)
-        if f.run_digest is not None:
-            seen.add(f.run_digest)
+    # the distinct runs (`mark_repeats`' rule): a repeat of an earlier seed's run adds no exposure
+    rows = mark_repeats([seed_row(f) for f in figures])
+    runs = [f for f, row in zip(figures, rows, strict=True) if row.same_as is None]
     kv = [f.max_kv_perc for f in figures if f.max_kv_perc is not None]
     planned = [f.planned_duration_s for f in figures]
     return first.model_copy(
@@ -200,8 +196,8 @@ def damage_error(damaged: list[DamagedSeed]) -> DamagedRunError:
     more = f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else ""
     return DamagedRunError(
         f"{len(damaged)} seed(s) could not be read: {listed}{more}",
-        "restore or re-run those seeds, or pass --partial to report over the readable seeds "
-        "with the damaged ones listed",
+        "restore or re-run those seeds, or `kit report --partial DIR` reports over the "
+        "readable seeds with the damaged ones listed",
     )
 
 

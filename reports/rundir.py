@@ -262,15 +262,19 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
         exposure_s=seen.exposure_s,
         loaded_s=under_load_s,
         censored=seen.censored,
-        run_digest=run_digest(arm_dir / TIMELINE_FILE, records),
+        run_digest=run_digest(arm_dir / TIMELINE_FILE, records, meta)
+        if samples or records
+        else None,
     )
 
 
-def run_digest(timeline: Path, records: Iterable[TurnRecord]) -> str:
-    """A digest of what a seed observed: its timeline file and its requests' times, sizes and
-    outcomes (not their ids or text). Two seeds with the same digest ran the same run (a kit
-    whose workload does not depend on the seed, on the virtual clock): one observation."""
+def run_digest(timeline: Path, records: Iterable[TurnRecord], meta: ArmMeta) -> str:
+    """A digest of what a seed observed: its timeline file, its requests' times, sizes and
+    outcomes (not their ids or text), and how and when it ended. Two seeds with the same digest
+    ran the same run (a kit whose workload does not depend on the seed, on the virtual clock):
+    one observation. A seed that observed nothing (no sample, no request) has none."""
     h = hashlib.sha256(timeline.read_bytes() if timeline.exists() else b"")
+    h.update(repr((meta.end_reason, meta.engine_s, meta.clock)).encode())
     for r in records:
         h.update(
             repr((r.t_start, r.t_end, r.outcome, r.prompt_tokens, r.completion_tokens)).encode()

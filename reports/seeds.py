@@ -70,19 +70,19 @@ R = TypeVar("R", bound=SeedRow)
 
 def mark_repeats(rows: Sequence[R]) -> list[R]:
     """The rows, each seed whose run repeats an earlier seed's exactly naming that seed."""
-    first: dict[str, int | None] = {}
+    first: dict[str, R] = {}
     out = []
     for row in rows:
         digest = row.run_digest
-        if digest is not None and digest in first:
-            row = row.model_copy(update={"same_as": first[digest]})
+        if digest is not None and digest in first and first[digest].seed is not None:
+            row = row.model_copy(update={"same_as": first[digest].seed})
         elif digest is not None:
-            first[digest] = row.seed
+            first.setdefault(digest, row)
         out.append(row)
     return out
 
 
-def distinct(rows: Sequence[SeedRow]) -> list[SeedRow]:
+def distinct(rows: Sequence[R]) -> list[R]:
     """The rows that are observations of their own (repeats left out)."""
     return [r for r in rows if r.same_as is None]
 

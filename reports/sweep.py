@@ -30,7 +30,7 @@ from contract.sweep import (
 )
 from contract.timeline import SampleLine
 from reports.rundir import arm_figures, read_timeline
-from reports.seeds import mark_repeats, rate_of, seed_row, verdict
+from reports.seeds import distinct, mark_repeats, rate_of, seed_row, verdict
 
 __all__ = [
     "arm_seed_row",
@@ -111,14 +111,16 @@ def sweep_file(sweep_dir: Path) -> SweepFile:
         replay = replay_command(sweep_dir, plan, index, ran)
         for arm in arms:
             arm_rows = rows[arm]
+            observed = distinct(arm_rows)  # the heat map's share and counts, as the rate's
             cells.append(
                 SweepCell(
                     cell=index,
                     settings=settings,
                     arm=arm,
-                    seeds=[r.seed for r in arm_rows],
-                    stalled_seeds=[r.seed for r in arm_rows if r.stalled],
-                    kinds=dict(Counter(str(r.kind) for r in arm_rows if r.stalled)),
+                    seeds=[r.seed for r in observed],
+                    stalled_seeds=[r.seed for r in observed if r.stalled],
+                    kinds=dict(Counter(str(r.kind) for r in observed if r.stalled)),
+                    repeated=[r.seed for r in arm_rows if r.same_as is not None],
                     rate=rate_of(arm_rows),
                     verdict=cell_verdict,
                     replay=replay,

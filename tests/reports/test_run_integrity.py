@@ -125,3 +125,35 @@ def test_per_seed_like_for_like_is_the_tables_rule(tmp_path: Path, seed_arm: Any
     assert "| base | 0 | yes | spinning | 400.0 | yes |" in md
     base_rows = [ln for ln in md.splitlines() if ln.startswith("| base | ")]
     assert all(ln.split(" | ")[11] == "no" for ln in base_rows)
+
+
+def test_seeds_that_observed_nothing_are_not_one_run(tmp_path: Path, seed_arm: Any) -> None:
+    # two wall-clock seeds that ended before any scrape: nothing says their runs were the same
+    _ab(tmp_path, seed_arm, range(2))
+    for seed in range(2):
+        d = tmp_path / "fix" / f"seed-{seed}"
+        (d / "timeline.jsonl").write_text("")
+        (d / "turns.jsonl").write_text("")
+        meta = json.loads((d / "meta.json").read_text())
+        end = "engine_died" if seed else "error"
+        (d / "meta.json").write_text(json.dumps(meta | {"end_reason": end, "engine_s": 3.0}))
+    rows = load_ab(tmp_path).seeds["fix"]
+    assert [r.same_as for r in rows] == [None, None]
+    assert {r.censored for r in rows} == {"error", "engine_died"}
+
+
+def test_mark_repeats_keys_on_the_digest_not_on_a_seed() -> None:
+    from contract.ab import SeedRow
+    from reports.seeds import distinct, mark_repeats
+
+    def row(seed: int | None, digest: str | None) -> SeedRow:
+        return SeedRow(
+            seed=seed, stalled=False, kind=None, onset_s=None, stopped_run=False, turns=1,
+            preemptions=None, restores_recomputed=None, decode_tok_s=None, duration_s=10.0,
+            clock="virtual", like_for_like=True, end_reason="duration", exposure_s=10.0,
+            censored=None, run_digest=digest,
+        )  # fmt: skip
+
+    rows = mark_repeats([row(1, "a"), row(2, "b"), row(3, "a"), row(4, None), row(5, None)])
+    assert [r.same_as for r in rows] == [None, None, 1, None, None]
+    assert [r.seed for r in distinct(rows)] == [1, 2, 4, 5]
