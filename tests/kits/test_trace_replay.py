@@ -29,6 +29,9 @@ SMALL = {"load.duration_s": 300, "load.agents": 4, "load.shared_system_prompt": 
          "load.min_context": 4000, "load.max_context": 12000,
          "load.system_prompt_tokens": 1024}  # fmt: skip
 
+#: the same settings for a replay: a trace runs one agent per session, so no agent count
+REPLAY = {key: value for key, value in SMALL.items() if key != "load.agents"}
+
 
 def _shape(lines: list[MooncakeLine]) -> list[tuple[Any, ...]]:
     """Each request's session (by order of first appearance), sizes and blocks."""
@@ -57,7 +60,7 @@ def test_a_run_exported_and_replayed_gives_the_same_requests(
     sessions = {x.session_id for x in lines}
     first_blocks = [x.hash_ids[0] for x in lines if x.timestamp is not None and x.hash_ids]
     assert len(sessions) > 4 and len(set(first_blocks)) == 1  # the system prompt is shared
-    kit = load_kit("restore-stall", {**SMALL, "load.trace": str(root / "trace.jsonl")})
+    kit = load_kit("restore-stall", {**REPLAY, "load.trace": str(root / "trace.jsonl")})
     run_virtual_arm(kit, "fix", "sim:fix", tmp_path)
     records = read_records(tmp_path)
     # the requests in flight when the run ended are in the trace, and end the replay the same way
@@ -232,7 +235,7 @@ def test_a_kits_trace_window_and_salt_on_the_virtual_clock(
     rerun replay the same salted text and record the same trace, byte for byte."""
     root, lines = recorded
     firsts = sorted(x.timestamp for x in lines if x.timestamp is not None)
-    keys = {**SMALL, "load.trace": str(root / "trace.jsonl"), "load.duration_s": 120,
+    keys = {**REPLAY, "load.trace": str(root / "trace.jsonl"), "load.duration_s": 120,
             "load.trace_start_offset_ms": int(firsts[2]), "load.trace_auto_offset": True}  # fmt: skip
     kit = load_kit("restore-stall", keys)
     assert kit.load.agents == sum(1 for t in firsts if t >= int(firsts[2]))
