@@ -71,9 +71,8 @@ def _case(eval_ms: int, alert: str, firing: list[dict[str, Any]]) -> dict[str, A
     return {"eval_time": f"{eval_ms}ms", "alertname": alert, "exp_alerts": firing}
 
 
-def _run_tests(rec: Recorded, cases: list[dict[str, Any]], tmp_path: Path) -> None:
-    series, _points = input_series(rec.lines, INTERVAL_S, instance=INSTANCE)
-    (tmp_path / "rules.yml").write_text(rules_yaml(SETTINGS))
+def _promtool_test(series: Any, cases: list[dict[str, Any]], tmp_path: Path) -> None:
+    """Run `promtool test rules` on `rules.yml` in `tmp_path` with these series and cases."""
     doc = {
         "rule_files": ["rules.yml"],
         "evaluation_interval": f"{STEP_MS}ms",
@@ -82,6 +81,12 @@ def _run_tests(rec: Recorded, cases: list[dict[str, Any]], tmp_path: Path) -> No
     (tmp_path / "tests.yml").write_text(json.dumps(doc, indent=1))  # JSON is YAML
     result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def _run_tests(rec: Recorded, cases: list[dict[str, Any]], tmp_path: Path) -> None:
+    series, _points = input_series(rec.lines, INTERVAL_S, instance=INSTANCE)
+    (tmp_path / "rules.yml").write_text(rules_yaml(SETTINGS))
+    _promtool_test(series, cases, tmp_path)
 
 
 #: every kind's alert fires one evaluation after the detector's verdict: its conditions are
@@ -160,14 +165,7 @@ def test_watchdog_alert_fires_on_stallkits_own_metric(tmp_path: Path) -> None:
         _case(k * STEP_MS, "StallkitDetectedStall", [firing] if k in (2, 3) else [])
         for k in range(5)
     ]
-    doc = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": f"{STEP_MS}ms",
-        "tests": [{"interval": f"{STEP_MS}ms", "input_series": series, "alert_rule_test": cases}],
-    }
-    (tmp_path / "tests.yml").write_text(json.dumps(doc))
-    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _promtool_test(series, cases, tmp_path)
 
 
 def test_frozen_fires_without_any_gpu_series(
@@ -204,14 +202,7 @@ def test_a_dead_core_that_only_had_waiting_requests_fires(tmp_path: Path) -> Non
         _case(k * STEP_MS, "EngineStalled", [alert] if k * STEP_MS >= due_ms else [])
         for k in range(4, 24)
     ]
-    doc = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": f"{STEP_MS}ms",
-        "tests": [{"interval": f"{STEP_MS}ms", "input_series": series, "alert_rule_test": cases}],
-    }
-    (tmp_path / "tests.yml").write_text(json.dumps(doc))
-    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _promtool_test(series, cases, tmp_path)
 
 
 def test_a_stopped_core_with_blocked_gauges_is_frozen_and_a_stepping_one_blocked(
@@ -255,14 +246,7 @@ def test_a_stopped_core_with_blocked_gauges_is_frozen_and_a_stepping_one_blocked
         _case(k * STEP_MS, "EngineStalled", firing if k * STEP_MS >= due_ms else [])
         for k in range(24)
     ]
-    doc = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": f"{STEP_MS}ms",
-        "tests": [{"interval": f"{STEP_MS}ms", "input_series": series, "alert_rule_test": cases}],
-    }
-    (tmp_path / "tests.yml").write_text(json.dumps(doc))
-    result = _promtool("test", "rules", "tests.yml", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    _promtool_test(series, cases, tmp_path)
 
 
 def test_the_rules_check_the_kinds_in_the_detectors_order() -> None:
