@@ -36,7 +36,7 @@ from contract.trace import (
 )
 from loadgen.agent import AgentMachine, Wait
 from loadgen.config import LoadConfig
-from loadgen.tracewindow import Window, arrivals_ms, windowed
+from loadgen.tracewindow import Window, span_s, windowed
 from loadgen.workload import Content, TurnPlan
 
 __all__ = [
@@ -264,7 +264,6 @@ def _replay(
     trace = _loaded(path)[0]  # the version whose digest is the key's
     kept, zero = windowed(trace, window)
     sessions = sessions_of(kept, block, second_s, salt)
-    known = [at for at in arrivals_ms(kept) if at is not None]
     record = TraceReplay(
         path=str(path),
         sha256=sha256,
@@ -272,7 +271,7 @@ def _replay(
         requests=len(kept),
         sessions=len(sessions),
         left_out=len(trace) - len(kept),
-        span_s=(max(known) - min(known)) / 1000 if known else 0.0,
+        span_s=span_s(kept),
         start_offset_ms=window.start_ms,
         end_offset_ms=window.end_ms,
         zero_ms=zero,

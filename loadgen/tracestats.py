@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contract.trace import Trace
 from loadgen.replay import ReplayTurn, sessions_of
-from loadgen.tracewindow import arrivals_ms
+from loadgen.tracewindow import span_s
 
 __all__ = ["Distribution", "TraceStats", "per_request_hit_rate", "trace_stats"]
 
@@ -134,14 +134,13 @@ def trace_stats(trace: Trace, block_tokens: int) -> TraceStats:
             outputs.append(turn.output_tokens)
             history = prompt + turn.output_tokens
     total_in = sum(inputs)
-    known = [at for at in arrivals_ms(trace) if at is not None]
     return TraceStats(
         path=trace.path,
         format=trace.format,
         block_tokens=block_tokens,
         requests=len(inputs),
         sessions=len(sessions),
-        span_s=(max(known) - min(known)) / 1000 if known else 0.0,
+        span_s=span_s(trace),
         turns_per_session=Distribution.of([len(t) for t in sessions]),
         input_tokens=Distribution.of(inputs),
         output_tokens=Distribution.of(outputs),

@@ -16,11 +16,17 @@ from dataclasses import dataclass, replace
 
 from contract.trace import MooncakeLine, SessionCall, Trace, TraceError
 
-__all__ = ["Window", "arrivals_ms", "windowed"]
+__all__ = ["Window", "arrivals_ms", "span_s", "windowed"]
 
 
 def _lines(trace: Trace) -> Sequence[tuple[int, MooncakeLine | SessionCall]]:
     return trace.sessions if trace.format == "sessions" else trace.mooncake
+
+
+def span_s(trace: Trace) -> float:
+    """Seconds from the first to the last arrival the trace fixes (0 when it fixes none)."""
+    known = [at for at in arrivals_ms(trace) if at is not None]
+    return (max(known) - min(known)) / 1000 if known else 0.0
 
 
 def arrivals_ms(trace: Trace) -> list[float | None]:

@@ -26,6 +26,7 @@ __all__ = [
     "not_like_for_like",
     "rate_cell",
     "seed_cells",
+    "stall_cell",
     "stopped_early",
     "table_rows",
     "to_markdown",
@@ -42,13 +43,18 @@ def _fmt_s(value: float) -> str:
     return f"{value:.0f} s"
 
 
-def _stall_cell(arm: ArmFigures) -> str:
+def stall_cell(arm: ArmFigures, short: bool = False) -> str:
+    """`10 (10 spinning), longest 241 s, run stopped by monitor`; `short` (narrow terminals):
+    `10 spinning, 241 s` (a stopped run has its footnote)."""
     if not arm.stalls:
         return "none"
-    longest = max(arm.stalls, key=lambda s: s.duration_s)
+    longest = _fmt_s(max(s.duration_s for s in arm.stalls))
     counts = Counter(s.kind for s in arm.stalls)
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
-    cell = f"{len(arm.stalls)} ({kinds}), longest {_fmt_s(longest.duration_s)}"
+    if short:
+        named = kinds if len(counts) == 1 else f"{len(arm.stalls)} ({kinds})"
+        return f"{named}, {longest}"
+    cell = f"{len(arm.stalls)} ({kinds}), longest {longest}"
     if arm.stopped_by_monitor:
         cell += ", run stopped by monitor"
     return cell
@@ -156,7 +162,7 @@ def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
 
     rows: list[tuple[str, str, list[str]]] = [
         *_seed_rows(report),
-        ("stalls", "stalls (count, longest, stopped)", [_stall_cell(a) for a in arms]),
+        ("stalls", "stalls (count, longest, stopped)", [stall_cell(a) for a in arms]),
         (
             "turns",
             "turns / errors / timeouts",

@@ -8,17 +8,14 @@ and the footnotes wrapped. Either way, stall cells are red, clean ones green.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from contract.ab import ArmFigures
 from reports.ab import ABReport
-from reports.ab_markdown import FLAG, footnotes, rate_cell, table_rows
+from reports.ab_markdown import FLAG, footnotes, rate_cell, stall_cell, table_rows
 from reports.seeds import onset_spread
 
 #: a compact row's label, by row key (log rows keep their pattern's name, without "(log)")
@@ -126,23 +123,8 @@ def _short_cell(report: ABReport, key: str, arm: str, cell: str) -> str:
     if key == "onset" and arm in report.seeds:
         return short_onset(onset_spread(report.seeds[arm])) + flag
     if key == "stalls":
-        return short_stalls(report.arms[arm]) + flag
+        return stall_cell(report.arms[arm], short=True) + flag
     return cell
-
-
-def short_stalls(arm: ArmFigures) -> str:
-    """`10 spinning, 241 s`: count, kinds and the longest (a stopped run has its footnote)."""
-    if not arm.stalls:
-        return "none"
-    longest = max(s.duration_s for s in arm.stalls)
-    counts = Counter(s.kind for s in arm.stalls)
-    if len(counts) == 1:
-        kinds = f"{len(arm.stalls)} {arm.stalls[0].kind}"
-    else:
-        kinds = (
-            f"{len(arm.stalls)} (" + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")"
-        )
-    return f"{kinds}, {longest:.0f} s"
 
 
 def short_onset(spread: tuple[float, float, float] | None) -> str:
