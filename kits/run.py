@@ -233,7 +233,9 @@ async def run_arm(arm: Arm, plan: Plan, run: RunContext, console: Console, dashb
         t_load = time.monotonic()
         async with view.live(launcher.url):
             end = ArmEnd(await _drive(arm, launcher, info, load, mon, gpu, recorder, view))
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        # Ctrl-C cancels the task; with Ctrl-C ignored (a script's background job) SIGTERM
+        # raises KeyboardInterrupt wherever the loop is: both are the user stopping the run
         end = ArmEnd("interrupted")
         raise
     except EngineDied as exc:
