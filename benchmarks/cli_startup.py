@@ -24,7 +24,7 @@ PACKAGES = ("contract", "engine", "loadgen", "monitor", "kits", "reports")
 _PROBE = f"""
 import contextlib, io, sys, time
 start = time.perf_counter()
-from kits.cli import app
+from stallkit.kits.cli import app
 with contextlib.redirect_stdout(io.StringIO()):
     try:
         app(args=sys.argv[1:], prog_name="kit")

@@ -7,7 +7,7 @@ pinned to the second core, with ``-c`` concurrent streams and ``-n`` requests:
 - ``floor``: raw asyncio sockets, HTTP/1.1 chunked decoding by hand, ``json.loads`` per event;
   nothing recorded. How cheap streaming can be in Python.
 - ``httpx``: stock ``httpx.AsyncClient`` streaming, ``aiter_lines`` and ``json.loads``.
-- ``stallkit``: the project's client (``loadgen.client.stream_chat`` on ``make_client``), each
+- ``stallkit``: the project's client (``stallkit.loadgen.http.client.stream_chat`` on ``make_client``), each
   turn kept as a ``TurnRecord`` with every chunk's time and appended to a ``turns.jsonl``.
 - ``vllm``: ``vllm bench serve`` (when vLLM is installed), with the tiny model's tokenizer.
 
@@ -204,8 +204,8 @@ async def httpx_client(url: str, concurrency: int, requests: int, tokens: int) -
 
 async def stallkit_client(url: str, concurrency: int, requests: int, tokens: int) -> None:
     """The project's client; every turn becomes a TurnRecord in turns.jsonl."""
-    from loadgen.client import StreamResult, make_client, stream_chat
-    from loadgen.records import TURNS_FILE, RecordWriter, TurnRecord
+    from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
+    from stallkit.loadgen.records import TURNS_FILE, RecordWriter, TurnRecord
 
     body = {"model": "bench", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": tokens, "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
     left, failed = [requests], [0]
@@ -230,7 +230,7 @@ async def stallkit_client(url: str, concurrency: int, requests: int, tokens: int
 
 async def kept_up_level(url: str, streams: int, tokens: int, rate: float, ramp_s: float) -> None:
     """One level of the streams-kept-up search; prints its figures as JSON."""
-    from loadgen.client import StreamResult, make_client, stream_chat
+    from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
 
     body = {"model": "bench", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     async with make_client(read_timeout_s=60, connect_timeout_s=60) as client:
@@ -417,7 +417,7 @@ def run(main: Any, plain_asyncio: bool) -> None:
     if plain_asyncio:
         asyncio.run(main)
     else:
-        from loadgen.loop import run as run_on_project_loop
+        from stallkit.loadgen.http.loop import run as run_on_project_loop
 
         run_on_project_loop(main)
 

@@ -25,14 +25,14 @@ from typing import Any
 
 import orjson
 
-from contract import names
-from monitor.backtestrun import backtest_prometheus
-from monitor.config import MonitorConfig
-from monitor.events import StallStarted
-from monitor.fleet import EngineEvent
-from monitor.fleetwatch import watch_fleet
-from monitor.prometheus import PrometheusClient
-from monitor.promql import FleetQuery
+from stallkit.contract import names
+from stallkit.monitor.backtest.sources import backtest_prometheus
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import StallStarted
+from stallkit.monitor.fleet.bank import EngineEvent
+from stallkit.monitor.fleet.watch import watch_fleet
+from stallkit.monitor.prometheus.client import PrometheusClient
+from stallkit.monitor.prometheus.queries import FleetQuery
 
 SCRAPE_S = 1.0
 STEP_S = 15.0

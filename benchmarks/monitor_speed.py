@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.config import MonitorConfig
-from monitor.detector import StallDetector
-from monitor.parse import parse_metrics
-from monitor.scrape import MetricsScraper
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.detector import StallDetector
+from stallkit.monitor.signals.parse import parse_metrics
+from stallkit.monitor.signals.scrape import MetricsScraper
 
 PAGE = Path(__file__).parents[1] / "tests" / "monitor" / "data" / "vllm-0.32-two-engines.txt"
 

@@ -24,14 +24,14 @@ from pathlib import Path
 import httpx
 import psutil
 
-from contract import names
-from engine.patched.launch import PatchedLauncher
-from engine.spec import parse_spec
-from kits.config import load_kit
-from kits.launch import load_config, make_launcher
-from loadgen.preflight import preflight
-from loadgen.run import run_agents
-from monitor.parse import parse_metrics
+from stallkit.contract import names
+from stallkit.engine.launch.patched import PatchedLauncher
+from stallkit.engine.spec import parse_spec
+from stallkit.kits.arm.launchers import load_config, make_launcher
+from stallkit.kits.kit import load_kit
+from stallkit.loadgen.agents import run_agents
+from stallkit.loadgen.preflight import preflight
+from stallkit.monitor.signals.parse import parse_metrics
 
 
 def _empty_steps(text: str) -> float:

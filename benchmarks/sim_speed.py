@@ -31,9 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from kits.ab import execute
-from kits.plan import Plan
-from reports.ab import load_ab
+from stallkit.kits.ab.execute import execute
+from stallkit.kits.ab.plan import Plan
+from stallkit.reports.ab_figures import load_ab
 
 GOAL = 2000.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _child(policy: str, seed: int) -> None:
     """One virtual arm in this process; prints its engine, wall and CPU seconds as JSON."""
-    from kits.config import load_kit
-    from kits.vclock import run_virtual_arm
+    from stallkit.kits.arm.virtual import run_virtual_arm
+    from stallkit.kits.kit import load_kit
 
     kit = load_kit("restore-stall", {"load.seed": seed})
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,7 +114,7 @@ def bench_readme_ab(against: Path | None) -> None:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "kits", "ab", "--no-dashboard", "--out", f"{tmp}/ab"],
+                [sys.executable, "-m", "stallkit", "ab", "--no-dashboard", "--out", f"{tmp}/ab"],
                 env=os.environ | {"PYTHONPATH": str(tree)},
                 cwd=tree,  # `python -m` puts the working directory first on the path
                 capture_output=True,

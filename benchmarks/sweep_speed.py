@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from kits.sweeprun import cores
+from stallkit.kits.sweep.runners import cores
 
 
 def _port() -> int:
@@ -72,7 +72,14 @@ def _sweep(args: argparse.Namespace, ray: str | None) -> tuple[float, int, float
     """(wall seconds, runs, mean compute seconds per run) of one sweep."""
     seqs = ",".join(str(2 + 2 * i) for i in range(args.cells))
     with tempfile.TemporaryDirectory() as tmp:
-        argv = [sys.executable, "-m", "kits", "sweep", "--vary", f"sim.engine.max_num_seqs={seqs}"]
+        argv = [
+            sys.executable,
+            "-m",
+            "stallkit",
+            "sweep",
+            "--vary",
+            f"sim.engine.max_num_seqs={seqs}",
+        ]
         argv += ["--seeds", str(args.seeds), "--duration", str(args.duration), "--out", tmp + "/s"]
         argv += ["--no-dashboard", *(["--ray", ray] if ray else [])]
         start = time.perf_counter()

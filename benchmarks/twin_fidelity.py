@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kits.ab import execute
-from kits.plan import Plan
+from stallkit.kits.ab.execute import execute
+from stallkit.kits.ab.plan import Plan
 
 TARGETS = {"throughput tok/s": 0.10, "TTFT p50 s": 0.20, "ITL p50 s": 0.10}
 

@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _arm(kit_name: str, spec: str, seed: int, duration: float | None, out: Path) -> float:
-    from kits.config import load_kit
-    from kits.vclock import run_virtual_arm
+    from stallkit.kits.arm.virtual import run_virtual_arm
+    from stallkit.kits.kit import load_kit
 
     kit = load_kit(kit_name)
     load = {"seed": seed} | ({"duration_s": duration} if duration else {})

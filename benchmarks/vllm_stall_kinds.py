@@ -33,11 +33,11 @@ from pathlib import Path
 
 import httpx
 
-from engine import EngineError, VllmLauncher, parse_spec
-from monitor.config import MonitorConfig
-from monitor.events import Down, MonitorEvent, StallEnded, StallStarted
-from monitor.gpu import gpu_source
-from monitor.watch import watch
+from stallkit.engine import EngineError, VllmLauncher, parse_spec
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import Down, MonitorEvent, StallEnded, StallStarted
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.signals.gpu import gpu_source
 
 #: the KV pool: 16 blocks of 128 tokens on CPU, 2048 tokens (1920 usable: one block is vLLM's
 #: null block)

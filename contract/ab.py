@@ -2,7 +2,7 @@
 
 Written by the reports from the saved arm directories; other tools read it for the figures
 without re-reading the run. Every time is in engine seconds: an HTTP arm's wall seconds are
-converted with the time scale named in `scale_basis` (see `contract.time`).
+converted with the time scale named in `scale_basis` (see `stallkit.contract.time`).
 
 Version 2 made the verdict exposure-aware: each seed carries its exposure (engine seconds of
 observed load until its first stall or its end) and whether it was censored (ended early, or
@@ -22,10 +22,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.files import AB_FILE, RUN_FILE
-from contract.meta import Clock, EndReason, EngineCapabilities
-from contract.time import ScaleBasis
-from contract.timeline import StallKind
+from stallkit.contract.files import AB_FILE, RUN_FILE
+from stallkit.contract.meta import Clock, EndReason, EngineCapabilities
+from stallkit.contract.time import ScaleBasis
+from stallkit.contract.timeline import StallKind
 
 __all__ = [
     "AB_FILE",

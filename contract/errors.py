@@ -5,18 +5,18 @@ directory) is a `StallkitError`: a message and a hint, printed by the command li
 line and exit code 2, never as a traceback. Each role subclasses the root, so a caller may
 catch one role's failures or all of them::
 
-    StallkitError                     contract.errors: message + hint
-    ├── RunFileError                  contract.errors: a run-directory file is missing or bad
-    ├── GpuSourceError                contract.gpu: a GPU-source spec that does not parse
-    ├── TraceError                    contract.trace: a trace file is missing or has a bad line
-    ├── EngineError                   engine.errors: parse, start, reach or stop an engine
-    │   ├── SimRequestError           engine.sim: a request the simulator cannot take
-    │   └── ApiError                  engine.sim.api: a request the HTTP front refuses
-    ├── LoadError                     loadgen.errors: the load cannot start
-    ├── MonitorError                  monitor.errors: the monitor cannot start
-    ├── KitError                      kits.errors: a kit, run or A/B request is invalid
-    │   └── OverrideError             kits.errors: a command-line override does not validate
-    └── ReportError                   reports.errors: a run directory is missing or unreadable
+    StallkitError                     stallkit.contract.errors: message + hint
+    ├── RunFileError                  stallkit.contract.errors: a run-directory file is missing or bad
+    ├── GpuSourceError                stallkit.contract.gpu: a GPU-source spec that does not parse
+    ├── TraceError                    stallkit.contract.trace: a trace file is missing or has a bad line
+    ├── EngineError                   stallkit.engine.errors: parse, start, reach or stop an engine
+    │   ├── SimRequestError           stallkit.engine.sim: a request the simulator cannot take
+    │   └── ApiError                  stallkit.engine.serve.api: a request the HTTP front refuses
+    ├── LoadError                     stallkit.loadgen.errors: the load cannot start
+    ├── MonitorError                  stallkit.monitor.errors: the monitor cannot start
+    ├── KitError                      stallkit.kits.errors: a kit, run or A/B request is invalid
+    │   └── OverrideError             stallkit.kits.errors: a command-line override does not validate
+    └── ReportError                   stallkit.reports.errors: a run directory is missing or unreadable
 
 Per-request failures during a run are not exceptions: they are recorded on the turn record.
 

@@ -4,8 +4,8 @@ A role package's `__init__` names what other packages may use, once: the imports
 `if TYPE_CHECKING:` block, each in the explicit re-export form (`from pkg.mod import Name as
 Name`). Type checkers read them as the package's names; at run time `public_face` reads the
 same block from the package's source and gives it `__all__` and the module `__getattr__` and
-`__dir__` that import a name's module on first use. So `from engine import DockerLauncher`
-works while `import engine` imports nothing: vLLM's engine core imports `engine/__init__.py`
+`__dir__` that import a name's module on first use. So `from stallkit.engine import DockerLauncher`
+works while `import stallkit.engine` imports nothing: vLLM's engine core imports its `__init__.py`
 on its way to the patched scheduler, and `kit --help` must stay instant. Standard library
 only (the face's source is parsed with `ast`, so a package must ship its `__init__.py`).
 """
@@ -57,7 +57,14 @@ def face_table(package: str, source: str) -> dict[str, str]:
 def public_face(
     package: str,
 ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
-    """`__all__`, `__getattr__` and `__dir__` for `package`, from its face's imports."""
+    """`__all__`, `__getattr__` and `__dir__` for `package`, from its face's imports.
+
+    Raises ImportError for a role imported by its bare name (`import engine` from a checkout's
+    root, where the role folders sit beside `stallkit/`): that would be a second copy of every
+    module, with classes that are not the ones the rest of the tool uses.
+    """
+    if not package.startswith("stallkit."):
+        raise ImportError(f"stallkit's {package!r} package imports as 'stallkit.{package}'")
     module = sys.modules[package]
     get_source = getattr(getattr(module.__spec__, "loader", None), "get_source", None)
     source = get_source(package) if get_source is not None else None

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from contract.timeline import StallKind, TimelineLine
+from stallkit.contract.timeline import StallKind, TimelineLine
 
 __all__ = [
     "ALERTS_FILE",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.timeline import StallKind
+from stallkit.contract.timeline import StallKind
 
 __all__ = ["MANIFEST_FILE", "BundleManifest"]
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
-from contract.errors import StallkitError
+from stallkit.contract.errors import StallkitError
 
 __all__ = ["SPEC_HINT", "GpuKind", "GpuSource", "GpuSourceError", "GpuSourceField", "parse"]
 

@@ -22,7 +22,7 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from contract.errors import RunFileError, is_invalid_json, validation_message
+from stallkit.contract.errors import RunFileError, is_invalid_json, validation_message
 
 __all__ = [
     "JsonlWriter",

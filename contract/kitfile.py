@@ -1,6 +1,6 @@
 """`kit.json`: the resolved kit as a run wrote it, typed as far as readers of a run need.
 
-The kit's own model belongs to the orchestration (`kits.config.Kit`); this contract layer
+The kit's own model belongs to the orchestration (`stallkit.kits.kit.Kit`); this contract layer
 cannot import it, so it types what the reports read (the name, the load's seed, the log
 patterns the A/B table counts) and keeps every other section as a JSON object. An arm's copy
 adds the nominal `time_scale` it ran at; the A/B directory's copy has none.
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.files import KIT_FILE
+from stallkit.contract.files import KIT_FILE
 
 __all__ = ["KIT_FILE", "KitFile", "KitFileLoad", "KitFileReport"]
 

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.files import META_FILE
-from contract.names import SCHEDULER_STEPS
-from contract.trace import TraceReplay
+from stallkit.contract.files import META_FILE
+from stallkit.contract.names import SCHEDULER_STEPS
+from stallkit.contract.trace import TraceReplay
 
 __all__ = [
     "END_WORDS",
@@ -46,7 +46,7 @@ END_WORDS: dict[EndReason, str] = {
 class EngineCapabilities(BaseModel):
     """What an arm's engine offers the run and its reports, recorded from its engine spec.
 
-    Each engine spec case states its own (`engine.spec`), completed with what the kit gives the
+    Each engine spec case states its own (`stallkit.engine.spec`), completed with what the kit gives the
     arm (its GPUs, the scheduler its engine arguments load), so that a reader asks the field
     rather than guessing from the spec's text. The defaults are a generic engine's; a meta.json
     written before capabilities were recorded reads as those.

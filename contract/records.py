@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.files import TURNS_FILE
-from contract.jsonl import read_jsonl
+from stallkit.contract.files import TURNS_FILE
+from stallkit.contract.jsonl import read_jsonl
 
 __all__ = ["OUTCOMES", "Outcome", "PromptPart", "TurnRecord", "read_records"]
 

@@ -12,9 +12,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contract.ab import ABFile
-from contract.files import AB_FILE, KIT_FILE, META_FILE, SUMMARY_FILE, TIMELINE_FILE, TURNS_FILE
-from contract.fleet import (
+from stallkit.contract.ab import ABFile
+from stallkit.contract.files import (
+    AB_FILE,
+    KIT_FILE,
+    META_FILE,
+    SUMMARY_FILE,
+    TIMELINE_FILE,
+    TURNS_FILE,
+)
+from stallkit.contract.fleet import (
     ALERTS_FILE,
     BACKTEST_FILE,
     FLEET_FILE,
@@ -24,13 +31,13 @@ from contract.fleet import (
     BacktestStall,
     fleet_adapter,
 )
-from contract.forensics import MANIFEST_FILE, BundleManifest
-from contract.kitfile import KitFile
-from contract.meta import ArmMeta
-from contract.records import TurnRecord
-from contract.simstate import SIM_STATE_FILE, SimState
-from contract.summary import LoadSummary
-from contract.sweep import (
+from stallkit.contract.forensics import MANIFEST_FILE, BundleManifest
+from stallkit.contract.kitfile import KitFile
+from stallkit.contract.meta import ArmMeta
+from stallkit.contract.records import TurnRecord
+from stallkit.contract.scheduler_state import SIM_STATE_FILE, SimState
+from stallkit.contract.summary import LoadSummary
+from stallkit.contract.sweep import (
     HUNT_FILE,
     SWEEP_FILE,
     SWEEP_PLAN_FILE,
@@ -40,7 +47,7 @@ from contract.sweep import (
     SweepPlan,
     SweepRun,
 )
-from contract.timeline import timeline_adapter
+from stallkit.contract.timeline import timeline_adapter
 
 __all__ = ["SCHEMA_SUFFIX", "run_dir_schemas", "schema_file_name", "schema_text"]
 

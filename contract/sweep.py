@@ -6,14 +6,14 @@ meant to run. `sweep-runs.jsonl` gets one line per finished run (a cell's settin
 one seed), appended as each finishes, so an interrupted sweep loses nothing. `sweep.json` is
 made from those two by the reports: per cell and arm, the stalls, exposure and stall rate with
 its exact interval, and the cell's verdict, with the statistics of the A/B table (one
-definition, in `reports.seeds`).
+definition, in `stallkit.reports.seed_stats`).
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.ab import SeedRow, StallRate, Verdict
+from stallkit.contract.ab import SeedRow, StallRate, Verdict
 
 __all__ = [
     "HUNT_FILE",

@@ -14,7 +14,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from contract.files import TIMELINE_FILE
+from stallkit.contract.files import TIMELINE_FILE
 
 __all__ = [
     "STALL_KINDS",

@@ -27,7 +27,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from contract.errors import StallkitError, read_text, validation_message
+from stallkit.contract.errors import StallkitError, read_text, validation_message
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",

@@ -12,7 +12,7 @@ handed to docker to pull. An image of Docker Hub's library is written with its p
 
 `parse_spec` reads the text once into one model per case (`SimSpec`, `DockerSpec`, `UrlSpec`,
 `VllmSpec`, `PatchedSpec`, `TwinSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
-to its case's fields. Each case states its capabilities (`contract.meta.EngineCapabilities`:
+to its case's fields. Each case states its capabilities (`stallkit.contract.meta.EngineCapabilities`:
 an engine log, the plugin's step counter, GPUs, restore admission); `placed` completes them
 with what the kit gives the arm, and the run records them in meta.json.
 """
@@ -26,10 +26,10 @@ from typing import Annotated, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contract.meta import EngineCapabilities
-from contract.urls import url_problem
-from engine.errors import EngineError
-from engine.sim.controller import Policy
+from stallkit.contract.meta import EngineCapabilities
+from stallkit.contract.urls import url_problem
+from stallkit.engine.errors import EngineError
+from stallkit.engine.policy.controller import Policy
 
 __all__ = [
     "POLICIES",
@@ -60,7 +60,7 @@ _TWIN_HINT = "write twin:stock, twin:patched:base, twin:patched:fix or twin:MODU
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 #: the module of the patched scheduler plugin's classes (not imported here: it imports vLLM)
-_PLUGIN_MODULE = "engine.patched.scheduler"
+_PLUGIN_MODULE = "stallkit.engine.vllm_plugin.scheduler"
 #: what the plugin changes, wherever it runs (a local vLLM or an image)
 _PLUGIN = {"step_counter": True, "restore_admission": False}
 
@@ -157,7 +157,7 @@ class PatchedSpec(_Spec):
 
 class TwinSpec(_Spec):
     """`twin:stock`, `twin:patched:base|fix`, `twin:MODULE:CLASS`: vLLM's own scheduler class
-    driven in process with no model, on the engine's clock (`engine.twin`)."""
+    driven in process with no model, on the engine's clock (`stallkit.engine.twin`)."""
 
     kind: Literal["twin"] = "twin"
     #: "stock" (vLLM's Scheduler), "patched" (the plugin, with `policy`) or "class" (`cls`)
@@ -183,7 +183,7 @@ EngineSpec = Annotated[
 
 def loads_plugin(engine_args: Sequence[str]) -> bool:
     """Whether vLLM arguments load a scheduler class of the patched plugin (`--scheduler-cls
-    engine.patched.scheduler.NAME`, or `--scheduler-cls=...`)."""
+    stallkit.engine.vllm_plugin.scheduler.NAME`, or `--scheduler-cls=...`)."""
     args = list(engine_args)
     for i, arg in enumerate(args):
         flag, eq, value = arg.partition("=")

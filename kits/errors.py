@@ -1,11 +1,11 @@
 """The kit layer's errors, and the set of errors the command line reports as one line.
 
 `KitError` is the kits branch of the tool's one exception tree (rooted at
-`contract.errors.StallkitError`, where the tree is documented); every role's errors share that
+`stallkit.contract.errors.StallkitError`, where the tree is documented); every role's errors share that
 root, so the command line catches them all with one class.
 """
 
-from contract.errors import StallkitError
+from stallkit.contract.errors import StallkitError
 
 
 class KitError(StallkitError):

@@ -1,9 +1,9 @@
 """One agent's behaviour as a pure state machine: what to do next, given how the last request went.
 
-The planner (`loadgen.workload`) says what each turn asks for; this machine says when: wait for
+The planner (`stallkit.loadgen.workload`) says what each turn asks for; this machine says when: wait for
 the agent's start, send a turn, retry a failed turn after its pause (up to ``max_retries``),
 think between turns, stop after ``max_turns``. It does no I/O and knows no clock, so the same
-logic drives the agents over HTTP on the wall clock (`loadgen.run`) and on an engine's own
+logic drives the agents over HTTP on the wall clock (`stallkit.loadgen.agents`) and on an engine's own
 virtual clock (the kit's in-process harness). Drive it with :meth:`AgentMachine.start`, then
 :meth:`AgentMachine.waited` after each :class:`Wait` and :meth:`AgentMachine.answered` after
 each :class:`Send`, until it returns :class:`Done`.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from loadgen.config import LoadConfig
-from loadgen.workload import TurnPlan, plan_agent, start_offset_s
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.workload import TurnPlan, plan_agent, start_offset_s
 
 __all__ = ["Action", "AgentMachine", "Done", "Send", "Wait"]
 

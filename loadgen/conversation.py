@@ -6,7 +6,7 @@ the plan's `system_seed` (which the planner makes the same for every agent when 
 content, drawn from the plan's `text_seed`, after the previous turn's prompt and reply. Two
 renderings of that one rule:
 
-- `ChatConversation`: chat messages, for the HTTP agents (`loadgen.run`), whose new content the
+- `ChatConversation`: chat messages, for the HTTP agents (`stallkit.loadgen.agents`), whose new content the
   prompt sizer fits to the planned token count with the server's tokenizer;
 - `WordConversation`: the simulator's tokens themselves (one word each), for the virtual clock,
   so every prompt is the planned size exactly with no tokenizer. Its words are slices of one
@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from contract.records import PromptPart
-from loadgen import text
-from loadgen.agent import Send
-from loadgen.config import LoadConfig
-from loadgen.tokens import Message
-from loadgen.workload import TurnPlan
+from stallkit.contract.records import PromptPart
+from stallkit.loadgen import text
+from stallkit.loadgen.agent import Send
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.tokens import Message
+from stallkit.loadgen.workload import TurnPlan
 
 __all__ = [
     "ChatConversation",

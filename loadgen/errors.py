@@ -1,10 +1,10 @@
 """The load generator's errors: the `LoadError` branch of the tool's one exception tree.
 
-The root, `contract.errors.StallkitError`, carries the message and the hint; the tree is
+The root, `stallkit.contract.errors.StallkitError`, carries the message and the hint; the tree is
 documented there.
 """
 
-from contract.errors import StallkitError
+from stallkit.contract.errors import StallkitError
 
 
 class LoadError(StallkitError):

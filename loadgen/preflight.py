@@ -2,7 +2,7 @@
 
 A URL that does not answer, a server whose ``/v1/models`` is not OpenAI-shaped, an ambiguous or
 unknown model, a context bound above the model's ``max_model_len``, or no way to count tokens
-is a :class:`~loadgen.errors.LoadError` with a hint, raised before the first request is sent.
+is a :class:`~stallkit.loadgen.errors.LoadError` with a hint, raised before the first request is sent.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadgen.client import make_client
-from loadgen.config import LoadConfig
-from loadgen.errors import LoadError
-from loadgen.tokens import (
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.errors import LoadError
+from stallkit.loadgen.http.client import make_client
+from stallkit.loadgen.tokens import (
     LocalTokenCounter,
     ServerTokenCounter,
     TokenCounter,

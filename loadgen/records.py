@@ -1,6 +1,6 @@
 """Turn records for the load generator: the contract's model and reader, and the writer.
 
-The record's shape is the run directory's `turns.jsonl` contract (`contract.records`); this
+The record's shape is the run directory's `turns.jsonl` contract (`stallkit.contract.records`); this
 module keeps the names the load generator has always used. One JSON object per finished turn
 (whatever its outcome), written the moment the turn ends and flushed, so a crash or Ctrl-C
 loses nothing already finished.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contract.files import TURNS_FILE
-from contract.jsonl import JsonlWriter
-from contract.records import OUTCOMES, Outcome, PromptPart, TurnRecord, read_records
+from stallkit.contract.files import TURNS_FILE
+from stallkit.contract.jsonl import JsonlWriter
+from stallkit.contract.records import OUTCOMES, Outcome, PromptPart, TurnRecord, read_records
 
 __all__ = [
     "OUTCOMES",

@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 import httpx
 
-from loadgen import text
-from loadgen.errors import LoadError
-from loadgen.records import Outcome
+from stallkit.loadgen import text
+from stallkit.loadgen.errors import LoadError
+from stallkit.loadgen.records import Outcome
 
 Message = dict[str, str]
 

@@ -13,8 +13,8 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from loadgen import text
-from loadgen.config import LoadConfig
+from stallkit.loadgen import text
+from stallkit.loadgen.config import LoadConfig
 
 
 @dataclass(frozen=True, slots=True)

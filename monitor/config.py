@@ -14,8 +14,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from contract.errors import validation_message
-from monitor.errors import MonitorError
+from stallkit.contract.errors import validation_message
+from stallkit.monitor.errors import MonitorError
 
 
 class MonitorConfig(BaseModel):

@@ -2,25 +2,25 @@
 
 The names below are the package's public face, for the orchestration: the A/B report, its
 table and the writer of every report file. Each is imported from its module on first use,
-so `import reports` itself imports nothing.
+so `import stallkit.reports` itself imports nothing.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contract.faces import public_face
+from stallkit.contract.faces import public_face
 
 if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
-    from reports.ab import ABReport as ABReport
-    from reports.backtest import write_backtest_html as write_backtest_html
-    from reports.errors import DamagedRunError as DamagedRunError
-    from reports.errors import ReportError as ReportError
-    from reports.sweep import arm_seed_row as arm_seed_row
-    from reports.sweep import quiet_span_s as quiet_span_s
-    from reports.sweep import write_sweep_reports as write_sweep_reports
-    from reports.view import ab_table as ab_table
-    from reports.write import write_reports as write_reports
+    from stallkit.reports.ab_figures import ABReport as ABReport
+    from stallkit.reports.ab_rich import ab_table as ab_table
+    from stallkit.reports.backtest_html import write_backtest_html as write_backtest_html
+    from stallkit.reports.errors import DamagedRunError as DamagedRunError
+    from stallkit.reports.errors import ReportError as ReportError
+    from stallkit.reports.sweep_figures import arm_seed_row as arm_seed_row
+    from stallkit.reports.sweep_figures import quiet_span_s as quiet_span_s
+    from stallkit.reports.sweep_figures import write_sweep_reports as write_sweep_reports
+    from stallkit.reports.write import write_reports as write_reports
 
 if not TYPE_CHECKING:
     __all__, __getattr__, __dir__ = public_face(__name__)

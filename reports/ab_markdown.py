@@ -6,18 +6,18 @@ served from cache; run length. Figures of an arm that stopped before its planned
 or fell behind its clock, are not like for like and are flagged with a dagger and a footnote.
 Over several seeds the stalled seeds (k of N distinct runs, with the censored ones), the first
 stall's onset, each arm's stall rate and the verdict come first, and a per-seed table follows.
-The rich table (`reports.view`) and `ab.html` (`reports.html`) show the same rows.
+The rich table (`stallkit.reports.ab_rich`) and `ab.html` (`stallkit.reports.ab_html`) show the same rows.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from contract.ab import ArmFigures, SeedRow, StallRate, Verdict
-from contract.meta import END_WORDS, EndReason
-from reports.ab import END_ORDER, ABReport
-from reports.forensics import markdown_lines
-from reports.seeds import distinct, onset_spread
+from stallkit.contract.ab import ArmFigures, SeedRow, StallRate, Verdict
+from stallkit.contract.meta import END_WORDS, EndReason
+from stallkit.reports.ab_figures import END_ORDER, ABReport
+from stallkit.reports.forensics_frames import markdown_lines
+from stallkit.reports.seed_stats import distinct, onset_spread
 
 __all__ = [
     "FLAG",
@@ -291,7 +291,7 @@ def _seeds_note(name: str, arm: ArmFigures, seeds: list[EndReason]) -> str:
 
 
 def _scale_note(report: ABReport) -> str:
-    """Which time scale converted the wall-clock arms' times (`contract.time.report_scale`)."""
+    """Which time scale converted the wall-clock arms' times (`stallkit.contract.time.report_scale`)."""
     note = (
         "Times are engine seconds: wall-clock simulator arms convert with the time scale "
         "they measured (engine seconds covered per wall second)."

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from contract.ab import Censor
-from contract.meta import EndReason
-from contract.timeline import DownLine, SampleLine, TimelineLine
+from stallkit.contract.ab import Censor
+from stallkit.contract.meta import EndReason
+from stallkit.contract.timeline import DownLine, SampleLine, TimelineLine
 
 __all__ = ["Interval", "Observation", "loaded_s", "observe", "pending_intervals"]
 

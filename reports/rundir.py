@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
-from contract.ab import ArmFigures, Stall
-from contract.errors import RunFileError
-from contract.files import (
+from stallkit.contract.ab import ArmFigures, Stall
+from stallkit.contract.errors import RunFileError
+from stallkit.contract.files import (
     ENGINE_LOG,
     KIT_FILE,
     META_FILE,
@@ -27,13 +27,13 @@ from contract.files import (
     TIMELINE_FILE,
     TURNS_FILE,
 )
-from contract.jsonl import read_json, read_jsonl
-from contract.kitfile import KitFile
-from contract.meta import ArmMeta
-from contract.records import TurnRecord, read_records
-from contract.summary import summarize
-from contract.time import ScaleBasis, report_scale
-from contract.timeline import (
+from stallkit.contract.jsonl import read_json, read_jsonl
+from stallkit.contract.kitfile import KitFile
+from stallkit.contract.meta import ArmMeta
+from stallkit.contract.records import TurnRecord, read_records
+from stallkit.contract.summary import summarize
+from stallkit.contract.time import ScaleBasis, report_scale
+from stallkit.contract.timeline import (
     SampleLine,
     StallEndedLine,
     StallStartedLine,
@@ -41,9 +41,9 @@ from contract.timeline import (
     TimelineLine,
     timeline_adapter,
 )
-from reports.errors import ReportError
-from reports.exposure import loaded_s, observe
-from reports.forensics import read_bundles
+from stallkit.reports.errors import ReportError
+from stallkit.reports.exposure import loaded_s, observe
+from stallkit.reports.forensics_frames import read_bundles
 
 T = TypeVar("T")
 

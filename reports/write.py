@@ -1,6 +1,6 @@
 """Write a run directory's reports: the A/B (or one-arm) tables, the timeline plot, the HTML.
 
-Kept apart from `reports.ab` (the figures and the markdown) because the HTML report reads
+Kept apart from `stallkit.reports.ab_figures` (the figures and the markdown) because the HTML report reads
 those figures: one module on top of both, so that neither imports the other back.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contract.jsonl import write_json
-from reports.ab import ABReport, load_ab, shown_dirs, to_ab_file
-from reports.ab_markdown import to_markdown
-from reports.html import to_html
-from reports.plot import save_timelines
+from stallkit.contract.jsonl import write_json
+from stallkit.reports.ab_figures import ABReport, load_ab, shown_dirs, to_ab_file
+from stallkit.reports.ab_html import to_html
+from stallkit.reports.ab_markdown import to_markdown
+from stallkit.reports.timeline_plot import save_timelines
 
 __all__ = ["write_reports"]
 

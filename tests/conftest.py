@@ -52,8 +52,8 @@ SimServerFactory = Callable[..., AbstractAsyncContextManager[str]]
 @pytest.fixture
 def sim_server() -> SimServerFactory:
     """Factory of running simulators: `async with sim_server(**options) as url`."""
-    from engine.sim.config import SimConfig
-    from engine.sim.serve import ServeOptions, running
+    from stallkit.engine.serve.server import ServeOptions, running
+    from stallkit.engine.sim.config import SimConfig
 
     def factory(
         policy: str = "base",

@@ -19,9 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`kit ARGS` in a child process (`python -m kits`), its output captured as text."""
+    """`kit ARGS` in a child process (`python -m stallkit`), its output captured as text."""
     return subprocess.run(
-        [sys.executable, "-m", "kits", *args],
+        [sys.executable, "-m", "stallkit", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -34,7 +34,7 @@ def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.Comple
 def served_sim(*args: str) -> Iterator[str]:
     """`kit sim serve --port 0 ARGS` in its own process; yields its URL, stops it after."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "kits", "sim", "serve", "--port", "0", *args],
+        [sys.executable, "-m", "stallkit", "sim", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

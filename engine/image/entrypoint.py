@@ -107,8 +107,8 @@ def sim_config(env: Mapping[str, str], policy: str) -> dict[str, Any]:
 
 
 def _patched_argv(env: Mapping[str, str], policy: str, python: str, host: str) -> list[str]:
-    from engine.patched.config import DEFAULT_PREFILL_SHARE, PatchedConfig
-    from engine.patched.launch import PatchedOptions
+    from stallkit.engine.launch.patched import PatchedOptions
+    from stallkit.engine.vllm_plugin.config import DEFAULT_PREFILL_SHARE, PatchedConfig
 
     model = env.get("MODEL", "").strip()
     if not model:
@@ -149,7 +149,15 @@ def engine_command(
     host = env.get("HOST", "").strip() or "0.0.0.0"
     if engine == "patched":
         return EngineCommand(_patched_argv(env, policy, python, host) + list(extra_args))
-    argv = [python, "-m", "engine.sim", "--host", host, "--port", str(_int(env, "PORT", 8000))]
+    argv = [
+        python,
+        "-m",
+        "stallkit.engine.serve",
+        "--host",
+        host,
+        "--port",
+        str(_int(env, "PORT", 8000)),
+    ]
     argv += ["--time-scale", repr(_float(env, "STALLKIT_TIME_SCALE", 1.0))]
     argv += ["--config", str(SIM_CONFIG_PATH), *extra_args]
     return EngineCommand(argv, sim_config(env, policy))
@@ -157,8 +165,8 @@ def engine_command(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Start the engine the image was built for, with the environment's launch profile."""
-    from engine.image import baked
-    from engine.simproc import dump_toml
+    from stallkit.engine.image import baked
+    from stallkit.engine.launch.sim import dump_toml
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -10,6 +10,7 @@ engine package goes to `docker import`. Base and fix images come from the one re
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from engine.errors import EngineError
+from stallkit.engine.errors import EngineError
 
 #: where the engine package and its distributions live in the image (PYTHONPATH); the same
 #: place the patched engine expects its package in a stock vLLM image
@@ -52,10 +53,10 @@ PACKAGES = (
 _STDLIB_SKIP = {"site-packages", "test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3"}
 #: modules whose imports decide which distributions go into the image
 _ROOT_MODULES = (
-    "engine.image.entrypoint",
-    "engine.simproc",
-    "engine.sim.serve",
-    "engine.sim.__main__",
+    "stallkit.engine.image.entrypoint",
+    "stallkit.engine.launch.sim",
+    "stallkit.engine.serve.server",
+    "stallkit.engine.serve.__main__",
 )
 
 
@@ -121,7 +122,8 @@ def rootfs_tarball(recipe: ImageRecipe) -> Path:
 
 
 def stage_package(dest: Path, policy: str, engine: str = "sim") -> Path:
-    """Write the engine package as an image carries it (baked policy) to `dest/engine`."""
+    """Write the engine package as an image carries it (baked policy) to `dest/engine`
+    (`stallkit.engine` where `dest` is the image's `stallkit/`)."""
     if policy not in ("base", "fix") or engine not in ("sim", "patched"):
         raise EngineError(f"cannot bake policy {policy!r} / engine {engine!r}", "base|fix, sim")
     source = _SRC / "engine"
@@ -137,39 +139,53 @@ def stage_package(dest: Path, policy: str, engine: str = "sim") -> Path:
     return target
 
 
-#: the source tree the engine package (and any sibling package it imports) comes from
+#: the folder holding the role packages (`engine/`, `contract/`, ...): a checkout's root, or
+#: the installed `stallkit/` package
 _SRC = Path(__file__).resolve().parents[2]
+#: where the image keeps the `stallkit` package (IMAGE_LIB is on its PYTHONPATH)
+IMAGE_PACKAGE = f"{IMAGE_LIB}/stallkit"
+
+
+def _package_init() -> Path:
+    """The `stallkit` package's own `__init__.py` (a checkout's `stallkit/`, or the wheel's)."""
+    return Path(str(importlib.import_module("stallkit").__file__))
 
 
 @functools.lru_cache(maxsize=1)
-def _imported_top_levels() -> tuple[str, ...]:
-    """Top-level modules the simulator and the entrypoint import (asked of a fresh interpreter)."""
+def _imported_top_levels() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Top-level modules the simulator and the entrypoint import, and the project's role
+    packages among them (`stallkit.ROLE`), asked of a fresh interpreter."""
     probe = (
         "import importlib, json, sys\n"
         f"for m in {list(_ROOT_MODULES)!r}: importlib.import_module(m)\n"
         "print(json.dumps(sorted({n.split('.')[0] for n in sys.modules})))\n"
+        "print(json.dumps(sorted({n.split('.')[1] for n in sys.modules "
+        "if n.startswith('stallkit.')})))\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(_SRC)}
+    env = {**os.environ, "PYTHONPATH": str(_package_init().parent.parent)}
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False
     )
     if out.returncode != 0:
         raise EngineError("cannot import the simulator to size the image", out.stderr[-300:])
-    return tuple(json.loads(out.stdout))
+    tops, roles = out.stdout.splitlines()[-2:]
+    return tuple(json.loads(tops)), tuple(json.loads(roles))
 
 
 def runtime_distributions() -> list[str]:
     """Installed distributions the simulator and the entrypoint need, with their requirements."""
     owners = metadata.packages_distributions()
-    names = {d for top in _imported_top_levels() for d in owners.get(top, [])}
+    names = {d for top in _imported_top_levels()[0] for d in owners.get(top, [])}
     return sorted(_with_requirements(names - {"stallkit", "setuptools"}))
 
 
 def sibling_packages() -> list[Path]:
     """This project's other packages the engine imports (shared models), copied as they are."""
-    tops = _imported_top_levels()
+    roles = _imported_top_levels()[1]
     return [
-        _SRC / top for top in tops if top != "engine" and (_SRC / top / "__init__.py").is_file()
+        _SRC / role
+        for role in roles
+        if role != "engine" and (_SRC / role / "__init__.py").is_file()
     ]
 
 
@@ -225,7 +241,7 @@ def _python_files() -> Iterator[tuple[Path, str]]:
 
 def _import_argv(recipe: ImageRecipe) -> list[str]:
     python = f"{sys.base_prefix}/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    entry = json.dumps([python, "-m", "engine.image.entrypoint"])
+    entry = json.dumps([python, "-m", "stallkit.engine.image.entrypoint"])
     changes = [
         f"ENTRYPOINT {entry}",
         f"ENV PYTHONPATH={IMAGE_LIB}",
@@ -265,14 +281,15 @@ def build_image(recipe: ImageRecipe) -> float:
     for name in runtime_distributions():
         for path, arcname in _distribution_files(name):
             files[arcname] = path
+    files[f"{IMAGE_PACKAGE}/__init__.py"] = _package_init()
     for package_dir in sibling_packages():
         for path in sorted(package_dir.rglob("*.py")):
-            files[f"{IMAGE_LIB}/{path.relative_to(_SRC)}"] = path
+            files[f"{IMAGE_PACKAGE}/{path.relative_to(_SRC)}"] = path
     with tempfile.TemporaryDirectory(prefix="stallkit-image-") as tmp:
         package = stage_package(Path(tmp), recipe.policy, recipe.engine)
         for path in sorted(package.rglob("*")):
             if path.is_file():
-                files[f"{IMAGE_LIB}/{path.relative_to(tmp)}"] = path
+                files[f"{IMAGE_PACKAGE}/{path.relative_to(tmp)}"] = path
         _docker_import(recipe, rootfs, files)
     return time.monotonic() - started
 

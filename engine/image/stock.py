@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import EngineError
-from engine.image.recipe import (
+from stallkit.engine.errors import EngineError
+from stallkit.engine.image.recipe import (
     ImageRecipe,
     _check_daemon,
     _docker_import,

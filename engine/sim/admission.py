@@ -21,10 +21,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.sim.blocks import BlockPool
-from engine.sim.config import SimConfig
-from engine.sim.request import Request, StepWork
-from engine.sim.stats import Counters
+from stallkit.engine.sim.blocks import BlockPool
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.request import Request, StepWork
+from stallkit.engine.sim.stats import Counters
 
 #: Books `n` tokens of a request into the step (the scheduler's `_schedule`).
 Schedule = Callable[[Request, int, StepWork, list[Request]], None]
@@ -106,7 +106,7 @@ class Admission:
     def replay(self, budget: int, now_s: float) -> Replay | None:
         """The recorded pass a pass at `now_s` with `budget` would replay (None: it would run).
 
-        No side effects: the steady decode loop (`engine.sim.steady`) asks before each step.
+        No side effects: the steady decode loop (`stallkit.engine.sim.steady`) asks before each step.
         """
         replay = self.recorded(budget)
         if replay is not None and (

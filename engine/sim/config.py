@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from engine.sim.controller import Policy
+from stallkit.engine.policy.controller import Policy
 
 
 class CostModel(BaseModel):
@@ -67,7 +67,7 @@ FaultKind = Literal["freeze", "block", "thrash", "busy_hang", "dead_core"]
 
 
 class Fault(BaseModel):
-    """A fault the simulator plays (`engine.sim.faults`): what goes wrong, and when."""
+    """A fault the simulator plays (`stallkit.engine.sim.faults`): what goes wrong, and when."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -2,8 +2,8 @@
 
 Pure: no I/O, no clock. The caller passes engine time (`now_s`) to every call and advances its
 clock by each step's `duration_s`. The HTTP front, the trace and the virtual-clock driver all
-drive this one class (to the virtual clock it is an `engine.core.EngineCore`); the scheduling
-itself lives in `engine.sim.scheduler`, the records it hands out in `engine.sim.records`
+drive this one class (to the virtual clock it is an `stallkit.engine.core.protocol.EngineCore`); the scheduling
+itself lives in `stallkit.engine.sim.scheduler`, the records it hands out in `stallkit.engine.core.records`
 (re-exported here).
 """
 
@@ -12,9 +12,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from contract.simstate import SimState
-from engine.sim.config import SimConfig
-from engine.sim.records import (
+from stallkit.contract.scheduler_state import SimState
+from stallkit.engine.core.records import (
     ITERATION_TOKEN_BOUNDS,
     VOCABULARY,
     AdvanceResult,
@@ -25,7 +24,8 @@ from engine.sim.records import (
     StepResult,
     output_words,
 )
-from engine.sim.scheduler import Scheduler
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.scheduler import Scheduler
 
 __all__ = [
     "ITERATION_TOKEN_BOUNDS",
@@ -50,7 +50,7 @@ class SimEngine:
 
     def __init__(self, config: SimConfig, logger: logging.Logger | None = None) -> None:
         self.config = config
-        self._sched = Scheduler(config, logger or logging.getLogger("engine.sim"))
+        self._sched = Scheduler(config, logger or logging.getLogger("stallkit.engine.sim"))
 
     def add_request(
         self,

@@ -23,12 +23,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import get_args
 
-from contract.simstate import SimState
-from contract.timeline import StallKind
-from engine.errors import EngineError
-from engine.sim.config import Fault, FaultKind
-from engine.sim.core import SimEngine
-from engine.sim.records import AdvanceResult, EngineStats, RequestInfo, StepResult
+from stallkit.contract.scheduler_state import SimState
+from stallkit.contract.timeline import StallKind
+from stallkit.engine.core.records import AdvanceResult, EngineStats, RequestInfo, StepResult
+from stallkit.engine.errors import EngineError
+from stallkit.engine.sim.config import Fault, FaultKind
+from stallkit.engine.sim.core import SimEngine
 
 #: faults after which the core takes no step
 _STOPPING: frozenset[FaultKind] = frozenset({"freeze", "busy_hang", "dead_core"})

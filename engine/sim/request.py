@@ -5,7 +5,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from engine.sim.records import RequestInfo, word_at, words_from
+from stallkit.engine.core.records import RequestInfo, word_at, words_from
 
 
 class Request:

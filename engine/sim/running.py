@@ -14,11 +14,11 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
-from engine.sim.blocks import ROOT_HASH, BlockPool
-from engine.sim.config import SimConfig
-from engine.sim.controller import may_preempt as rule_may_preempt
-from engine.sim.request import Request, StepWork
-from engine.sim.stats import Counters
+from stallkit.engine.policy.controller import may_preempt as rule_may_preempt
+from stallkit.engine.sim.blocks import ROOT_HASH, BlockPool
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.request import Request, StepWork
+from stallkit.engine.sim.stats import Counters
 
 
 class RunningPass:

@@ -6,7 +6,7 @@ which under policy `base` may not preempt and under `fix` may preempt while the 
 scheduled nothing. A decode turn, or an uncontended step, runs the running pass with preemption
 (victim: the most recently admitted request) and then the waiting pass if nothing was
 preempted. An allocation failure without permission to preempt ends the pass. The passes
-themselves live in `engine.sim.running` and `engine.sim.admission`; this module holds the
+themselves live in `stallkit.engine.sim.running` and `stallkit.engine.sim.admission`; this module holds the
 engine's state, the requests' way in and out, and the step around the passes.
 """
 
@@ -16,21 +16,21 @@ import logging
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 
-from engine.sim.admission import Admission
-from engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
-from engine.sim.config import SimConfig
-from engine.sim.controller import ComputeShareController, Turn, runnable_classes
-from engine.sim.records import (
+from stallkit.engine.core.records import (
     AdvanceResult,
     EngineStats,
     RequestInfo,
     SimRequestError,
     StepResult,
 )
-from engine.sim.request import Request, StepWork, is_deferred, request_info
-from engine.sim.running import RunningPass
-from engine.sim.stats import Counters
-from engine.sim.steady import run_idle, run_quiet
+from stallkit.engine.policy.controller import ComputeShareController, Turn, runnable_classes
+from stallkit.engine.sim.admission import Admission
+from stallkit.engine.sim.blocks import ROOT_HASH, BlockPool, chain_hashes
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.request import Request, StepWork, is_deferred, request_info
+from stallkit.engine.sim.running import RunningPass
+from stallkit.engine.sim.stats import Counters
+from stallkit.engine.sim.steady import run_idle, run_quiet
 
 #: Finished requests remembered for `request_info`.
 FINISHED_KEPT = 4096

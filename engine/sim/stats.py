@@ -6,7 +6,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from engine.sim.records import ITERATION_TOKEN_BOUNDS, EngineStats, HistogramSnapshot
+from stallkit.engine.core.records import ITERATION_TOKEN_BOUNDS, EngineStats, HistogramSnapshot
 
 
 @dataclass

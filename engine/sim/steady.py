@@ -18,16 +18,16 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
-from engine.sim.admission import Admission
-from engine.sim.config import SimConfig
-from engine.sim.controller import ComputeShareController, runnable_classes
-from engine.sim.records import ITERATION_TOKEN_BOUNDS
-from engine.sim.request import Request
-from engine.sim.stats import Counters
+from stallkit.engine.core.records import ITERATION_TOKEN_BOUNDS
+from stallkit.engine.policy.controller import ComputeShareController, runnable_classes
+from stallkit.engine.sim.admission import Admission
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.request import Request
+from stallkit.engine.sim.stats import Counters
 
 
 class SchedulerState(Protocol):
-    """What the loops read and move of the scheduler (`engine.sim.scheduler.Scheduler`)."""
+    """What the loops read and move of the scheduler (`stallkit.engine.sim.scheduler.Scheduler`)."""
 
     cfg: SimConfig
     running: list[Request]

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from engine.sim.config import SimConfig
-from engine.sim.controller import Policy
-from engine.sim.core import SimEngine
+from stallkit.engine.policy.controller import Policy
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.core import SimEngine
 
 Case = Literal["full-slots", "free-slot"]
 CASES: tuple[Case, ...] = ("full-slots", "free-slot")

@@ -20,9 +20,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from engine.errors import EngineError
-from engine.twin.config import TwinConfig
-from engine.twin.overlay import install_overlay
+from stallkit.engine.errors import EngineError
+from stallkit.engine.twin.config import TwinConfig
+from stallkit.engine.twin.overlay import install_overlay
 
 __all__ = [
     "VLLM_MISSING",

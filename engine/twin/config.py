@@ -4,7 +4,7 @@ Pure (no vLLM import), so a kit is validated and a `twin:` arm planned without v
 are vLLM's own (`max_num_seqs`, a pool of `num_blocks` usable blocks of `block_size` tokens,
 the per-step budget `max_num_batched_tokens`, `max_model_len`); `vllm_sizes` reads them from a
 vLLM command line, so the twin of a real engine takes the flags that engine was started with.
-The step cost is the simulator's cost model (`engine.sim.config.CostModel`, fitted on a real
+The step cost is the simulator's cost model (`stallkit.engine.sim.config.CostModel`, fitted on a real
 engine by `kit engine calibrate`) plus the cost of an empty step: the engine loop's overhead,
 which must be above zero or a scheduler that schedules nothing would never let time pass.
 """
@@ -16,16 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.calibration import Calibration
-from engine.sim.config import CostModel
-from engine.spec import TwinSpec
+from stallkit.engine.sim.config import CostModel
+from stallkit.engine.spec import TwinSpec
+from stallkit.engine.twin.calibration import Calibration
 
 __all__ = ["PATCHED_SCHEDULER", "STOCK_SCHEDULER", "TwinConfig", "twin_config_for", "vllm_sizes"]
 
 #: vLLM's own v1 scheduler
 STOCK_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
-#: the fork's scheduling as a plugin (engine.patched)
-PATCHED_SCHEDULER = "engine.patched.scheduler.PatchedScheduler"
+#: the fork's scheduling as a plugin (stallkit.engine.vllm_plugin)
+PATCHED_SCHEDULER = "stallkit.engine.vllm_plugin.scheduler.PatchedScheduler"
 
 #: vLLM flags the twin takes its sizes from, and the field each one sets
 _SIZE_FLAGS = {

@@ -9,7 +9,7 @@ decode sequences with theirs); an empty step costs the engine loop's overhead. A
 step that left the scheduler's state as the one before it (same requests, same computed tokens,
 same free blocks, same scalar state of the scheduler and its controller), the next steps would
 be the same: `advance` skips them to its horizon, counting each one, which is the signature a
-livelock leaves. Implements `engine.core.EngineCore`, plus `step` for the HTTP front.
+livelock leaves. Implements `stallkit.engine.core.protocol.EngineCore`, plus `step` for the HTTP front.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from contract.simstate import SimState
-from engine.sim.records import (
+from stallkit.contract.scheduler_state import SimState
+from stallkit.engine.core.records import (
     AdvanceResult,
     EngineStats,
     RequestInfo,
@@ -29,11 +29,11 @@ from engine.sim.records import (
     StepResult,
     output_words,
 )
-from engine.sim.stats import Counters
-from engine.twin.build import make_scheduler, route_vllm_logging
-from engine.twin.config import TwinConfig
-from engine.twin.state import TwinRequest, engine_stats, scheduler_state
-from engine.twin.tokens import TokenMap
+from stallkit.engine.sim.stats import Counters
+from stallkit.engine.twin.build import make_scheduler, route_vllm_logging
+from stallkit.engine.twin.config import TwinConfig
+from stallkit.engine.twin.state import TwinRequest, engine_stats, scheduler_state
+from stallkit.engine.twin.tokens import TokenMap
 
 __all__ = ["TwinEngine"]
 
@@ -48,7 +48,7 @@ class TwinEngine:
 
     def __init__(self, config: TwinConfig, logger: logging.Logger | None = None) -> None:
         self.config = config
-        self.log = logger or logging.getLogger("engine.twin")
+        self.log = logger or logging.getLogger("stallkit.engine.twin")
         self._now = 0.0
         route_vllm_logging(self.log)
         self._sched = make_scheduler(config)

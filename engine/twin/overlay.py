@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from engine.errors import EngineError
+from stallkit.engine.errors import EngineError
 
 __all__ = ["install_overlay"]
 

@@ -2,7 +2,7 @@
 
 vLLM's scheduler forgets a request once it finishes and counts little of what `/metrics`
 shows (that is the engine front's job on a real engine), so the twin keeps its own record per
-request (`TwinRequest`) and the simulator's counters (`engine.sim.stats.Counters`: steps,
+request (`TwinRequest`) and the simulator's counters (`stallkit.engine.sim.stats.Counters`: steps,
 empty steps, busy time, preemptions, prefix-cache queries and hits, tokens, finished
 requests, the iteration-size histogram). `engine_stats` and `scheduler_state` read those and
 the scheduler into the simulator's records (`EngineStats`, `SimState`), so the virtual clock,
@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from contract.simstate import SimState
-from engine.sim.records import EngineStats
-from engine.sim.stats import Counters
-from engine.twin.config import TwinConfig
+from stallkit.contract.scheduler_state import SimState
+from stallkit.engine.core.records import EngineStats
+from stallkit.engine.sim.stats import Counters
+from stallkit.engine.twin.config import TwinConfig
 
 __all__ = ["TwinRequest", "engine_stats", "scheduler_state"]
 

@@ -1,6 +1,6 @@
 """The `kit` command line: a thin hub over one module per command family.
 
-Each command is built from its module only when it runs or shows its help (`kits.cli.commands`
+Each command is built from its module only when it runs or shows its help (`stallkit.kits.cli.commands`
 lists them), so that `kit --help` stays instant.
 """
 
@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from kits.cli.commands import LazyGroup
-from kits.cli.common import help_when_bare
+from stallkit.kits.cli.commands import LazyGroup
+from stallkit.kits.cli.common import help_when_bare
 
 app = typer.Typer(
     name="kit",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from kits.alerting import Alerting
+    from stallkit.kits.arm.alerting import Alerting
 
 MetricsPortOpt = Annotated[
     int | None,
@@ -51,7 +51,7 @@ def start_alerting(
     on_stall_timeout: float,
 ) -> Alerting:
     """Validate the flags and serve the exporter; says where the metrics are."""
-    from kits.alerting import Alerting
+    from stallkit.kits.arm.alerting import Alerting
 
     alerting = Alerting.start(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     if alerting.metrics_url is not None:

@@ -1,7 +1,7 @@
 """`kit backtest`: the stall detector replayed over a fleet's history; how often has it happened?
 
 Thin: parse the flags (the range, the step, the engines, the monitor's rule flags), replay
-(`monitor.backtestrun`: Prometheus's `query_range`, or a file), write the run directory
+(`stallkit.monitor.backtest.sources`: Prometheus's `query_range`, or a file), write the run directory
 (`stalls.jsonl`, `backtest.json`, `backtest.html`) and print each stalled engine and the
 fleet's rate. Exit 0 whatever was found; 2 on bad input or an unreachable server.
 """
@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kits.cli.common import fail, user_errors
-from kits.cli.fields import field_option, flags_by_field
-from kits.cli.fleet import GpuSelectorOpt, GroupByOpt, SelectorOpt
-from monitor import MonitorConfig, monitor_config
+from stallkit.kits.cli.common import fail, user_errors
+from stallkit.kits.cli.fields import field_option, flags_by_field
+from stallkit.kits.cli.fleet import GpuSelectorOpt, GroupByOpt, SelectorOpt
+from stallkit.monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
-    from monitor import BacktestTally, FleetQuery
+    from stallkit.monitor import BacktestTally, FleetQuery
 
 BACKTEST_HELP = (
     "Replay the stall detector over a fleet's history: every stall per engine (kind, onset, "
@@ -69,8 +69,8 @@ def backtest(
     """Replay the stall detector over a fleet's history."""
     import time
 
-    from kits.cli.fleet import FleetArgs, fleet_query
-    from monitor import parse_duration, parse_time
+    from stallkit.kits.cli.fleet import FleetArgs, fleet_query
+    from stallkit.monitor import parse_duration, parse_time
 
     if (prometheus is None) == (from_file is None):
         raise fail("give either --prometheus URL or --from-file PATH", "see `kit backtest --help`")
@@ -109,8 +109,8 @@ def history_text(path: Path) -> str:
     engine named by its directory, its times the timeline's seconds)."""
     import json
 
-    from contract.errors import read_text
-    from monitor import openmetrics_text
+    from stallkit.contract.errors import read_text
+    from stallkit.monitor import openmetrics_text
 
     text = read_text(path)
     if path.suffix != ".jsonl":
@@ -125,7 +125,7 @@ def history_text(path: Path) -> str:
 def _from_file(
     path: Path, query: FleetQuery, config: MonitorConfig
 ) -> tuple[BacktestTally, float, float]:
-    from monitor import FleetQuery, backtest_openmetrics
+    from stallkit.monitor import FleetQuery, backtest_openmetrics
 
     if path.suffix == ".jsonl":
         query = FleetQuery(group_by="instance", gpu=query.gpu)  # the converted file's label
@@ -137,8 +137,8 @@ def _from_prometheus(
 ) -> BacktestTally:
     import asyncio
 
-    from kits.cli.common import err_console
-    from monitor import PrometheusClient, backtest_prometheus
+    from stallkit.kits.cli.common import err_console
+    from stallkit.monitor import PrometheusClient, backtest_prometheus
 
     def progress(done: int, total: int) -> None:
         err_console.print(f"backtest: {done}/{total} engines replayed", highlight=False)
@@ -169,10 +169,10 @@ def _write(
     config: MonitorConfig,
     wall_s: float,
 ) -> None:
-    from contract.fleet import BACKTEST_FILE, STALLS_FILE
-    from contract.jsonl import jsonl_text, write_json
-    from monitor import backtest_file
-    from reports import write_backtest_html
+    from stallkit.contract.fleet import BACKTEST_FILE, STALLS_FILE
+    from stallkit.contract.jsonl import jsonl_text, write_json
+    from stallkit.monitor import backtest_file
+    from stallkit.reports import write_backtest_html
 
     report = backtest_file(
         tally, source=source, selector=query.selector, group_by=query.group_by, start=start,

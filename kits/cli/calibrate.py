@@ -1,7 +1,7 @@
 """`kit engine calibrate`: fit the twin's step cost model on a real engine, write it as JSON.
 
-Thin: build the kit and the options, run `kits.calibrate`, print the table, save the file.
-The orchestration lives in `kits.calibrate`; `kits.cli.engine` registers the command.
+Thin: build the kit and the options, run `stallkit.kits.calibrate.execute`, print the table, save the file.
+The orchestration lives in `stallkit.kits.calibrate.execute`; `stallkit.kits.cli.engine` registers the command.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from contract.errors import validation_message
-from kits.cli.common import err_console, fail, user_errors
-from kits.cli.fields import field_option, flags_by_field
-from kits.probes import CalibrateOptions
+from stallkit.contract.errors import validation_message
+from stallkit.kits.calibrate.probes import CalibrateOptions
+from stallkit.kits.cli.common import err_console, fail, user_errors
+from stallkit.kits.cli.fields import field_option, flags_by_field
 
 EXIT_INTERRUPTED = 130
 
@@ -62,11 +62,11 @@ def calibrate(
     calibration with its fit error to --out. Progress goes to stderr; Ctrl-C stops the engine
     and writes nothing.
     """
-    from engine import parse_spec
-    from kits.calibrate import calibrate as run_calibration
-    from kits.calibrate import samples_table, summary_table
-    from kits.config import Kit, load_kit
-    from kits.prerequisites import check_arms_start
+    from stallkit.engine import parse_spec
+    from stallkit.kits.arm.prerequisites import check_arms_start
+    from stallkit.kits.calibrate.execute import calibrate as run_calibration
+    from stallkit.kits.calibrate.execute import samples_table, summary_table
+    from stallkit.kits.kit import Kit, load_kit
 
     fields = {
         "repeats": repeats,

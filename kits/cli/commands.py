@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 import typer
 import typer.core
 
-from kits.cli.helpformat import KitGroup, styled
+from stallkit.kits.cli.helpformat import KitGroup, styled
 
 if TYPE_CHECKING:  # typer's own copy of click, whose classes the group's methods take
     from typer._click import Command, Context, HelpFormatter
 
-#: command -> (the `kits.cli` module whose `register` adds it, the line `kit --help` shows)
+#: command -> (the `stallkit.kits.cli` module whose `register` adds it, the line `kit --help` shows)
 COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("load", "Drive many streaming agents against a running server."),
     "monitor": ("monitor", "Attach to a running engine: live metrics, stall detection."),
@@ -43,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 class LazyGroup(KitGroup):
     """The top-level group: builds a command from its module the first time it is needed (every
-    command in the kit's help style, `kits.cli.helpformat`)."""
+    command in the kit's help style, `stallkit.kits.cli.helpformat`)."""
 
     def list_commands(self, ctx: Context) -> list[str]:
         return [*super().list_commands(ctx), *(n for n in COMMANDS if n not in self.commands)]
@@ -51,7 +51,7 @@ class LazyGroup(KitGroup):
     def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             family = typer.Typer(rich_markup_mode=None, add_completion=False)
-            importlib.import_module(f"kits.cli.{COMMANDS[cmd_name][0]}").register(family)
+            importlib.import_module(f"stallkit.kits.cli.{COMMANDS[cmd_name][0]}").register(family)
             styled(family)
             self.commands.update(typer.main.get_group(family).commands)
         return self.commands.get(cmd_name)
@@ -62,7 +62,7 @@ class LazyGroup(KitGroup):
         SIGTERM stops any command as Ctrl-C does."""
         if not kwargs.get("standalone_mode", True):
             return super().main(*args, **kwargs)
-        from kits.cli.common import fail, sigterm_as_ctrl_c
+        from stallkit.kits.cli.common import fail, sigterm_as_ctrl_c
 
         # typer's own copy of click (newer typer) or click itself: the one its classes use
         click: Any = getattr(typer.core, "_click", None) or importlib.import_module("click")

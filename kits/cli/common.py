@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from contract.errors import NOT_UTF8_HINT, StallkitError, not_utf8
+from stallkit.contract.errors import NOT_UTF8_HINT, StallkitError, not_utf8
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -54,7 +54,9 @@ def user_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise fail(str(exc), exc.hint) from None
         except OSError as exc:  # the system refused: a path, the disk, the open-file limit
             raise fail(*os_error_line(exc)) from None
-        except UnicodeDecodeError as exc:  # a file read without `contract.errors.read_text`
+        except (
+            UnicodeDecodeError
+        ) as exc:  # a file read without `stallkit.contract.errors.read_text`
             raise fail(f"a file is {not_utf8('', exc).lstrip(': ')}", NOT_UTF8_HINT) from None
 
     return wrapper
@@ -87,7 +89,7 @@ def os_error_line(exc: OSError) -> tuple[str, str]:
 @contextlib.contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
     """Within: SIGTERM (a `kill`, a job's time limit, `timeout`) is Ctrl-C. The one place the
-    tool handles SIGTERM: every command runs within it (`kits.cli.commands`). The signal is
+    tool handles SIGTERM: every command runs within it (`stallkit.kits.cli.commands`). The signal is
     raised again as SIGINT, so whatever handles Ctrl-C at that moment handles it the same way
     (`asyncio.run` cancels its task, other code gets KeyboardInterrupt): what was recorded is
     kept and summed up before the command exits 130. Outside the main thread: no change."""

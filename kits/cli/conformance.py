@@ -2,7 +2,7 @@
 
 Thin: parse the flags into a `ConformanceRequest`, run `engine.run_conformance`, print its
 short table. Exit 0 when the class matches stock test by test, 1 when an outcome differs (or
-no test built the class), 2 on a user error; `kits.cli.engine` registers the command.
+no test built the class), 2 on a user error; `stallkit.kits.cli.engine` registers the command.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli.common import err_console, fail, user_errors
+from stallkit.kits.cli.common import err_console, fail, user_errors
 
 EXIT_DIFFERS = 1
 EXIT_INTERRUPTED = 130
@@ -26,7 +26,7 @@ def conformance(
             metavar="SCHEDULER_CLASS",
             help="The scheduler class under test, package.module.Class (derived from vLLM's "
             "Scheduler; one derived from AsyncScheduler stands in for the async one).",
-            show_default="engine.patched.scheduler.PatchedScheduler",
+            show_default="stallkit.engine.vllm_plugin.scheduler.PatchedScheduler",
         ),
     ] = None,
     additional_config: Annotated[
@@ -87,7 +87,7 @@ def conformance(
     fail alike on both and are listed apart, with their reasons. Prints the outcomes that
     differ test by test; exits 1 when any does. No GPU needed.
     """
-    from engine import (
+    from stallkit.engine import (
         ConformanceRequest,
         conformance_lines,
         default_out_dir,

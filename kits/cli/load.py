@@ -1,6 +1,6 @@
 """`kit load`: drive many streaming agents against any running OpenAI-compatible server.
 
-Parses options into a :class:`~loadgen.config.LoadConfig`, checks the server before any agent
+Parses options into a :class:`~stallkit.loadgen.config.LoadConfig`, checks the server before any agent
 starts, shows live progress, writes ``turns.jsonl``, ``summary.json`` and the resolved config
 (``load.json``, without any API key) in the run directory, and prints the summary.
 """
@@ -12,9 +12,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kits.cli.common import user_errors
-from kits.cli.fields import field_option, flags_by_field
-from loadgen import LoadConfig, sizes_for_context
+from stallkit.kits.cli.common import user_errors
+from stallkit.kits.cli.fields import field_option, flags_by_field
+from stallkit.loadgen import LoadConfig, sizes_for_context
 
 
 def register(app: typer.Typer) -> None:
@@ -63,9 +63,10 @@ def load(
 
     from pydantic import ValidationError
 
-    from contract.errors import validation_message
-    from contract.urls import URL_HINT, url_problem
-    from loadgen import LoadError, loop
+    from stallkit.contract.errors import validation_message
+    from stallkit.contract.urls import URL_HINT, url_problem
+    from stallkit.loadgen import LoadError
+    from stallkit.loadgen.http import loop
 
     # judged as the user wrote it, as `kit monitor` and `url:` specs judge theirs
     problem = url_problem(url)
@@ -95,7 +96,7 @@ def load(
         if stray:
             raise LoadError(f"{stray[0]} applies to a trace replay only", "give --trace FILE")
     if cfg.trace is not None:  # a trace that does not parse, or a window that holds none of
-        from loadgen import trace_replay  # it, stops here, before any request
+        from stallkit.loadgen import trace_replay  # it, stops here, before any request
 
         replay = trace_replay(cfg)
         assert replay is not None
@@ -108,7 +109,7 @@ def load(
         cfg = cfg.model_copy(update={"agents": replay.sessions})  # recorded as it runs
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
     interrupted = False
-    try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
+    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
         loop.run(_drive(url, cfg, out_dir))
     except KeyboardInterrupt:
         interrupted = True
@@ -121,10 +122,10 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
     import contextlib
     import json
 
-    from contract.files import LOAD_FILE
-    from kits.cli.common import err_console
-    from loadgen import LoadProgress, live_progress, run_agents, workload_for
-    from loadgen.preflight import preflight
+    from stallkit.contract.files import LOAD_FILE
+    from stallkit.kits.cli.common import err_console
+    from stallkit.loadgen import LoadProgress, live_progress, run_agents, workload_for
+    from stallkit.loadgen.preflight import preflight
 
     info = await preflight(url, cfg)
     workload = workload_for(cfg)
@@ -159,11 +160,11 @@ def _what_runs(workload: Any) -> str:
 def _finish(out_dir: Path) -> None:
     from rich.console import Console
 
-    from contract.files import SUMMARY_FILE, TURNS_FILE
-    from contract.jsonl import write_json
-    from contract.records import read_records
-    from contract.summary import summarize
-    from loadgen import summary_table
+    from stallkit.contract.files import SUMMARY_FILE, TURNS_FILE
+    from stallkit.contract.jsonl import write_json
+    from stallkit.contract.records import read_records
+    from stallkit.contract.summary import summarize
+    from stallkit.loadgen import summary_table
 
     if not (out_dir / TURNS_FILE).exists():
         return

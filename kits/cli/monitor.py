@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from contract.errors import StallkitError
-from contract.files import discard_if_unrecorded, outermost_missing
-from kits.cli.alerting import (
+from stallkit.contract.errors import StallkitError
+from stallkit.contract.files import discard_if_unrecorded, outermost_missing
+from stallkit.kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
     OnStallEndOpt,
@@ -22,15 +22,15 @@ from kits.cli.alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli.common import fail, user_errors
-from kits.cli.fields import field_option, flags_by_field
-from kits.cli.fleet import GpuSelectorOpt, GroupByOpt, PrometheusOpt, SelectorOpt
-from monitor import MonitorConfig, monitor_config
+from stallkit.kits.cli.common import fail, user_errors
+from stallkit.kits.cli.fields import field_option, flags_by_field
+from stallkit.kits.cli.fleet import GpuSelectorOpt, GroupByOpt, PrometheusOpt, SelectorOpt
+from stallkit.monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
-    from contract.gpu import GpuSource
-    from kits.alerting import ArmAlerting
-    from monitor import GpuReader, MonitorOutcome
+    from stallkit.contract.gpu import GpuSource
+    from stallkit.kits.arm.alerting import ArmAlerting
+    from stallkit.monitor import GpuReader, MonitorOutcome
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
 EXIT_STALL = 3
@@ -102,9 +102,9 @@ def monitor(
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import time
 
-    from contract.gpu import GpuSource
-    from contract.urls import URL_HINT, url_problem
-    from monitor import gpu_source as make_gpu_source
+    from stallkit.contract.gpu import GpuSource
+    from stallkit.contract.urls import URL_HINT, url_problem
+    from stallkit.monitor import gpu_source as make_gpu_source
 
     config = monitor_config(
         names=flags_by_field(ctx, MonitorConfig),
@@ -117,7 +117,7 @@ def monitor(
     )
     alerts = (metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
     if prometheus is not None or url is None:
-        from kits.cli.fleet import FleetArgs, monitor_fleet
+        from stallkit.kits.cli.fleet import FleetArgs, monitor_fleet
 
         fleet = FleetArgs(prometheus or "", selector, group_by, gpu_selector, gpu_source != "none")
         monitor_fleet(url, fleet, config, out, duration, no_dashboard, exit_on_stall, alerts)
@@ -165,10 +165,10 @@ def _watch(
 
     from rich.console import Console
 
-    from monitor import run_monitor
+    from stallkit.monitor import run_monitor
 
     live = not no_dashboard and sys.stdout.isatty()
-    try:  # SIGTERM lands here as Ctrl-C too (kits.cli.common.sigterm_as_ctrl_c)
+    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
         return asyncio.run(
             run_monitor(
                 url,
@@ -201,8 +201,8 @@ def _report(outcome: MonitorOutcome) -> None:
 
 def _auto_gpu_source(url: str) -> GpuSource:
     """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
-    from kits.cli.common import err_console
-    from monitor import probe_engine_dcgm
+    from stallkit.kits.cli.common import err_console
+    from stallkit.monitor import probe_engine_dcgm
 
     chosen, why = probe_engine_dcgm(url)
     if why and chosen.kind == "none":

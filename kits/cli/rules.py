@@ -1,9 +1,9 @@
 """`kit rules`: write the stall rule as Prometheus rules, with a Grafana dashboard beside them.
 
 Thin: thresholds come from the kit (stall_after_s, idle_gpu_perc) unless a flag says
-otherwise; the PromQL is made by `monitor.rules`. With `--out DIR` it writes
+otherwise; the PromQL is made by `stallkit.monitor.prometheus.rules`. With `--out DIR` it writes
 `stallkit-rules.yml` and `stallkit-dashboard.json` there, else it prints the rules. With
-`--backtest` it evaluates the alerts over a Prometheus's history instead (`kits.cli.rulesbacktest`).
+`--backtest` it evaluates the alerts over a Prometheus's history instead (`stallkit.kits.cli.rules_backtest`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Annotated
 
 import typer
 
-from contract.errors import validation_message
-from kits.cli.common import fail, user_errors
-from kits.cli.fields import field_help, field_option, flags_by_field
-from monitor import RulesSettings
+from stallkit.contract.errors import validation_message
+from stallkit.kits.cli.common import fail, user_errors
+from stallkit.kits.cli.fields import field_help, field_option, flags_by_field
+from stallkit.monitor import RulesSettings
 
 RULES_FILE = "stallkit-rules.yml"
 DASHBOARD_FILE = "stallkit-dashboard.json"
@@ -83,8 +83,8 @@ def rules(
     """Write the stall rule as Prometheus rules (and a Grafana dashboard with --out)."""
     from pydantic import ValidationError
 
-    from kits.config import load_kit
-    from monitor import rules_yaml
+    from stallkit.kits.kit import load_kit
+    from stallkit.monitor import rules_yaml
 
     monitor = load_kit(kit, {}).monitor
     try:
@@ -108,7 +108,7 @@ def rules(
     if strays and not backtest:  # silently writing rules instead would ignore them
         raise fail(f"{', '.join(strays)} apply with --backtest", "add --backtest, or drop them")
     if backtest:
-        from kits.cli.rulesbacktest import rules_backtest
+        from stallkit.kits.cli.rules_backtest import rules_backtest
 
         rules_backtest(settings, prometheus, from_file, start, end, group_by, out)
         return
@@ -126,7 +126,7 @@ def _write(out: Path, text: str) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / RULES_FILE).write_text(text, encoding="utf-8")
-        dashboard = resources.files("monitor") / "grafana" / DASHBOARD_FILE
+        dashboard = resources.files("stallkit.monitor") / "grafana" / DASHBOARD_FILE
         (out / DASHBOARD_FILE).write_text(dashboard.read_text(encoding="utf-8"), encoding="utf-8")
     except OSError as exc:
         raise fail(

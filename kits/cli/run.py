@@ -1,7 +1,7 @@
 """`kit run`, `kit ab` and `kit report`: the product's main job.
 
 Thin: parse flags into a validated kit and plan, run it, map errors to exit codes. The
-orchestration lives in `kits.run` and `kits.ab`; the tables in `reports`.
+orchestration lives in `stallkit.kits.arm.wall` and `stallkit.kits.ab.execute`; the tables in `reports`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kits.cli.alerting import (
+from stallkit.kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
     OnStallEndOpt,
@@ -21,14 +21,14 @@ from kits.cli.alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from kits.cli.common import fail, user_errors
-from kits.cli.fields import flags_by_override, override_help
-from kits.config import SimSection
-from loadgen import LoadConfig
+from stallkit.kits.cli.common import fail, user_errors
+from stallkit.kits.cli.fields import flags_by_override, override_help
+from stallkit.kits.kit import SimSection
+from stallkit.loadgen import LoadConfig
 
 if TYPE_CHECKING:
-    from kits.ab import Plan, Result
-    from kits.alerting import Alerting
+    from stallkit.kits.ab.execute import Plan, Result
+    from stallkit.kits.arm.alerting import Alerting
 
 EXIT_STRICT = 1
 EXIT_INTERRUPTED = 130
@@ -141,7 +141,7 @@ NoDashOpt = Annotated[
 @contextlib.contextmanager
 def _flag_names(ctx: typer.Context) -> Iterator[None]:
     """Report a flag's value that fails the kit's validation under the flag's name."""
-    from kits.errors import KitError, OverrideError
+    from stallkit.kits.errors import KitError, OverrideError
 
     try:
         yield
@@ -192,7 +192,7 @@ def _trace_overrides(
 def _wall_only(plan: Plan, asked: bool) -> None:
     """--metrics-port and --on-stall serve wall-clock arms: refuse them where no arm is one,
     and say which arms they skip where some are."""
-    from kits.cli.common import err_console
+    from stallkit.kits.cli.common import err_console
 
     virtual = [arm.spec.raw for arm in plan.arms if plan.virtual(arm)]
     if not asked or not virtual:
@@ -211,7 +211,7 @@ def _wall_only(plan: Plan, asked: bool) -> None:
 
 def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Result:
     """Run a plan; an interrupted run exits 130 after its partial results are written."""
-    from kits.ab import execute
+    from stallkit.kits.ab.execute import execute
 
     try:
         result = execute(plan, dashboard=not no_dashboard, alerting=alerting)
@@ -267,7 +267,7 @@ def run(
     on_stall_timeout: OnStallTimeoutOpt = 60.0,
 ) -> None:
     """Run one arm: launch the engine, drive the agents, watch for stalls, write the run directory."""
-    from kits.ab import Plan
+    from stallkit.kits.ab.execute import Plan
 
     with _flag_names(ctx):
         plan = Plan.build(
@@ -349,7 +349,7 @@ def ab(
     With no arguments: the restore-stall kit on sim:base versus sim:fix on the virtual clock over
     10 seeds, under a minute on a laptop.
     """
-    from kits.ab import Plan, strict_failures
+    from stallkit.kits.ab.execute import Plan, strict_failures
 
     if clock not in ("virtual", "wall"):
         raise fail(f"--clock {clock!r} is not a clock", "use --clock virtual or --clock wall")
@@ -405,8 +405,8 @@ def report(
     """Re-make ab.html, ab.md, ab.json (run.* for one arm) and timeline.png; print the table."""
     from rich.console import Console
 
-    from kits.ab import strict_failures
-    from reports import DamagedRunError, ab_table, write_reports
+    from stallkit.kits.ab.execute import strict_failures
+    from stallkit.reports import DamagedRunError, ab_table, write_reports
 
     try:
         result = write_reports(run_dir, partial)

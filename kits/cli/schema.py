@@ -1,6 +1,6 @@
 """`kit schema`: publish the JSON Schemas of a run directory's files, so other tools can read a run.
 
-Thin: the schemas come from `contract.schema`. Without `--out` it prints one JSON object
+Thin: the schemas come from `stallkit.contract.schema`. Without `--out` it prints one JSON object
 mapping each file's name to its schema (a JSONL file's schema is that of one line); with
 `--out DIR` it writes one `NAME.schema.json` per file there.
 """
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from kits.cli.common import fail, user_errors
+from stallkit.kits.cli.common import fail, user_errors
 
 SCHEMA_HELP = (
     "Print the JSON Schemas of a run directory's files (turns.jsonl, timeline.jsonl, meta.json, "
@@ -32,7 +32,7 @@ def schema(
     """Print the run directory's JSON Schemas, or write them with --out."""
     import json
 
-    from contract.schema import run_dir_schemas, schema_file_name, schema_text
+    from stallkit.contract.schema import run_dir_schemas, schema_file_name, schema_text
 
     schemas = run_dir_schemas()
     if out is None:

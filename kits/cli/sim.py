@@ -1,5 +1,5 @@
-"""`kit sim`: the embedded simulated engine (`serve` is `python -m engine.sim` in the kit's
-command line: the same flags, declared from `engine.sim.options`; `trace` explains the livelock
+"""`kit sim`: the embedded simulated engine (`serve` is `python -m stallkit.engine.serve` in the kit's
+command line: the same flags, declared from `stallkit.engine.serve.options`; `trace` explains the livelock
 step by step)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from engine.sim.options import CONFIG_HELP, FAULT_HELP, ServeOptions, policy_help
-from kits.cli.common import fail, help_when_bare, user_errors
-from kits.cli.fields import field_option, flags_by_field
+from stallkit.engine.serve.options import CONFIG_HELP, FAULT_HELP, ServeOptions, policy_help
+from stallkit.kits.cli.common import fail, help_when_bare, user_errors
+from stallkit.kits.cli.fields import field_option, flags_by_field
 
 
 class PolicyChoice(StrEnum):
@@ -68,7 +68,7 @@ def trace(
     from the fourth step on every step schedules nothing (a prefill turn that records no time
     is chosen again forever); under fix, a decode preempts the other and keeps going.
     """
-    from engine.sim.trace import run_trace
+    from stallkit.engine.sim.trace import run_trace
 
     rows = run_trace(policy.value, case.value, steps)
     if as_json:
@@ -127,12 +127,12 @@ def serve(
     """Serve the simulated engine like vLLM: chat/completions, /tokenize, /metrics, DCGM.
 
     Prints `stallkit-sim listening on URL` once it listens, and serves until Ctrl-C. The same
-    command as `python -m engine.sim`, the engine's own entry point.
+    command as `python -m stallkit.engine.serve`, the engine's own entry point.
     """
     from pydantic import ValidationError
 
-    from contract.errors import validation_message
-    from engine.sim.__main__ import run, serve_options
+    from stallkit.contract.errors import validation_message
+    from stallkit.engine.serve.__main__ import run, serve_options
 
     try:
         opts = serve_options(

@@ -3,8 +3,8 @@
 `kit sweep` runs settings x seeds x arms and maps where each arm stalls; `kit hunt` searches
 a space of settings for a point where an arm stalls, and shrinks it.
 
-Thin: parse the flags into a plan validated against the kit (`kits.sweep`), run it
-(`kits.sweepexec`), print where each arm stalled and the report paths.
+Thin: parse the flags into a plan validated against the kit (`stallkit.kits.sweep.plan`), run it
+(`stallkit.kits.sweep.execute`), print where each arm stalled and the report paths.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kits.cli.common import user_errors
+from stallkit.kits.cli.common import user_errors
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from contract.sweep import HuntFile, SweepFile, SweepPlan
+    from stallkit.contract.sweep import HuntFile, SweepFile, SweepPlan
 
 EXIT_INTERRUPTED = 130
 
@@ -103,11 +103,11 @@ def sweep(
     """
     from rich.console import Console
 
-    from kits.cli.common import fail
-    from kits.config import load_kit
-    from kits.plan import DEFAULT_RUNS_DIR, parse_seeds
-    from kits.sweep import build_plan, idle_axes, parse_arms, parse_vary
-    from kits.sweepexec import execute_sweep, existing_plan
+    from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR, parse_seeds
+    from stallkit.kits.cli.common import fail
+    from stallkit.kits.kit import load_kit
+    from stallkit.kits.sweep.execute import execute_sweep, existing_plan
+    from stallkit.kits.sweep.plan import build_plan, idle_axes, parse_arms, parse_vary
 
     console = Console()
     if resume:
@@ -161,10 +161,10 @@ def _same_plan(
 ) -> None:
     """Under --resume, the plan flags given (the command line that made the sweep, say) must
     make the plan saved in `out`; a flag left out takes the saved plan's value."""
-    from kits.cli.common import fail
-    from kits.config import load_kit
-    from kits.plan import parse_seeds
-    from kits.sweep import build_plan, parse_arms, parse_vary
+    from stallkit.kits.ab.plan import parse_seeds
+    from stallkit.kits.cli.common import fail
+    from stallkit.kits.kit import load_kit
+    from stallkit.kits.sweep.plan import build_plan, parse_arms, parse_vary
 
     given = {
         name
@@ -280,9 +280,9 @@ def hunt(
 
     from rich.console import Console
 
-    from kits.config import load_kit
-    from kits.huntexec import HuntOptions, execute_hunt
-    from kits.plan import DEFAULT_RUNS_DIR
+    from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR
+    from stallkit.kits.hunt.execute import HuntOptions, execute_hunt
+    from stallkit.kits.kit import load_kit
 
     console = Console()
     if out is None:

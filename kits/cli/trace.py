@@ -1,7 +1,7 @@
 """`kit trace`: look into a trace, write a run or a kit's workload as one.
 
-Thin: the formats are `contract.trace`'s, the numbers `loadgen.tracestats`', the conversions
-`loadgen.export`'s. Replaying a trace is `[load] trace` in a kit, or `kit load --trace`.
+Thin: the formats are `stallkit.contract.trace`'s, the numbers `stallkit.loadgen.traces.stats`', the conversions
+`stallkit.loadgen.traces.export`'s. Replaying a trace is `[load] trace` in a kit, or `kit load --trace`.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kits.cli.common import fail, help_when_bare, user_errors
+from stallkit.kits.cli.common import fail, help_when_bare, user_errors
 
 if TYPE_CHECKING:
-    from loadgen import TraceStats
+    from stallkit.loadgen import TraceStats
 
 TRACE_HELP = (
     "Traces: mooncake_trace JSONL (AIPerf's: timestamp or delay in ms, input_length, "
@@ -44,8 +44,8 @@ def stats(
     from rich.console import Console
     from rich.table import Table
 
-    from contract.trace import read_trace
-    from loadgen import trace_stats
+    from stallkit.contract.trace import read_trace
+    from stallkit.loadgen import trace_stats
 
     numbers = trace_stats(read_trace(file), block_size)
     if as_json:
@@ -95,10 +95,10 @@ def export(
     unless it was its conversation's last, such as a request a stall held. Replay it with
     stallkit against another engine, or with AIPerf.
     """
-    from contract.files import TURNS_FILE
-    from contract.records import read_records
-    from contract.trace import write_trace
-    from loadgen import mooncake_lines
+    from stallkit.contract.files import TURNS_FILE
+    from stallkit.contract.records import read_records
+    from stallkit.contract.trace import write_trace
+    from stallkit.loadgen import mooncake_lines
 
     if not (run_dir / TURNS_FILE).is_file():
         arms = sorted(p.name for p in run_dir.glob(f"*/{TURNS_FILE}"))
@@ -124,9 +124,9 @@ def generate(
     Replayed with the kit's settings, it gives the kit's own requests: a kit's workload to
     edit, to hand to another tool, or to test trace replay with.
     """
-    from contract.trace import write_trace
-    from kits.config import load_kit
-    from loadgen import workload_calls
+    from stallkit.contract.trace import write_trace
+    from stallkit.kits.kit import load_kit
+    from stallkit.loadgen import workload_calls
 
     overrides = {} if seed is None else {"load.seed": seed}
     load = load_kit(kit, overrides).load

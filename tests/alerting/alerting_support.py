@@ -18,21 +18,21 @@ from typing import Any
 import httpx
 import pytest
 
-from engine import free_port
-from engine.sim.config import Fault, FaultKind, SimConfig
-from engine.sim.core import SimEngine
-from engine.sim.faults import with_fault
-from engine.sim.metrics import SimMetrics
-from engine.sim.trace import prepare
-from engine.simproc import SimLauncher
-from engine.spec import parse_spec
-from monitor.config import MonitorConfig
-from monitor.detector import StallDetector
-from monitor.events import Down, GpuReading, MonitorEvent, Sample
-from monitor.gpu import parse_dcgm
-from monitor.parse import MetricsSnapshot, parse_metrics
-from monitor.rates import snapshot_deltas
-from monitor.timeline import event_record
+from stallkit.engine import free_port
+from stallkit.engine.launch.sim import SimLauncher
+from stallkit.engine.serve.metrics import SimMetrics
+from stallkit.engine.sim.config import Fault, FaultKind, SimConfig
+from stallkit.engine.sim.core import SimEngine
+from stallkit.engine.sim.faults import with_fault
+from stallkit.engine.sim.trace import prepare
+from stallkit.engine.spec import parse_spec
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.detector import StallDetector
+from stallkit.monitor.detect.events import Down, GpuReading, MonitorEvent, Sample
+from stallkit.monitor.live.timeline import event_record
+from stallkit.monitor.signals.gpu import parse_dcgm
+from stallkit.monitor.signals.parse import MetricsSnapshot, parse_metrics
+from stallkit.monitor.signals.rates import snapshot_deltas
 
 INTERVAL_S = 0.1
 STALL_AFTER_S = 1.0

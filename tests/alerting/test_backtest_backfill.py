@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.fleet import (
+from stallkit.contract.fleet import (
     ALERTS_FILE,
     BACKTEST_FILE,
     BACKTEST_HTML,
@@ -28,12 +28,12 @@ from contract.fleet import (
     BacktestFile,
     BacktestStall,
 )
-from contract.jsonl import read_json, read_jsonl
-from monitor.backtestrun import backtest_prometheus
-from monitor.config import MonitorConfig
-from monitor.prometheus import PrometheusClient
-from monitor.promql import SERIES_PER_ENGINE, FleetQuery
-from monitor.promseries import openmetrics_text
+from stallkit.contract.jsonl import read_json, read_jsonl
+from stallkit.monitor.backtest.sources import backtest_prometheus
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.prometheus.client import PrometheusClient
+from stallkit.monitor.prometheus.queries import SERIES_PER_ENGINE, FleetQuery
+from stallkit.monitor.prometheus.series import openmetrics_text
 from tests.alerting.alerting_support import INTERVAL_S, STALL_AFTER_S, Recorded, prometheus, tool
 
 #: an hour ago: inside the default retention, and whole blocks before the head
@@ -73,7 +73,7 @@ def history(
 
 
 def _kit(*args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "kits", "backtest", *args]
+    argv = [sys.executable, "-m", "stallkit", "backtest", *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
@@ -145,7 +145,7 @@ def test_rules_backtest_says_when_each_alert_would_have_fired_beside_the_stalls(
     rng = ["--prometheus", history.prom, "--from", str(T0), "--to", str(T0 + 6), "--out", str(out)]
     assert _kit(*rng, *RULE, "--selector", '{job="vllm"}').returncode == 0
     step = str(INTERVAL_S)
-    argv = [sys.executable, "-m", "kits", "rules", "--backtest", *rng, "--stall-after", "1"]
+    argv = [sys.executable, "-m", "stallkit", "rules", "--backtest", *rng, "--stall-after", "1"]
     argv += ["--scrape-interval", step, "--eval-interval", step, "--gpu-match", "instance"]
     argv += ["--down-after", "1"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
@@ -191,7 +191,7 @@ def test_rules_backtest_of_a_file_serves_it_from_a_prometheus_of_its_own(
     history: History, tmp_path: Path
 ) -> None:
     step = str(INTERVAL_S)
-    argv = [sys.executable, "-m", "kits", "rules", "--backtest", "--from-file"]
+    argv = [sys.executable, "-m", "stallkit", "rules", "--backtest", "--from-file"]
     argv += [str(history.openmetrics), "--out", str(tmp_path), "--stall-after", "1"]
     argv += ["--scrape-interval", step, "--eval-interval", step, "--gpu-match", "instance"]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=90)

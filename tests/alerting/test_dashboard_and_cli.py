@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contract.names import FORK_FAMILIES
-from kits.cli import app
-from monitor.exporter import StallExporter
-from monitor.rules import RECORDED
+from stallkit.contract.names import FORK_FAMILIES
+from stallkit.kits.cli import app
+from stallkit.monitor.on_stall.exporter import StallExporter
+from stallkit.monitor.prometheus.rules import RECORDED
 from tests.alerting.alerting_support import tool
 
 GOLDEN = Path(__file__).parents[1] / "data" / "vllm-0.32-metric-families.txt"

@@ -16,13 +16,20 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from engine.simproc import SimLauncher
-from engine.spec import parse_spec
-from kits.cli import app
-from monitor.events import Down, GpuReading, Sample, StallEnded, StallOngoing, StallStarted
-from monitor.exporter import StallExporter
-from monitor.onstall import OnStallCommand, OnStallRunner
-from monitor.parse import MetricsSnapshot
+from stallkit.engine.launch.sim import SimLauncher
+from stallkit.engine.spec import parse_spec
+from stallkit.kits.cli import app
+from stallkit.monitor.detect.events import (
+    Down,
+    GpuReading,
+    Sample,
+    StallEnded,
+    StallOngoing,
+    StallStarted,
+)
+from stallkit.monitor.on_stall.command import OnStallCommand, OnStallRunner
+from stallkit.monitor.on_stall.exporter import StallExporter
+from stallkit.monitor.signals.parse import MetricsSnapshot
 from tests.alerting.alerting_support import streaming_load
 from tests.support import kit, one_error_line
 
@@ -158,7 +165,7 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
         url = launcher.url
         async with streaming_load(url, 2, max_tokens=50_000):
             out = tmp_path / "mon"
-            argv = ["-m", "kits", "monitor", url, "--out", str(out), "--interval", "0.1"]
+            argv = ["-m", "stallkit", "monitor", url, "--out", str(out), "--interval", "0.1"]
             argv += ["--stall-after", "0.5", "--gpu-source", f"dcgm:{url}/dcgm/metrics"]
             argv += ["--duration", "60", "--no-dashboard", "--metrics-port", "0"]
             argv += ["--on-stall", f"{sys.executable} -c {ENV_DUMP!r}"]

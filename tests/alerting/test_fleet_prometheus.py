@@ -21,11 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.fleet import FLEET_FILE, fleet_adapter
-from monitor.config import MonitorConfig
-from monitor.fleetsession import run_fleet
-from monitor.prometheus import PrometheusClient
-from monitor.promql import FleetQuery
+from stallkit.contract.fleet import FLEET_FILE, fleet_adapter
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.fleet.session import run_fleet
+from stallkit.monitor.prometheus.client import PrometheusClient
+from stallkit.monitor.prometheus.queries import FleetQuery
 from tests.alerting.alerting_support import prometheus, sim_process, tool
 
 SCALE = 10.0
@@ -174,7 +174,7 @@ def test_kit_monitor_prometheus_exits_3_on_a_stall_with_the_engines_labels(
     fleet: Fleet, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "kits", "monitor", "--prometheus", fleet.prom]
+    argv = [sys.executable, "-m", "stallkit", "monitor", "--prometheus", fleet.prom]
     argv += ["--selector", '{job="vllm"}', "--interval", "0.4", "--stall-after", "1"]
     argv += ["--gpu-window", "0", "--duration", "20", "--no-dashboard", "--exit-on-stall"]
     argv += ["--out", str(out), "--on-stall", "env"]

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from contract.timeline import SampleLine
-from engine.simproc import SimLauncher
-from engine.spec import parse_spec
-from monitor.config import MonitorConfig
-from monitor.events import StallStarted
-from monitor.forensics import (
+from stallkit.contract.timeline import SampleLine
+from stallkit.engine.launch.sim import SimLauncher
+from stallkit.engine.spec import parse_spec
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import StallStarted
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.on_stall.forensics import (
     PTRACE_HINT,
     EngineTarget,
     ForensicsCollector,
@@ -26,15 +27,14 @@ from monitor.forensics import (
     hot_leaves,
     hottest_frames,
 )
-from monitor.gpu import gpu_source
-from monitor.parse import MetricsSnapshot
-from monitor.watch import watch
+from stallkit.monitor.signals.gpu import gpu_source
+from stallkit.monitor.signals.parse import MetricsSnapshot
 from tests.alerting.alerting_support import streaming_load
 
 REPO = Path(__file__).parents[2]
 
 SPIN = (
-    "from engine.sim.trace import prepare\n"
+    "from stallkit.engine.sim.trace import prepare\n"
     "engine, now = prepare('base', 'full-slots')\n"
     "print('spinning', flush=True)\n"
     "while True:\n"
@@ -70,13 +70,13 @@ def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path
     dump = (out / "stacks" / f"{proc.pid}-dump.txt").read_text()
     assert f"Process {proc.pid}" in dump and "MainThread" in dump, dump
     top = " | ".join(manifest["top_frames"])
-    assert "(engine/sim/scheduler.py:" in top and ("step (" in top or "_step (" in top), top
+    assert "engine/sim/scheduler.py:" in top and ("step (" in top or "_step (" in top), top
     assert f"stacks/{proc.pid}.folded" in manifest["files"]
     # the step's work is spread over the scheduler and its two passes: any of them may be the
     # hottest leaf of a given recording
-    step_modules = ("scheduler.py", "admission.py", "running.py")
+    step_modules = ("sim/scheduler.py", "sim/admission.py", "sim/running.py", "policy/controller.py")
     leaves = manifest["hot_leaves"][:3]
-    assert any(f"(engine/sim/{m})" in leaf for leaf in leaves for m in step_modules), leaves
+    assert any(f"engine/{m})" in leaf for leaf in leaves for m in step_modules), leaves
 
 
 async def test_bundle_of_a_frozen_sim_arm(tmp_path: Path) -> None:

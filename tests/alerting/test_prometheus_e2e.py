@@ -15,13 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.sim.config import FaultKind
-from engine.sim.faults import PLAYS
-from monitor.config import MonitorConfig
-from monitor.events import StallStarted
-from monitor.gpu import gpu_source
-from monitor.rules import RulesSettings, rules_yaml
-from monitor.watch import watch
+from stallkit.engine.sim.config import FaultKind
+from stallkit.engine.sim.faults import PLAYS
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import StallStarted
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.prometheus.rules import RulesSettings, rules_yaml
+from stallkit.monitor.signals.gpu import gpu_source
 from tests.alerting.alerting_support import prometheus, sim_process, streaming_load, tool
 
 SCRAPE_S = 0.2

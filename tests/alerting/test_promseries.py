@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitor.promseries import input_series
+from stallkit.monitor.prometheus.series import input_series
 
 
 def _sample(t: float, gen: float, running: int = 1, **extra: object) -> dict[str, object]:

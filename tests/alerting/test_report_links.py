@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reports.ab import load_ab
-from reports.ab_markdown import to_markdown
+from stallkit.reports.ab_figures import load_ab
+from stallkit.reports.ab_markdown import to_markdown
 
 
 def _arm(root: Path, name: str, bundles: dict[str, dict[str, object]]) -> None:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from contract.timeline import STALL_KINDS
-from monitor.promseries import input_series
-from monitor.rules import RulesSettings, rules_document, rules_yaml
+from stallkit.contract.timeline import STALL_KINDS
+from stallkit.monitor.prometheus.rules import RulesSettings, rules_document, rules_yaml
+from stallkit.monitor.prometheus.series import input_series
 from tests.alerting.alerting_support import INTERVAL_S, STALL_AFTER_S, Recorded, tool
 
 STEP_MS = round(INTERVAL_S * 1000)
@@ -250,8 +250,8 @@ def test_a_stopped_core_with_blocked_gauges_is_frozen_and_a_stepping_one_blocked
 
 
 def test_the_rules_check_the_kinds_in_the_detectors_order() -> None:
-    from monitor.detector import SIGNATURES
-    from monitor.rules import kind_conditions
+    from stallkit.monitor.detect.detector import SIGNATURES
+    from stallkit.monitor.prometheus.rules import kind_conditions
 
     assert tuple(k for k, _ in SIGNATURES) == STALL_KINDS
     assert tuple(kind_conditions(SETTINGS)) == STALL_KINDS

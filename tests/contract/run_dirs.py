@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from contract.ab import ABFile
-from contract.files import (
+from stallkit.contract.ab import ABFile
+from stallkit.contract.files import (
     AB_FILE,
     FORENSICS_INPUTS_FILE,
     KIT_FILE,
@@ -25,14 +25,14 @@ from contract.files import (
     TIMELINE_FILE,
     TURNS_FILE,
 )
-from contract.forensics import MANIFEST_FILE, BundleManifest
-from contract.jsonl import read_json, read_jsonl
-from contract.kitfile import KitFile
-from contract.meta import ArmMeta
-from contract.records import TurnRecord
-from contract.simstate import SIM_STATE_FILE, SimState
-from contract.summary import LoadSummary
-from contract.timeline import timeline_adapter
+from stallkit.contract.forensics import MANIFEST_FILE, BundleManifest
+from stallkit.contract.jsonl import read_json, read_jsonl
+from stallkit.contract.kitfile import KitFile
+from stallkit.contract.meta import ArmMeta
+from stallkit.contract.records import TurnRecord
+from stallkit.contract.scheduler_state import SIM_STATE_FILE, SimState
+from stallkit.contract.summary import LoadSummary
+from stallkit.contract.timeline import timeline_adapter
 
 JSON_MODELS: dict[str, type[BaseModel]] = {
     META_FILE: ArmMeta,

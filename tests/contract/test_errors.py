@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from contract.errors import StallkitError, validation_message
-from engine.errors import EngineError
-from engine.sim.core import SimRequestError
-from kits.errors import USER_ERRORS, KitError
-from loadgen.errors import LoadError
-from monitor.errors import MonitorError
-from reports.errors import ReportError
+from stallkit.contract.errors import StallkitError, validation_message
+from stallkit.engine.errors import EngineError
+from stallkit.engine.sim.core import SimRequestError
+from stallkit.kits.errors import USER_ERRORS, KitError
+from stallkit.loadgen.errors import LoadError
+from stallkit.monitor.errors import MonitorError
+from stallkit.reports.errors import ReportError
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("contract", "engine", "loadgen", "monitor", "kits", "reports")
@@ -103,6 +103,6 @@ def test_no_role_defines_its_own_root_exception() -> None:
     assert roots == [
         "contract/errors.py:StallkitError",
         "engine/image/entrypoint.py:ProfileError",
-        "engine/patched/config.py:PatchedConfigError",
+        "engine/vllm_plugin/config.py:PatchedConfigError",
         "loadgen/tokens.py:TokenizeFailed",
     ], roots

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.faces import face_table
+from stallkit.contract.faces import face_table
 
 REPO = Path(__file__).resolve().parents[2]
 FACES = ("contract", "engine", "loadgen", "monitor", "reports")
@@ -31,7 +31,7 @@ def _table(package: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("package", FACES)
 def test_every_public_name_resolves_to_its_modules_object(package: str) -> None:
-    face = importlib.import_module(package)
+    face = importlib.import_module(f"stallkit.{package}")
     table = _table(package)
     assert face.__all__ == sorted(table)
     for name, module in table.items():
@@ -46,7 +46,7 @@ def test_every_public_name_resolves_to_its_modules_object(package: str) -> None:
 def test_no_public_name_is_also_a_module_of_its_package(package: str) -> None:
     # importing the module `package.name` would set the package's attribute to the module,
     # so `from package import name` would give the module or the object by import order
-    face = importlib.import_module(package)
+    face = importlib.import_module(f"stallkit.{package}")
     modules = {m.name for m in pkgutil.iter_modules([str(REPO / package)])}
     assert not set(face.__all__) & modules
 
@@ -54,9 +54,10 @@ def test_no_public_name_is_also_a_module_of_its_package(package: str) -> None:
 def test_importing_the_packages_imports_none_of_their_modules() -> None:
     code = (
         "import sys\n"
-        f"for p in {FACES!r}: __import__(p)\n"
-        "ours = sorted(m for m in sys.modules if m.split('.')[0] in "
-        f"{FACES!r} and m not in {FACES!r} and m != 'contract.faces')\n"
+        f"for p in {FACES!r}: __import__('stallkit.' + p)\n"
+        f"faces = {['stallkit.' + p for p in FACES]!r}\n"
+        "ours = sorted(m for m in sys.modules if m.startswith('stallkit.') and m not in faces "
+        "and m != 'stallkit.contract.faces')\n"
         f"heavy = sorted(m for m in {HEAVY!r} if m in sys.modules)\n"
         "print(ours, heavy)"
     )
@@ -69,8 +70,8 @@ def test_importing_the_packages_imports_none_of_their_modules() -> None:
 
 def test_a_name_imported_from_a_face_is_the_modules_object() -> None:
     code = (
-        "from engine import DockerLauncher\nimport engine.docker as d\n"
-        "from monitor import GpuReader, gpu_source\nimport monitor.gpu as g\n"
+        "from stallkit.engine import DockerLauncher\nimport stallkit.engine.launch.docker as d\n"
+        "from stallkit.monitor import GpuReader, gpu_source\nimport stallkit.monitor.signals.gpu as g\n"
         "print(DockerLauncher is d.DockerLauncher, gpu_source is g.gpu_source)"
     )
     done = subprocess.run(
@@ -112,3 +113,16 @@ def test_a_face_refuses_a_name_mypy_would_not_export_or_two_of_one(block: str, s
     with pytest.raises(ImportError, match="no `if TYPE_CHECKING:` imports"):
         face_table("m", "import typing\n")
     assert face_table("m", "if typing.TYPE_CHECKING:\n    from m.a import B as B\n") == {"B": "m.a"}
+
+
+@pytest.mark.parametrize("package", [*FACES, "kits"])
+def test_a_role_imported_by_its_bare_name_is_refused_with_the_one_name(package: str) -> None:
+    # from a checkout's root `engine/` is on the path too: a second copy of every module
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {package}"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert f"ImportError: stallkit's '{package}' package imports as 'stallkit.{package}'" in (
+        done.stderr
+    )

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from contract.gpu import SPEC_HINT, GpuSource, GpuSourceError, parse
-from engine.attach import AttachLauncher
-from engine.spec import parse_spec
-from kits.config import KitMonitor, load_kit
-from kits.errors import KitError
+from stallkit.contract.gpu import SPEC_HINT, GpuSource, GpuSourceError, parse
+from stallkit.engine.launch.attach import AttachLauncher
+from stallkit.engine.spec import parse_spec
+from stallkit.kits.errors import KitError
+from stallkit.kits.kit import KitMonitor, load_kit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,7 +115,7 @@ def test_an_attached_engine_takes_the_kits_source_or_none() -> None:
 @pytest.mark.parametrize("bad", ["nvml:", "dcgm:ftp://x"])
 def test_kit_monitor_rejects_a_bad_gpu_source_in_one_line(bad: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "kits", "monitor", "http://127.0.0.1:9", "--gpu-source", bad],
+        [sys.executable, "-m", "stallkit", "monitor", "http://127.0.0.1:9", "--gpu-source", bad],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contract.errors import RunFileError, StallkitError
-from contract.jsonl import JsonlWriter, append_jsonl, read_json, read_jsonl, write_json
-from contract.meta import ArmMeta
-from contract.records import TurnRecord, read_records
-from contract.timeline import GpuLine, SampleLine, StallStartedLine, timeline_adapter
-from kits.cli import app
+from stallkit.contract.errors import RunFileError, StallkitError
+from stallkit.contract.jsonl import JsonlWriter, append_jsonl, read_json, read_jsonl, write_json
+from stallkit.contract.meta import ArmMeta
+from stallkit.contract.records import TurnRecord, read_records
+from stallkit.contract.timeline import GpuLine, SampleLine, StallStartedLine, timeline_adapter
+from stallkit.kits.cli import app
 
 
 def _record(agent: int) -> TurnRecord:

@@ -29,30 +29,30 @@ KNOWN_REPORTS_IMPORTS: set[str] = set()
 FACES = ("engine", "loadgen", "monitor", "reports")
 #: kits module -> role modules it imports past the face, with why
 KITS_INTERNAL_IMPORTS: dict[str, dict[str, str]] = {
-    "kits.run": {
+    "stallkit.kits.arm.wall": {
         # a face cannot carry a name that is also a module of its package
-        "monitor.watch": "the watch loop, `monitor.watch.watch`",
-        "loadgen.preflight": "the preflight check, `loadgen.preflight.preflight`",
+        "stallkit.monitor.live.watch": "the watch loop, `stallkit.monitor.live.watch.watch`",
+        "stallkit.loadgen.preflight": "the preflight check, `stallkit.loadgen.preflight.preflight`",
     },
     # the command line is held to the faces too
-    "kits.cli.load": {
-        "loadgen.preflight": "the preflight check, `loadgen.preflight.preflight`",
-        "loadgen.loop": "the agents' event loop (uvloop or asyncio), `loadgen.loop.run`",
+    "stallkit.kits.cli.load": {
+        "stallkit.loadgen.preflight": "the preflight check, `stallkit.loadgen.preflight.preflight`",
+        "stallkit.loadgen.http.loop": "the agents' event loop (uvloop or asyncio), `stallkit.loadgen.http.loop.run`",
     },
-    "kits.cli.sim": {
-        "engine.sim.__main__": "`kit sim serve` is `python -m engine.sim`'s own command line",
-        "engine.sim.options": "`kit sim serve` declares its flags from the served options",
-        "engine.sim.trace": "`kit sim trace` is the simulator's regression trace",
+    "stallkit.kits.cli.sim": {
+        "stallkit.engine.serve.__main__": "`kit sim serve` is `python -m stallkit.engine.serve`'s own command line",
+        "stallkit.engine.serve.options": "`kit sim serve` declares its flags from the served options",
+        "stallkit.engine.sim.trace": "`kit sim trace` is the simulator's regression trace",
     },
-    "kits.cli.engine": {
-        "engine.image.recipe": "`kit engine image` builds the engine image by its recipe",
-        "engine.image.stock": "`kit engine image --stock`: the recipe over a stock vLLM image",
+    "stallkit.kits.cli.engine": {
+        "stallkit.engine.image.recipe": "`kit engine image` builds the engine image by its recipe",
+        "stallkit.engine.image.stock": "`kit engine image --stock`: the recipe over a stock vLLM image",
     },
 }
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    parts = ["stallkit", *path.relative_to(REPO).with_suffix("").parts]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -131,7 +131,8 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 
 def _top(module: str) -> str:
-    return module.split(".")[0]
+    """The role a module belongs to: `stallkit.engine.sim.core` -> `engine`."""
+    return module.split(".")[1]
 
 
 def test_the_cycle_finder_finds_cycles() -> None:
@@ -142,9 +143,13 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 def test_the_graph_sees_lazy_and_relative_imports() -> None:
     graph = import_graph()
-    assert "engine.sim.scheduler" in graph["engine.sim.core"]
-    assert "kits.ab" in graph["kits.cli.run"]  # imported inside a function
-    assert "engine.sim.api" in graph["engine.sim.app"]  # `from engine.sim import api`
+    assert "stallkit.engine.sim.scheduler" in graph["stallkit.engine.sim.core"]
+    assert (
+        "stallkit.kits.ab.execute" in graph["stallkit.kits.cli.run"]
+    )  # imported inside a function
+    assert (
+        "stallkit.engine.serve.api" in graph["stallkit.engine.serve.app"]
+    )  # `from stallkit.engine.sim import api`
 
 
 def test_no_import_cycle_between_modules() -> None:
@@ -183,12 +188,14 @@ def test_reports_imports_only_the_contract_and_itself() -> None:
 
 
 def _is_cli(module: str) -> bool:
-    return module == "kits.cli" or module.startswith("kits.cli.")
+    return module == "stallkit.kits.cli" or module.startswith("stallkit.kits.cli.")
 
 
 def test_the_orchestration_and_its_command_line_import_role_fronts_only() -> None:
     graph = import_graph()
-    assert "loadgen.preflight" in graph["kits.cli.load"]  # the rule sees the CLI's imports
+    assert (
+        "stallkit.loadgen.preflight" in graph["stallkit.kits.cli.load"]
+    )  # the rule sees the CLI's imports
     wrong = []
     for module, targets in graph.items():
         if _top(module) != "kits":
@@ -197,7 +204,9 @@ def test_the_orchestration_and_its_command_line_import_role_fronts_only() -> Non
         wrong += [
             f"{module} -> {target}"
             for target in sorted(targets)
-            if _top(target) in FACES and target != _top(target) and target not in allowed
+            if _top(target) in FACES
+            and target != f"stallkit.{_top(target)}"
+            and target not in allowed
         ]
     assert wrong == [], wrong
     # the allowlist holds only what is still imported
@@ -212,22 +221,29 @@ def test_the_orchestration_and_its_command_line_import_role_fronts_only() -> Non
 
 def test_only_the_cli_and_the_entry_point_import_the_cli() -> None:
     graph = import_graph()
-    assert "kits.cli.common" in graph["kits.cli.load"]  # the rule below sees CLI imports
+    assert (
+        "stallkit.kits.cli.common" in graph["stallkit.kits.cli.load"]
+    )  # the rule below sees CLI imports
     wrong = [
         f"{module} -> {target}"
         for module, targets in graph.items()
         for target in targets
-        if _is_cli(target) and not _is_cli(module) and module != "kits.__main__"
+        if _is_cli(target) and not _is_cli(module)
     ]
     assert wrong == [], wrong
-    assert "kits.cli" in graph["kits.__main__"]
+    # `python -m stallkit` (outside the role folders) is the other way in
+    entry = ast.parse((REPO / "stallkit" / "__main__.py").read_text(encoding="utf-8"))
+    assert any(
+        isinstance(node, ast.ImportFrom) and node.module == "stallkit.kits.cli"
+        for node in ast.walk(entry)
+    )
 
 
 #: the commands that wrap one role: the CLI's own modules, the contract and that role only
 SINGLE_ROLE_COMMANDS = {
-    "kits.cli.load": "loadgen",
-    "kits.cli.sim": "engine",
-    "kits.cli.engine": "engine",
+    "stallkit.kits.cli.load": "loadgen",
+    "stallkit.kits.cli.sim": "engine",
+    "stallkit.kits.cli.engine": "engine",
 }
 
 
@@ -240,7 +256,7 @@ def test_single_role_commands_touch_no_orchestration() -> None:
         if not _is_cli(target) and _top(target) not in (role, "contract")
     ]
     assert wrong == [], wrong
-    assert "loadgen" in graph["kits.cli.load"]
+    assert "stallkit.loadgen" in graph["stallkit.kits.cli.load"]
 
 
 #: runtime dependencies no module imports, with why they are declared
@@ -268,7 +284,7 @@ def _third_party_distributions() -> set[str]:
     installed = packages_distributions()
     return {
         _dist(dist)
-        for top in tops - set(sys.stdlib_module_names) - set(PACKAGES)
+        for top in tops - set(sys.stdlib_module_names) - {*PACKAGES, "stallkit"}
         for dist in installed.get(top, [])
     }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from contract.meta import ArmMeta, EngineCapabilities
+from stallkit.contract.meta import ArmMeta, EngineCapabilities
 
 OLD_META = {"arm": "base", "spec": "patched:base", "kind": "patched", "end_reason": "duration"}
 

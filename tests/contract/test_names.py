@@ -3,7 +3,7 @@
 No package source spells a `vllm:`, `stallkit_` or `DCGM_` family in a string literal outside
 `contract/names.py` (read with `ast`; docstrings are prose and do not count), the names hold
 against the golden list of a real vLLM 0.32, the alert rules and the exporter name the same
-constants, and `contract.names` imports nothing but the standard library (vLLM's engine-core
+constants, and `stallkit.contract.names` imports nothing but the standard library (vLLM's engine-core
 process imports it through the patched scheduler).
 """
 
@@ -15,9 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from contract import names
-from monitor.exporter import StallExporter
-from monitor.rules import RulesSettings, rules_document
+from stallkit.contract import names
+from stallkit.monitor.on_stall.exporter import StallExporter
+from stallkit.monitor.prometheus.rules import RulesSettings, rules_document
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("contract", "engine", "loadgen", "monitor", "kits", "reports")
@@ -63,7 +63,7 @@ def test_the_scan_finds_names_in_literals_and_f_strings() -> None:
     assert sorted(int(f.split(":")[1]) for f in found) == [2, 3, 4, 5]
     assert family_literals('H = "write vllm:MODEL_DIR or sim:/vllm: specs"\n', "m.py") == []
     assert family_literals('P = "vllm:"\n', "engine/spec.py") == []
-    assert family_literals('P = "vllm:"\n', "monitor/parse.py") != []
+    assert family_literals('P = "vllm:"\n', "monitor/signals/parse.py") != []
 
 
 def test_no_family_name_is_spelled_outside_contract_names() -> None:
@@ -111,9 +111,9 @@ def test_the_rules_and_the_exporter_name_the_shared_constants() -> None:
 
 def test_contract_names_imports_the_standard_library_only() -> None:
     code = (
-        "import sys, contract.names\n"
-        "ours = sorted(m for m in sys.modules if m.split('.')[0] in "
-        f"{PACKAGES!r} and m not in ('contract', 'contract.faces', 'contract.names'))\n"
+        "import sys, stallkit.contract.names\n"
+        "ours = sorted(m for m in sys.modules if m.startswith('stallkit.') and m not in "
+        "('stallkit.contract', 'stallkit.contract.faces', 'stallkit.contract.names'))\n"
         "heavy = sorted(m for m in ('pydantic', 'httpx', 'rich', 'prometheus_client') "
         "if m in sys.modules)\n"
         "print(ours, heavy)"

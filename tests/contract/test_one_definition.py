@@ -21,7 +21,7 @@ HOMES = {
     "EngineKind": "contract/meta.py",
     "Clock": "contract/meta.py",
     "EngineCapabilities": "contract/meta.py",
-    "Policy": "engine/sim/controller.py",
+    "Policy": "engine/policy/controller.py",
 }
 
 

@@ -18,21 +18,26 @@ import jsonschema
 import pytest
 from pydantic import TypeAdapter
 
-from contract.ab import ABFile
-from contract.jsonl import read_json, read_jsonl
-from contract.meta import ArmMeta
-from contract.records import read_records
-from contract.schema import run_dir_schemas, schema_file_name
-from contract.summary import LoadSummary, summarize
-from contract.timeline import SampleLine, StallStartedLine, StopRequestedLine, timeline_adapter
-from engine.simproc import SimLauncher
-from engine.spec import parse_spec
-from monitor.events import StallStarted
-from monitor.forensics import EngineTarget, ForensicsCollector
-from monitor.onstall import OnStallCommand, OnStallRunner
-from monitor.parse import MetricsSnapshot
-from reports.rundir import read_timeline
-from reports.write import write_reports
+from stallkit.contract.ab import ABFile
+from stallkit.contract.jsonl import read_json, read_jsonl
+from stallkit.contract.meta import ArmMeta
+from stallkit.contract.records import read_records
+from stallkit.contract.schema import run_dir_schemas, schema_file_name
+from stallkit.contract.summary import LoadSummary, summarize
+from stallkit.contract.timeline import (
+    SampleLine,
+    StallStartedLine,
+    StopRequestedLine,
+    timeline_adapter,
+)
+from stallkit.engine.launch.sim import SimLauncher
+from stallkit.engine.spec import parse_spec
+from stallkit.monitor.detect.events import StallStarted
+from stallkit.monitor.on_stall.command import OnStallCommand, OnStallRunner
+from stallkit.monitor.on_stall.forensics import EngineTarget, ForensicsCollector
+from stallkit.monitor.signals.parse import MetricsSnapshot
+from stallkit.reports.rundir import read_timeline
+from stallkit.reports.write import write_reports
 from tests.contract.run_dirs import validate_run_dir
 from tests.support import kit
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import jsonschema
 
-from contract.schema import run_dir_schemas, schema_file_name, schema_text
+from stallkit.contract.schema import run_dir_schemas, schema_file_name, schema_text
 from tests.support import kit
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from contract.trace import MooncakeLine, SessionCall, TraceError, read_trace, write_trace
+from stallkit.contract.trace import MooncakeLine, SessionCall, TraceError, read_trace, write_trace
 
 
 def _file(tmp_path: Path, *lines: str) -> Path:

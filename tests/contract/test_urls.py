@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contract.urls import url_problem
-from engine.errors import EngineError
-from engine.spec import parse_spec
+from stallkit.contract.urls import url_problem
+from stallkit.engine.errors import EngineError
+from stallkit.engine.spec import parse_spec
 from tests.support import kit
 
 

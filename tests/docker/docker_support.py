@@ -73,9 +73,9 @@ def write_kit(
     """The restore-stall kit for image arms here: host network, no GPUs, 120x, an hour."""
     import tomllib
 
-    from engine.simproc import dump_toml
+    from stallkit.engine.launch.sim import dump_toml
 
-    data = tomllib.loads((REPO / "kits" / "kits" / "restore-stall.toml").read_text())
+    data = tomllib.loads((REPO / "kits" / "shipped" / "restore-stall.toml").read_text())
     data["name"] = "docker-test"
     data["engine"].update(
         gpus=[], network="host", time_scale=time_scale, startup_timeout_s=120.0, shm_size=""
@@ -105,7 +105,7 @@ def run_kit(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[s
     """`kit ARGS` as a child; on a timeout it gets SIGTERM (and time to stop its engines)
     before it is killed, so a hung run does not leave containers behind."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kits", *args],
+        [sys.executable, "-m", "stallkit", *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

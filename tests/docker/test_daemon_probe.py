@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.daemon import probe_daemon
-from kits.ab import Plan
-from kits.errors import KitError
+from stallkit.engine.launch.daemon import probe_daemon
+from stallkit.kits.ab.execute import Plan
+from stallkit.kits.errors import KitError
 from tests.docker.docker_support import DockerHosts
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300)]

@@ -31,7 +31,7 @@ from tests.docker.docker_support import (
 # the first docker test also waits for the session's image build (minutes without a cache)
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
 
-OVERLAY_DEST = "/opt/stallkit/engine"
+OVERLAY_DEST = "/opt/stallkit/stallkit/engine"
 
 
 def _kit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -142,7 +142,7 @@ def test_interrupted_run_leaves_no_container(
         [
             sys.executable,
             "-m",
-            "kits",
+            "stallkit",
             "run",
             "--kit",
             str(kit),

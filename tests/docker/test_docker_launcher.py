@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.docker import DockerLauncher, DockerOptions
-from engine.errors import EngineError
-from engine.launcher import free_port
-from engine.spec import parse_spec
+from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.base import free_port
+from stallkit.engine.launch.docker import DockerLauncher, DockerOptions
+from stallkit.engine.spec import parse_spec
 from tests.docker.docker_support import REPO, DockerHosts, Images, ours
 
 # the first docker test also waits for the session's image build (minutes without a cache)
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
 
 def _profile() -> dict[str, str]:
     """The restore-stall kit's env profile, as the fork's images take it."""
-    kit = tomllib.loads((REPO / "kits" / "kits" / "restore-stall.toml").read_text())
+    kit = tomllib.loads((REPO / "kits" / "shipped" / "restore-stall.toml").read_text())
     env: dict[str, str] = kit["engine"]["env"]
     return env
 

@@ -1,7 +1,7 @@
 """The patched scheduler plugin inside a stock vLLM image, in real containers on a private daemon.
 
 `kit ab --kit cpu-patched-docker --base IMAGE --fix IMAGE --overlay CHECKOUT/engine:/opt/
-stallkit/engine --overlay CHECKOUT/contract:/opt/stallkit/contract`: both arms run one image
+stallkit/engine --overlay CHECKOUT/contract:/opt/stallkit/stallkit/contract`: both arms run one image
 whose entrypoint is vLLM's own OpenAI server and which carries vLLM for CPU but not stallkit;
 the plugin (`engine/`, and the shared names it exports its metrics under, `contract/`) reaches
 it only through the overlays and PYTHONPATH, the tiny model through a read-only mount, and the arms differ only in the policy.
@@ -9,7 +9,7 @@ Base must livelock and read `spinning` through the container's /metrics (the plu
 counter, made in the engine-core process inside the container, so proof that the plugin ran
 there), and be stopped by the monitor; fix must run clean; no container may be left.
 
-The image: a registry is out of reach, so `engine.image.stock` builds a stand-in offline, the
+The image: a registry is out of reach, so `stallkit.engine.image.stock` builds a stand-in offline, the
 engine image's Debian root file system plus this Python, with this test's virtual environment
 (vLLM and its requirements, 2.5 GB) bind-mounted read-only at its own path instead of baked
 in. Measured side by side here: the image with the mount builds in about 8-10 s; streaming the
@@ -30,16 +30,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.docker import parse_cpu_stat
-from kits.config import load_kit
+from stallkit.engine.launch.docker import parse_cpu_stat
+from stallkit.kits.kit import load_kit
 from tests.docker.docker_support import REPO, DockerHosts, StockImage, ours, run_kit
 
 pytestmark = [pytest.mark.docker, pytest.mark.vllm, pytest.mark.slow]
 
 #: the plugin's packages, where PYTHONPATH=/opt/stallkit finds them (as in the nightly job)
 OVERLAYS = (
-    f"{REPO / 'engine'}:/opt/stallkit/engine",
-    f"{REPO / 'contract'}:/opt/stallkit/contract",
+    f"{REPO / 'engine'}:/opt/stallkit/stallkit/engine",
+    f"{REPO / 'contract'}:/opt/stallkit/stallkit/contract",
 )
 #: as the local cpu-patched test: base livelocks within seconds of the load's start
 DURATION_S = 40
@@ -61,25 +61,33 @@ def _python_in(image: StockImage, host: str, code: str, *mounts: str) -> subproc
 def test_the_image_carries_vllm_and_not_stallkit(
     docker_hosts: DockerHosts, stock_vllm_image: StockImage
 ) -> None:
-    project = ("kits", "engine", "contract", "loadgen", "monitor", "reports")
+    roles = ("kits", "engine", "contract", "loadgen", "monitor", "reports")
+    project = ("stallkit", *(f"stallkit.{r}" for r in roles))
     code = (
         "import importlib.util as u, json\n"
-        f"print(json.dumps({{m: bool(u.find_spec(m)) for m in ('vllm', *{project!r})}}))\n"
+        "def has(m):\n"
+        "    try:\n"
+        "        return bool(u.find_spec(m))\n"
+        "    except ModuleNotFoundError:\n"
+        "        return False\n"
+        f"print(json.dumps({{m: has(m) for m in ('vllm', *{project!r})}}))\n"
     )
     bare = _python_in(stock_vllm_image, docker_hosts.a, code)
-    # what vLLM's engine core imports by name, from the overlays alone
+    # what vLLM's engine core imports by name, from the overlays alone (`stallkit` is then a
+    # namespace package of the two folders)
     loads = (
-        "import sys, engine.patched.scheduler as s; print(s.__file__)\n"
-        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(project)!r})))\n"
+        "import sys, stallkit.engine.vllm_plugin.scheduler as s; print(s.__file__)\n"
+        "print(json.dumps(sorted({m.split('.')[1] for m in sys.modules "
+        "if m.startswith('stallkit.')})))\n"
     )
     overlaid = _python_in(stock_vllm_image, docker_hosts.a, code + loads, *OVERLAYS)
     out_bare, out_overlaid = bare.communicate(timeout=120)[0], overlaid.communicate(timeout=180)[0]
     nothing = dict.fromkeys(project, False)
     assert json.loads(out_bare.splitlines()[-1]) == {"vllm": True, **nothing}, out_bare[-2000:]
     found, where, loaded = out_overlaid.splitlines()[-3:]
-    both = {"engine": True, "contract": True}
+    both = {"stallkit": True, "stallkit.engine": True, "stallkit.contract": True}
     assert json.loads(found) == {"vllm": True, **nothing, **both}, out_overlaid[-2000:]
-    assert where == "/opt/stallkit/engine/patched/scheduler.py"
+    assert where == "/opt/stallkit/stallkit/engine/vllm_plugin/scheduler.py"
     assert json.loads(loaded) == ["contract", "engine"]
     assert ours(docker_hosts.a) == []
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.calibration import (
+from stallkit.engine.errors import EngineError
+from stallkit.engine.sim.config import CostModel
+from stallkit.engine.twin.calibration import (
     COEFFICIENTS,
     Calibration,
     CostSample,
@@ -18,8 +20,6 @@ from engine.calibration import (
     shipped_calibrations,
     step_features,
 )
-from engine.errors import EngineError
-from engine.sim.config import CostModel
 
 TRUE = CostModel(
     step_overhead_s=0.003,

@@ -18,18 +18,25 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.conformance import (
+from stallkit.engine.conformance.fetch import cached_tests, release_of, write_offline_hub
+from stallkit.engine.conformance.junit import (
+    Comparison,
+    TestOutcome,
+    compare,
+    counts,
+    explain,
+    parse_junit,
+)
+from stallkit.engine.conformance.run import (
     DEFAULT_CONFIG,
     ConformanceReport,
     RunSummary,
     SchedulersBuilt,
     parse_additional_config,
 )
-from engine.conformance_fetch import cached_tests, release_of, write_offline_hub
-from engine.conformance_junit import Comparison, TestOutcome, compare, counts, explain, parse_junit
-from engine.conformance_pytest import conftest_blockers
-from engine.conformance_view import conformance_lines
-from engine.errors import EngineError
+from stallkit.engine.conformance.runs import conftest_blockers
+from stallkit.engine.conformance.table import conformance_lines
+from stallkit.engine.errors import EngineError
 from tests.support import kit
 
 STOCK = """<?xml version="1.0" encoding="utf-8"?>

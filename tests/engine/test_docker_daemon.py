@@ -11,14 +11,14 @@ import json
 
 import pytest
 
-from engine.daemon import (
+from stallkit.engine.launch.daemon import (
     DaemonFacts,
     daemon_problems,
     needs_bridge,
     parse_networks,
     parse_runtimes,
 )
-from engine.docker import docker_error_line
+from stallkit.engine.launch.docker import docker_error_line
 
 NO_GPU = (
     'docker: Error response from daemon: could not select device driver "" with '

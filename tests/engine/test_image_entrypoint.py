@@ -8,20 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.image.entrypoint import (
-    SIM_CONFIG_PATH,
-    ProfileError,
-    engine_command,
-    main,
-)
-from engine.image.recipe import apt_mirror, stage_package
-from engine.sim.config import SimConfig
+from stallkit.engine.image.entrypoint import SIM_CONFIG_PATH, ProfileError, engine_command, main
+from stallkit.engine.image.recipe import apt_mirror, stage_package
+from stallkit.engine.sim.config import SimConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _restore_stall_env() -> dict[str, str]:
-    kit = tomllib.loads((REPO / "kits" / "kits" / "restore-stall.toml").read_text())
+    kit = tomllib.loads((REPO / "kits" / "shipped" / "restore-stall.toml").read_text())
     env: dict[str, str] = kit["engine"]["env"]
     return env
 
@@ -29,7 +24,7 @@ def _restore_stall_env() -> dict[str, str]:
 def test_restore_stall_profile_gives_the_simulators_restore_stall_sizes() -> None:
     cmd = engine_command(_restore_stall_env(), "base", "sim", python="/py")
     assert cmd.argv == [
-        "/py", "-m", "engine.sim", "--host", "0.0.0.0", "--port", "8000",
+        "/py", "-m", "stallkit.engine.serve", "--host", "0.0.0.0", "--port", "8000",
         "--time-scale", "1.0", "--config", str(SIM_CONFIG_PATH),
     ]  # fmt: skip
     config = SimConfig.model_validate(cmd.sim_config)
@@ -64,11 +59,11 @@ def test_patched_profile_builds_the_vllm_command_line() -> None:
     )
     assert opt("--decode-context-parallel-size") == "2"
     assert opt("--max-num-seqs") == "4" and opt("--kv-cache-memory-bytes") == "3800000000"
-    assert opt("--scheduler-cls") == "engine.patched.scheduler.PatchedScheduler"
+    assert opt("--scheduler-cls") == "stallkit.engine.vllm_plugin.scheduler.PatchedScheduler"
     extra = json.loads(opt("--additional-config"))
     assert extra == {"patched_scheduler": {"policy": "fix", "prefill_compute_share": 0.4}}
     # what the plugin reads back is what the profile said
-    from engine.patched.config import parse_config
+    from stallkit.engine.vllm_plugin.config import parse_config
 
     assert parse_config(extra).policy == "fix"
     assert json.loads(opt("--kv-transfer-config"))["kv_connector"] == "LMCacheConnectorV1"
@@ -138,7 +133,7 @@ def test_image_command_without_a_daemon_is_one_line_and_exit_2(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "kits",
+            "stallkit",
             "engine",
             "image",
             "t:base",
@@ -159,7 +154,7 @@ def test_image_command_without_a_daemon_is_one_line_and_exit_2(tmp_path: Path) -
     assert "docker" in done.stderr and len(done.stderr.strip().splitlines()) <= 2
     assert not list(tmp_path.iterdir()), "nothing is built before a daemon answers"
     bad = subprocess.run(
-        [sys.executable, "-m", "kits", "engine", "image", "t:x", "--policy", "better"],
+        [sys.executable, "-m", "stallkit", "engine", "image", "t:x", "--policy", "better"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.image.stock import StockRecipe, interpreter_links, linked_libraries
-from engine.local import vllm_installed
-from kits.cli import app
+from stallkit.engine.image.stock import StockRecipe, interpreter_links, linked_libraries
+from stallkit.engine.launch.vllm import vllm_installed
+from stallkit.kits.cli import app
 
 
 def test_interpreter_links_outside_the_venv_come_along(tmp_path: Path) -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from contract.files import STOP_MARKER
-from engine.launcher import ProcessLauncher
-from engine.local import default_args
-from engine.spec import SimSpec
-from reports.rundir import count_log_patterns
+from stallkit.contract.files import STOP_MARKER
+from stallkit.engine.launch.base import ProcessLauncher
+from stallkit.engine.launch.vllm import default_args
+from stallkit.engine.spec import SimSpec
+from stallkit.reports.rundir import count_log_patterns
 from tests.support import alive
 
 ENGINE = textwrap.dedent(

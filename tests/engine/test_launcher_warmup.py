@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from engine.errors import EngineError
-from engine.launcher import engine_api_key, serve_first_request
+from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.base import engine_api_key, serve_first_request
 
 KEY = "sekrit"
 

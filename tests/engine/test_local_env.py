@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.local import ipc_base_dir, vllm_env
+from stallkit.engine.launch.vllm import ipc_base_dir, vllm_env
 
 
 def test_caches_and_temp_files_go_under_the_work_dir(tmp_path: Path) -> None:

@@ -7,15 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import EngineError
-from engine.local import vllm_installed
-from engine.patched.config import (
-    PatchedConfig,
-    PatchedConfigError,
-    check_version,
-    parse_config,
-)
-from engine.patched.launch import (
+from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.patched import (
     ASYNC_SCHEDULER,
     PLUGIN_ROOT,
     SYNC_SCHEDULER,
@@ -24,9 +17,16 @@ from engine.patched.launch import (
     docker_engine_args,
     resolve_model,
 )
-from engine.spec import PatchedSpec, parse_spec
-from kits.config import load_kit
-from kits.launch import make_launcher
+from stallkit.engine.launch.vllm import vllm_installed
+from stallkit.engine.spec import PatchedSpec, parse_spec
+from stallkit.engine.vllm_plugin.config import (
+    PatchedConfig,
+    PatchedConfigError,
+    check_version,
+    parse_config,
+)
+from stallkit.kits.arm.launchers import make_launcher
+from stallkit.kits.kit import load_kit
 
 
 def _patched(raw: str) -> PatchedSpec:

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from engine.sim.blocks import BlockPool
+from stallkit.engine.sim.blocks import BlockPool
 
 
 def _definition(pool: BlockPool, chain: list[int], limit: int) -> tuple[int, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from engine.sim.config import CostModel, SimConfig
+from stallkit.engine.sim.config import CostModel, SimConfig
 
 
 def test_defaults_are_the_restore_stall_sizes() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.sim.controller import ComputeShareController
+from stallkit.engine.policy.controller import ComputeShareController
 
 
 def test_equal_vruntimes_pick_decode_and_strictly_behind_picks_prefill() -> None:

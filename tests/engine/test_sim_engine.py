@@ -10,9 +10,9 @@ import zlib
 
 import pytest
 
-from engine.sim.config import SimConfig
-from engine.sim.core import VOCABULARY, SimEngine, SimRequestError, output_words
-from engine.sim.trace import prepare
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.core import VOCABULARY, SimEngine, SimRequestError, output_words
+from stallkit.engine.sim.trace import prepare
 
 
 def words(tag: str, count: int) -> list[str]:
@@ -163,7 +163,7 @@ def test_a_restore_past_max_wait_is_recomputed_with_a_warning(
     d.engine.add_request("x2", [*first, *d.outputs["x1"], *words("n", 3)], 1, d.now)
     d.step()
     assert d.engine.stats.waiting_by_reason == {"capacity": 0, "deferred": 1}
-    with caplog.at_level(logging.WARNING, logger="engine.sim"):
+    with caplog.at_level(logging.WARNING, logger="stallkit.engine.sim"):
         d.drain()
     stats = d.engine.stats
     assert stats.restores_recomputed == 1 and stats.restores_done == 0

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
-from contract.names import SIM_FORK_FAMILIES, SIM_VLLM_FAMILIES
+from stallkit.contract.names import SIM_FORK_FAMILIES, SIM_VLLM_FAMILIES
 
 GOLDEN = Path(__file__).parents[1] / "data" / "vllm-0.32-metric-families.txt"
 MODEL = "stallkit-sim"
@@ -298,7 +298,17 @@ async def test_fail_metrics_at_gives_503(sim_server: Any) -> None:
 
 def test_module_entry_point_prints_url_and_serves() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.sim", "--policy", "fix", "--port", "0", "--time-scale", "5"],
+        [
+            sys.executable,
+            "-m",
+            "stallkit.engine.serve",
+            "--policy",
+            "fix",
+            "--port",
+            "0",
+            "--time-scale",
+            "5",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -334,6 +344,6 @@ def test_kit_sim_serve_rejects_a_bad_config(tmp_path: Path) -> None:
 
 
 def _invoke_serve(args: list[str]) -> Any:
-    from kits.cli import app
+    from stallkit.kits.cli import app
 
     return CliRunner().invoke(app, ["sim", "serve", *args])

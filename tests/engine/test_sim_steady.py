@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.sim.admission import Admission
-from engine.sim.config import SimConfig
-from engine.sim.core import SimEngine
+from stallkit.engine.sim.admission import Admission
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.core import SimEngine
 
 #: a pool of small blocks, and one whose blocks outlast several prefill chunks (a step can
 #: then book its whole budget in prefill chunks without allocating, and pass the waiting

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from engine.sim.trace import CASES, Case, prepare, run_trace
-from kits.cli import app
+from stallkit.engine.sim.trace import CASES, Case, prepare, run_trace
+from stallkit.kits.cli import app
 
 
 @pytest.mark.parametrize("case", CASES)

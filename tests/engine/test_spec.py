@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from contract.meta import EngineCapabilities
-from engine.patched.launch import ASYNC_SCHEDULER, SYNC_SCHEDULER
-from engine.spec import (
+from stallkit.contract.meta import EngineCapabilities
+from stallkit.engine.launch.patched import ASYNC_SCHEDULER, SYNC_SCHEDULER
+from stallkit.engine.spec import (
     DockerSpec,
     PatchedSpec,
     SimSpec,
@@ -15,8 +15,8 @@ from engine.spec import (
     loads_plugin,
     parse_spec,
 )
-from kits.config import load_kit
-from kits.launch import arm_spec
+from stallkit.kits.arm.launchers import arm_spec
+from stallkit.kits.kit import load_kit
 
 
 @pytest.mark.parametrize(

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import EngineError
-from engine.spec import TwinSpec, parse_spec
-from engine.twin.config import TwinConfig, vllm_sizes
-from engine.twin.overlay import install_overlay
-from engine.twin.tokens import FIRST_ID, TokenMap
-from kits.config import load_kit
-from kits.cores import twin_config
+from stallkit.engine.errors import EngineError
+from stallkit.engine.spec import TwinSpec, parse_spec
+from stallkit.engine.twin.config import TwinConfig, vllm_sizes
+from stallkit.engine.twin.overlay import install_overlay
+from stallkit.engine.twin.tokens import FIRST_ID, TokenMap
+from stallkit.kits.arm.cores import twin_config
+from stallkit.kits.kit import load_kit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -116,7 +116,7 @@ def test_an_overlay_shadows_only_the_files_it_holds(tmp_path: Path) -> None:
         f"""
         import sys
         sys.path.insert(0, {str(installed)!r})
-        from engine.twin.overlay import install_overlay
+        from stallkit.engine.twin.overlay import install_overlay
         install_overlay({str(tree)!r}, packages=("fakevllm",))
         import fakevllm.core.other as other, fakevllm.core.sched as sched
         print(other.WHO, sched.__file__.startswith({str(tree)!r}))
@@ -146,7 +146,7 @@ def test_a_twin_arm_without_vllm_is_refused_in_one_line_naming_the_extra() -> No
         import sys
         sys.modules["vllm"] = None  # what find_spec and import see where vLLM is not installed
         sys.argv = ["kit", "ab", "--base", "twin:patched:base", "--fix", "sim:fix", "--dry-run"]
-        from kits.cli import main
+        from stallkit.kits.cli import main
         main()
         """
     )

@@ -1,7 +1,7 @@
 """A stand-in for the `docker` CLI, for launcher tests on machines without a docker engine.
 
 It records every call as a JSON line in $FAKE_DOCKER_STATE/calls.jsonl and runs the
-simulator as the "container": `run` starts `python -m engine.sim` detached on the published
+simulator as the "container": `run` starts `python -m stallkit.engine.serve` detached on the published
 host port, `logs --follow` tails its output, `inspect` reports whether it is alive, and
 `rm --force` kills it. Images whose name contains `missing` do not exist; `crash` images
 exit at once after printing a line; `nogpu` images fail to run as on a host without the
@@ -69,7 +69,7 @@ def run(args: list[str]) -> int:
         argv = [
             sys.executable,
             "-m",
-            "engine.sim",
+            "stallkit.engine.serve",
             "--policy",
             policy,
             "--port",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contract.jsonl import read_json, write_json
-from contract.meta import ArmMeta
-from kits.ab import mark_interrupted
-from reports.ab import load_ab
-from reports.ab_markdown import to_markdown
+from stallkit.contract.jsonl import read_json, write_json
+from stallkit.contract.meta import ArmMeta
+from stallkit.kits.ab.execute import mark_interrupted
+from stallkit.reports.ab_figures import load_ab
+from stallkit.reports.ab_markdown import to_markdown
 from tests.reports.conftest import write_seed_arm
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from contract.jsonl import read_jsonl
-from contract.records import read_records
-from contract.timeline import SampleLine, timeline_adapter
-from kits.cli import app
+from stallkit.contract.jsonl import read_jsonl
+from stallkit.contract.records import read_records
+from stallkit.contract.timeline import SampleLine, timeline_adapter
+from stallkit.kits.cli import app
 
 
 def _trace(path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from contract.meta import EngineCapabilities
-from kits.plan import Plan
+from stallkit.contract.meta import EngineCapabilities
+from stallkit.kits.ab.plan import Plan
 
 IMAGES = {"base": "registry.local/stock-vllm:0.32", "fix": "registry.local/stock-vllm:0.32"}
 PLUGIN_ON_CPU = EngineCapabilities(step_counter=True, restore_admission=False, gpu=False)

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.launcher import free_port
-from kits.cli import app
+from stallkit.engine.launch.base import free_port
+from stallkit.kits.cli import app
 from tests.support import one_error_line
 
 #: bytes of the files a case may name (a name ending in / is a directory)
@@ -593,7 +593,7 @@ def test_a_local_vllm_arm_without_vllm_is_refused_before_any_arm_runs(
     (tmp_path / "hide" / "sitecustomize.py").write_text(HIDE_VLLM)
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "hide")}
     for extra in (["--out", "out"], ["--dry-run"]):
-        argv = [sys.executable, "-m", "kits", "ab", "--base", spec, "--seeds", "2", *extra]
+        argv = [sys.executable, "-m", "stallkit", "ab", "--base", spec, "--seeds", "2", *extra]
         done = subprocess.run(
             argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False
         )

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kits.cli import app
+from stallkit.kits.cli import app
 from tests.support import descendants, kit, still_alive
 
 pytestmark = pytest.mark.slow
@@ -111,7 +111,7 @@ def test_ab_on_the_wall_clock_serves_the_arms_over_http(tmp_path: Path) -> None:
 
 def test_a_wall_clock_arm_reports_its_true_engine_time_and_lag(tmp_path: Path) -> None:
     """At 10000x the run's figures use the engine time it covered, and its mark follows it."""
-    kit = (REPO / "kits" / "kits" / "restore-stall.toml").read_text()
+    kit = (REPO / "kits" / "shipped" / "restore-stall.toml").read_text()
     for old, new in (
         ("time_scale = 30", "time_scale = 10000"),
         ("duration_s = 5400", "duration_s = 40000"),
@@ -141,7 +141,7 @@ def test_ctrl_c_during_run_keeps_records_and_stops_everything(tmp_path: Path) ->
         [
             sys.executable,
             "-m",
-            "kits",
+            "stallkit",
             "run",
             "--engine",
             "sim:fix",
@@ -194,7 +194,7 @@ def test_ctrl_c_during_a_virtual_ab_stops_every_arm_and_keeps_their_records(
     out = tmp_path / "v"
     args = ["ab", "--seeds", "6", "--duration", "3000", "--no-dashboard", "--out", str(out)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kits", *args],
+        [sys.executable, "-m", "stallkit", *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -277,7 +277,7 @@ def test_an_engine_that_dies_mid_run_ends_it_as_such_with_its_last_log_lines(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "died"
-    argv = [sys.executable, "-m", "kits", "run", "--engine", "sim:fix", "--time-scale", "20"]
+    argv = [sys.executable, "-m", "stallkit", "run", "--engine", "sim:fix", "--time-scale", "20"]
     argv += ["--agents", "4", "--no-dashboard", "--out", str(out)]
     proc = subprocess.Popen(
         argv,

@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kits.cli.common import EXIT_USER_ERROR, user_errors
+from stallkit.kits.cli.common import EXIT_USER_ERROR, user_errors
 
 
 def _fails_with(exc: OSError) -> tuple[int, str]:

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from contract.gpu import GpuSource
-from engine.launcher import free_port
-from monitor.gpu import probe_engine_dcgm
+from stallkit.contract.gpu import GpuSource
+from stallkit.engine.launch.base import free_port
+from stallkit.monitor.signals.gpu import probe_engine_dcgm
 from tests.support import kit, one_error_line, served_sim
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def test_an_out_that_is_a_file_is_one_line(tmp_path: Path) -> None:
 
 def test_an_unreachable_url_arm_names_what_to_check(tmp_path: Path) -> None:
     kit_file = tmp_path / "quick.toml"
-    source = (REPO / "kits" / "kits" / "restore-stall.toml").read_text()
+    source = (REPO / "kits" / "shipped" / "restore-stall.toml").read_text()
     kit_file.write_text(source.replace("startup_timeout_s = 1800", "startup_timeout_s = 1"))
     assert kit_file.read_text() != source
     out = tmp_path / "u"

@@ -16,7 +16,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from kits.cli import app
+from stallkit.kits.cli import app
 
 #: a term's metavar: an upper-case name (`URL`, `NAME|FILE`, `KIND@S`) or a choice (`[a|b]`)
 METAVAR = re.compile(

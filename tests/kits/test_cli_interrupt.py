@@ -57,7 +57,7 @@ def test_sigint_stops_the_run_at_once_and_keeps_it_consistent(
     args = ["run", "--engine", "sim:base", "--duration", duration, "--time-scale", "30",
             "--no-dashboard", "--out", str(out)]  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kits", *args],
+        [sys.executable, "-m", "stallkit", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -121,7 +121,7 @@ def test_sigterm_stops_load_and_monitor_as_ctrl_c_does(tmp_path: Path) -> None:
         }  # fmt: skip
         procs = {
             name: subprocess.Popen(
-                [sys.executable, "-m", "kits", *args],
+                [sys.executable, "-m", "stallkit", *args],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -156,7 +156,7 @@ def test_sigterm_stops_a_virtual_ab_as_ctrl_c_does(cpus: int, tmp_path: Path) ->
     args = ["ab", "--base", "sim:fix", "--fix", "sim:fix", "--seeds", "1",
             "--duration", "100000000", "--no-dashboard", "--out", str(out)]  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kits", *args],
+        [sys.executable, "-m", "stallkit", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

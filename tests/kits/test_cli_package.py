@@ -17,23 +17,23 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from kits.cli import app
-from kits.cli.commands import COMMANDS
+from stallkit.kits.cli import app
+from stallkit.kits.cli.commands import COMMANDS
 from tests.support import kit, one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 
 #: nothing `kit --help` needs: the roles, their config models, the HTTP client, live views, plots
 HEAVY = ("httpx", "rich.live", "numpy", "matplotlib", "plotly", "vllm", "torch", "uvicorn")
-ROLES = ("engine", "loadgen", "monitor", "reports")
+ROLES = ("stallkit.engine", "stallkit.loadgen", "stallkit.monitor", "stallkit.reports")
 
 
-#: `python -m kits ARGS`, then the names of every module the process holds, on stderr
+#: `python -m stallkit ARGS`, then the names of every module the process holds, on stderr
 _PROBE = """
 import json, runpy, sys
 sys.argv[0] = "kit"
 try:
-    runpy.run_module("kits", run_name="__main__", alter_sys=True)
+    runpy.run_module("stallkit", run_name="__main__", alter_sys=True)
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)), file=sys.stderr)
@@ -56,22 +56,22 @@ def _under(modules: set[str], roots: tuple[str, ...]) -> set[str]:
 def test_kit_help_imports_no_role_and_no_heavy_module() -> None:
     modules = _imported_by("--help")
     assert _under(modules, HEAVY + ROLES) == set()
-    assert {m for m in modules if m.startswith("kits.")} <= {
-        "kits.cli",
-        "kits.cli.common",
-        "kits.cli.commands",
-        "kits.cli.helpformat",
+    assert {m for m in modules if m.startswith("stallkit.kits.")} <= {
+        "stallkit.kits.cli",
+        "stallkit.kits.cli.common",
+        "stallkit.kits.cli.commands",
+        "stallkit.kits.cli.helpformat",
     }
     assert not {"pydantic", "pydantic_core"} & modules  # no config model, not even the errors
     # the probe does see what a command's own help loads: its flags come from the models
-    assert {"loadgen.config", "kits.cli.load"} <= _imported_by("load", "--help")
+    assert {"stallkit.loadgen.config", "stallkit.kits.cli.load"} <= _imported_by("load", "--help")
 
 
 def test_the_command_list_is_what_the_modules_register() -> None:
     registered: dict[str, str] = {}
     for module in sorted({module for module, _ in COMMANDS.values()}):
         family = typer.Typer()
-        __import__(f"kits.cli.{module}", fromlist=["register"]).register(family)
+        __import__(f"stallkit.kits.cli.{module}", fromlist=["register"]).register(family)
         registered |= dict.fromkeys(typer.main.get_group(family).commands, module)
     assert registered == {name: module for name, (module, _) in COMMANDS.items()}
     group = typer.main.get_command(app)
@@ -89,48 +89,76 @@ TRACE_WINDOW_FLAGS = [
 #: command -> (flag, model, field, whether the flag's default is the field's or None: the kit's)
 DERIVED = {
     "load": [
-        ("--model", "loadgen.config:LoadConfig", "model", True),
-        ("--agents", "loadgen.config:LoadConfig", "agents", True),
-        ("--min-context", "loadgen.config:LoadConfig", "min_context", True),
-        ("--max-context", "loadgen.config:LoadConfig", "max_context", True),
-        ("--read-timeout", "loadgen.config:LoadConfig", "read_timeout_s", True),
-        ("--duration", "loadgen.config:LoadConfig", "duration_s", True),
-        ("--max-turns", "loadgen.config:LoadConfig", "max_turns", True),
-        ("--seed", "loadgen.config:LoadConfig", "seed", True),
-        ("--api-key-env", "loadgen.config:LoadConfig", "api_key_env", True),
-        ("--tokenizer", "loadgen.config:LoadConfig", "tokenizer", True),
-        ("--trace", "loadgen.config:LoadConfig", "trace", True),
-        ("--block-size", "loadgen.config:LoadConfig", "trace_block_tokens", True),
-        *((flag, "loadgen.config:LoadConfig", name, True) for flag, name in TRACE_WINDOW_FLAGS),
+        ("--model", "stallkit.loadgen.config:LoadConfig", "model", True),
+        ("--agents", "stallkit.loadgen.config:LoadConfig", "agents", True),
+        ("--min-context", "stallkit.loadgen.config:LoadConfig", "min_context", True),
+        ("--max-context", "stallkit.loadgen.config:LoadConfig", "max_context", True),
+        ("--read-timeout", "stallkit.loadgen.config:LoadConfig", "read_timeout_s", True),
+        ("--duration", "stallkit.loadgen.config:LoadConfig", "duration_s", True),
+        ("--max-turns", "stallkit.loadgen.config:LoadConfig", "max_turns", True),
+        ("--seed", "stallkit.loadgen.config:LoadConfig", "seed", True),
+        ("--api-key-env", "stallkit.loadgen.config:LoadConfig", "api_key_env", True),
+        ("--tokenizer", "stallkit.loadgen.config:LoadConfig", "tokenizer", True),
+        ("--trace", "stallkit.loadgen.config:LoadConfig", "trace", True),
+        ("--block-size", "stallkit.loadgen.config:LoadConfig", "trace_block_tokens", True),
+        *(
+            (flag, "stallkit.loadgen.config:LoadConfig", name, True)
+            for flag, name in TRACE_WINDOW_FLAGS
+        ),
     ],
     "monitor": [
-        ("--interval", "monitor.config:MonitorConfig", "interval_s", True),
-        ("--stall-after", "monitor.config:MonitorConfig", "stall_after_s", True),
-        ("--stop-after", "monitor.config:MonitorConfig", "stop_after_s", True),
-        ("--idle-gpu", "monitor.config:MonitorConfig", "idle_gpu_perc", True),
-        ("--gpu-window", "monitor.config:MonitorConfig", "gpu_window_s", True),
+        ("--interval", "stallkit.monitor.config:MonitorConfig", "interval_s", True),
+        ("--stall-after", "stallkit.monitor.config:MonitorConfig", "stall_after_s", True),
+        ("--stop-after", "stallkit.monitor.config:MonitorConfig", "stop_after_s", True),
+        ("--idle-gpu", "stallkit.monitor.config:MonitorConfig", "idle_gpu_perc", True),
+        ("--gpu-window", "stallkit.monitor.config:MonitorConfig", "gpu_window_s", True),
     ],
     "rules": [
-        ("--stall-after", "monitor.rules:RulesSettings", "stall_after_s", False),
-        ("--idle-gpu", "monitor.rules:RulesSettings", "idle_gpu_perc", False),
-        ("--down-after", "monitor.rules:RulesSettings", "down_after_s", True),
-        ("--scrape-interval", "monitor.rules:RulesSettings", "scrape_interval_s", True),
-        ("--eval-interval", "monitor.rules:RulesSettings", "evaluation_interval_s", True),
-        ("--engine-selector", "monitor.rules:RulesSettings", "engine_selector", True),
-        ("--gpu-selector", "monitor.rules:RulesSettings", "gpu_selector", True),
-        ("--gpu-match", "monitor.rules:RulesSettings", "gpu_match_labels", True),
+        (
+            "--stall-after",
+            "stallkit.monitor.prometheus.rules:RulesSettings",
+            "stall_after_s",
+            False,
+        ),
+        ("--idle-gpu", "stallkit.monitor.prometheus.rules:RulesSettings", "idle_gpu_perc", False),
+        ("--down-after", "stallkit.monitor.prometheus.rules:RulesSettings", "down_after_s", True),
+        (
+            "--scrape-interval",
+            "stallkit.monitor.prometheus.rules:RulesSettings",
+            "scrape_interval_s",
+            True,
+        ),
+        (
+            "--eval-interval",
+            "stallkit.monitor.prometheus.rules:RulesSettings",
+            "evaluation_interval_s",
+            True,
+        ),
+        (
+            "--engine-selector",
+            "stallkit.monitor.prometheus.rules:RulesSettings",
+            "engine_selector",
+            True,
+        ),
+        ("--gpu-selector", "stallkit.monitor.prometheus.rules:RulesSettings", "gpu_selector", True),
+        (
+            "--gpu-match",
+            "stallkit.monitor.prometheus.rules:RulesSettings",
+            "gpu_match_labels",
+            True,
+        ),
     ],
     **{
         command: [
-            ("--seed", "loadgen.config:LoadConfig", "seed", False),
-            ("--agents", "loadgen.config:LoadConfig", "agents", False),
-            ("--min-context", "loadgen.config:LoadConfig", "min_context", False),
-            ("--max-context", "loadgen.config:LoadConfig", "max_context", False),
-            ("--duration", "loadgen.config:LoadConfig", "duration_s", False),
-            ("--time-scale", "kits.config:SimSection", "time_scale", False),
-            ("--trace", "loadgen.config:LoadConfig", "trace", False),
+            ("--seed", "stallkit.loadgen.config:LoadConfig", "seed", False),
+            ("--agents", "stallkit.loadgen.config:LoadConfig", "agents", False),
+            ("--min-context", "stallkit.loadgen.config:LoadConfig", "min_context", False),
+            ("--max-context", "stallkit.loadgen.config:LoadConfig", "max_context", False),
+            ("--duration", "stallkit.loadgen.config:LoadConfig", "duration_s", False),
+            ("--time-scale", "stallkit.kits.kit:SimSection", "time_scale", False),
+            ("--trace", "stallkit.loadgen.config:LoadConfig", "trace", False),
             *(
-                (flag, "loadgen.config:LoadConfig", name, False)
+                (flag, "stallkit.loadgen.config:LoadConfig", name, False)
                 for flag, name in TRACE_WINDOW_FLAGS
             ),
         ]
@@ -148,7 +176,7 @@ def _words(text: str) -> str:
 def test_flags_take_help_and_default_from_their_config_field(command: str) -> None:
     import importlib
 
-    from kits.cli.fields import field_help
+    from stallkit.kits.cli.fields import field_help
 
     group = typer.main.get_command(app)
     with typer.Context(group) as ctx:
@@ -172,7 +200,7 @@ def test_a_bad_value_is_blamed_on_the_flag_its_field_declared(command: str) -> N
     """The field -> flag maps that blame a bad value are read from the command's own options."""
     import importlib
 
-    from kits.cli.fields import flags_by_field, flags_by_override
+    from stallkit.kits.cli.fields import flags_by_field, flags_by_override
 
     group = typer.main.get_command(app)
     with typer.Context(group) as ctx:
@@ -232,8 +260,8 @@ def test_bad_values_are_one_line_naming_the_flag_not_the_field(args: list[str], 
 
 #: the two names of the one command line that serves the simulator
 SERVE = {
-    "kit sim serve": ["-m", "kits", "sim", "serve"],
-    "python -m engine.sim": ["-m", "engine.sim"],
+    "kit sim serve": ["-m", "stallkit", "sim", "serve"],
+    "python -m stallkit.engine.serve": ["-m", "stallkit.engine.serve"],
 }
 
 
@@ -256,14 +284,14 @@ def test_kit_sim_serve_and_python_m_engine_sim_take_the_same_flags() -> None:
     """One set of flags, each helped by its `ServeOptions` field, in two front ends: the kit's
     (typer, in the help style of every `kit` command) and the engine's own (argparse: images
     run it without the kit). A bad value is one line naming the flag, exit 2, in both."""
-    from engine.sim.options import ServeOptions
+    from stallkit.engine.serve.options import ServeOptions
 
     helps = _serve_both("--help")
     flags = {
         prog: set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", done.stdout))
         for prog, done in helps.items()
     }
-    assert flags["kit sim serve"] == flags["python -m engine.sim"], flags
+    assert flags["kit sim serve"] == flags["python -m stallkit.engine.serve"], flags
     assert {"--port", "--time-scale", "--freeze-at", "--core", "--fault"} <= flags["kit sim serve"]
     for prog, done in helps.items():
         assert done.returncode == 0, done.stderr
@@ -284,7 +312,7 @@ def test_an_unexpected_error_escapes_as_itself_and_abort_says_aborted(
 ) -> None:
     """A bug's own traceback, not the group's (it looked up click's Abort where typer's copy of
     click has none, and raised AttributeError over every unexpected error)."""
-    from kits.cli.commands import LazyGroup
+    from stallkit.kits.cli.commands import LazyGroup
 
     app = typer.Typer(cls=LazyGroup)
 

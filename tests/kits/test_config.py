@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.spec import parse_spec
-from kits.ab import Plan
-from kits.config import load_kit, shipped_kits
-from kits.errors import KitError
-from kits.launch import load_config, monitor_config, time_scale
+from stallkit.engine.spec import parse_spec
+from stallkit.kits.ab.execute import Plan
+from stallkit.kits.arm.launchers import load_config, monitor_config, time_scale
+from stallkit.kits.errors import KitError
+from stallkit.kits.kit import load_kit, shipped_kits
 
 
 def test_shipped_kits_validate() -> None:
@@ -84,7 +84,7 @@ def test_parallel_refused_when_gpu_sets_overlap(tmp_path: Path, fake_docker: Pat
             parallel=True,
         )
     kit = tmp_path / "k.toml"
-    text = (Path(__file__).parents[2] / "kits" / "kits" / "restore-stall.toml").read_text()
+    text = (Path(__file__).parents[2] / "kits" / "shipped" / "restore-stall.toml").read_text()
     kit.write_text(text.replace("[engine]\n", "[engine]\narm_gpus = { fix = [2, 3] }\n", 1))
     plan = Plan.build(
         str(kit), {"base": "reg/a:1", "fix": "reg/b:1"}, tmp_path / "o", {}, [], parallel=True

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.docker import DockerLauncher, DockerOptions
-from engine.errors import EngineError
-from engine.spec import parse_spec
-from kits.ab import Plan
-from kits.errors import KitError
+from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.docker import DockerLauncher, DockerOptions
+from stallkit.engine.spec import parse_spec
+from stallkit.kits.ab.execute import Plan
+from stallkit.kits.errors import KitError
 from tests.support import alive, kit, one_error_line
 
 IMAGES = {"base": "registry/fork:base", "fix": "registry/fork:fix"}

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engine.sim.config import FaultKind
-from engine.sim.faults import PLAYS
-from kits.config import load_kit
-from kits.vclock import run_virtual_arm
+from stallkit.engine.sim.config import FaultKind
+from stallkit.engine.sim.faults import PLAYS
+from stallkit.kits.arm.virtual import run_virtual_arm
+from stallkit.kits.kit import load_kit
 
 AT_S = 300.0
 
@@ -39,7 +39,7 @@ def test_each_fault_is_caught_with_its_kind(fault: FaultKind, tmp_path: Path) ->
 
 
 def test_a_twin_arm_refuses_a_fault(tmp_path: Path) -> None:
-    from engine import EngineError
+    from stallkit.engine import EngineError
 
     kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "freeze", "at_s": 1}})
     with pytest.raises(EngineError, match="cannot play"):
@@ -47,9 +47,9 @@ def test_a_twin_arm_refuses_a_fault(tmp_path: Path) -> None:
 
 
 def test_a_plan_with_a_twin_arm_and_a_fault_is_refused_before_anything_runs() -> None:
-    from engine import parse_spec
-    from kits.cores import check_twin_arms
-    from kits.errors import KitError
+    from stallkit.engine import parse_spec
+    from stallkit.kits.arm.cores import check_twin_arms
+    from stallkit.kits.errors import KitError
 
     kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "freeze", "at_s": 1}})
     with pytest.raises(KitError, match=r"stock: twin arms cannot play \[sim.engine\] fault"):

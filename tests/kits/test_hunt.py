@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contract.sweep import SweepAxis, SweepRun
-from kits.cli import app
-from kits.errors import KitError
-from kits.hunt import Point, Search, Space, load_space, shrink
+from stallkit.contract.sweep import SweepAxis, SweepRun
+from stallkit.kits.cli import app
+from stallkit.kits.errors import KitError
+from stallkit.kits.hunt.plan import Point, Search, Space, load_space, shrink
 
 
 def _run(stalled: bool, quiet_s: float = 0.0) -> SweepRun:
@@ -110,7 +110,7 @@ def test_hunt_finds_shrinks_and_writes_the_reproducer(tmp_path: Path) -> None:
 
 
 def test_hunt_arms_come_from_arms_and_bad_ones_are_one_line(tmp_path: Path) -> None:
-    from kits.hunt import hunt_arms
+    from stallkit.kits.hunt.plan import hunt_arms
 
     assert hunt_arms(None, "fix", False) == {"fix": "sim:fix"}
     assert hunt_arms("a=sim:fix,b=twin:stock", "b", False) == {"b": "twin:stock"}
@@ -129,7 +129,7 @@ def test_hunt_arms_come_from_arms_and_bad_ones_are_one_line(tmp_path: Path) -> N
 
 
 def test_the_reproducer_replays_base_and_fix_or_what_the_point_showed() -> None:
-    from kits.hunt import ab_pair
+    from stallkit.kits.hunt.plan import ab_pair
 
     named = {"base": "twin:patched:base", "fix": "twin:patched:fix"}
     assert ab_pair(named, {"fix": True}) == ("twin:patched:base", "twin:patched:fix")

@@ -9,7 +9,11 @@ KITS = Path(__file__).resolve().parents[2] / "kits"
 
 
 def _graph() -> dict[str, set[str]]:
-    modules = {f"kits.{p.stem}": p for p in KITS.glob("*.py") if p.stem != "__init__"}
+    modules = {
+        ".".join(["stallkit", *p.relative_to(KITS.parent).with_suffix("").parts]): p
+        for p in KITS.rglob("*.py")
+        if p.stem != "__init__"
+    }
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         deps: set[str] = set()
@@ -24,7 +28,10 @@ def _graph() -> dict[str, set[str]]:
 
 def test_kits_modules_import_without_cycles() -> None:
     graph = _graph()
-    assert "kits.ab" not in graph["kits.run"] and "kits.ab" not in graph["kits.plan"]
+    assert (
+        "stallkit.kits.ab.execute" not in graph["stallkit.kits.arm.wall"]
+        and "stallkit.kits.ab.execute" not in graph["stallkit.kits.ab.plan"]
+    )
     state: dict[str, int] = {}
 
     def visit(node: str, path: list[str]) -> None:

@@ -14,14 +14,20 @@ import httpx
 import psutil
 import pytest
 
-from engine.docker import DockerLauncher, DockerOptions, Overlay, docker_cli, docker_run_argv
-from engine.errors import EngineError
-from engine.launcher import free_port
-from engine.simproc import SimLauncher, dump_toml
-from engine.spec import parse_spec
-from kits.config import load_kit
-from kits.errors import KitError
-from kits.launch import make_launcher, time_scale
+from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.base import free_port
+from stallkit.engine.launch.docker import (
+    DockerLauncher,
+    DockerOptions,
+    Overlay,
+    docker_cli,
+    docker_run_argv,
+)
+from stallkit.engine.launch.sim import SimLauncher, dump_toml
+from stallkit.engine.spec import parse_spec
+from stallkit.kits.arm.launchers import make_launcher, time_scale
+from stallkit.kits.errors import KitError
+from stallkit.kits.kit import load_kit
 from tests.support import still_alive
 
 
@@ -201,7 +207,7 @@ def test_bad_docker_host_is_a_kit_error(host: str) -> None:
 def test_parallel_arms_on_different_hosts_may_use_the_same_gpu_indices(
     tmp_path: Path, fake_docker: Path
 ) -> None:
-    from kits.ab import Plan
+    from stallkit.kits.ab.execute import Plan
 
     hosts = {"base": {"docker_host": "unix:///tmp/a.sock"}, "fix": {"docker_host": "gpu-box"}}
     specs = {"base": "registry/fork:base", "fix": "registry/fork:fix"}

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from kits.plan import Plan
-from kits.run import RunContext, run_arm
-from kits.vclock import run_virtual_arm
+from stallkit.kits.ab.plan import Plan
+from stallkit.kits.arm.virtual import run_virtual_arm
+from stallkit.kits.arm.wall import RunContext, run_arm
 
 pytestmark = pytest.mark.slow
 

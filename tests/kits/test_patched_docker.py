@@ -12,10 +12,10 @@ from pathlib import Path
 
 import httpx
 
-from engine.docker import DockerLauncher, Overlay
-from engine.spec import parse_spec
-from kits.config import load_kit
-from kits.launch import make_launcher
+from stallkit.engine.launch.docker import DockerLauncher, Overlay
+from stallkit.engine.spec import parse_spec
+from stallkit.kits.arm.launchers import make_launcher
+from stallkit.kits.kit import load_kit
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE = "vllm/vllm-openai:v0.32.0"
@@ -28,7 +28,7 @@ def _run_call(state: Path, name: str) -> list[str]:
 
 def test_both_arms_run_the_plugin_in_one_stock_image(fake_docker: Path, tmp_path: Path) -> None:
     kit = load_kit("gpu-patched-docker")
-    overlay = Overlay.parse(f"{REPO / 'engine'}:/opt/stallkit/engine")
+    overlay = Overlay.parse(f"{REPO / 'engine'}:/opt/stallkit/stallkit/engine")
     for arm in ("base", "fix"):
         launcher = make_launcher(arm, parse_spec(IMAGE), kit, tmp_path / arm, [overlay])
         assert isinstance(launcher, DockerLauncher)
@@ -39,13 +39,13 @@ def test_both_arms_run_the_plugin_in_one_stock_image(fake_docker: Path, tmp_path
         finally:
             launcher.stop()
         run = _run_call(fake_docker, launcher.name)
-        assert f"{REPO / 'engine'}:/opt/stallkit/engine:ro" in run
+        assert f"{REPO / 'engine'}:/opt/stallkit/stallkit/engine:ro" in run
         assert "PYTHONPATH=/opt/stallkit" in run
         assert "PROMETHEUS_MULTIPROC_DIR=/tmp/stallkit-prometheus" in run
         assert run[run.index("--tmpfs") + 1] == "/tmp/stallkit-prometheus"
         after_image = run[run.index(IMAGE) + 1 :]
         cls = after_image[after_image.index("--scheduler-cls") + 1]
-        assert cls == "engine.patched.scheduler.AsyncPatchedScheduler"
+        assert cls == "stallkit.engine.vllm_plugin.scheduler.AsyncPatchedScheduler"
         assert "--async-scheduling" in after_image
         assert after_image[after_image.index("--port") + 1] == "8000"
         config = json.loads(after_image[after_image.index("--additional-config") + 1])
@@ -54,7 +54,7 @@ def test_both_arms_run_the_plugin_in_one_stock_image(fake_docker: Path, tmp_path
 
 
 def test_container_cpu_is_read_from_its_cgroup(fake_docker: Path, tmp_path: Path) -> None:
-    from engine.docker import parse_cpu_stat
+    from stallkit.engine.launch.docker import parse_cpu_stat
 
     assert parse_cpu_stat("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n") == 2.5
     assert parse_cpu_stat("user_usec 1\n") is None
@@ -78,12 +78,12 @@ def test_container_cpu_is_read_from_its_cgroup(fake_docker: Path, tmp_path: Path
 
 def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: Path) -> None:
     # the arguments the real-container test (tests/docker) runs, checked exactly, per arm
-    from engine.docker import docker_run_argv
+    from stallkit.engine.launch.docker import docker_run_argv
 
     kit = load_kit("cpu-patched-docker")
     overlays = [
-        Overlay.parse(f"{REPO / 'engine'}:/opt/stallkit/engine"),
-        Overlay.parse(f"{REPO / 'contract'}:/opt/stallkit/contract"),
+        Overlay.parse(f"{REPO / 'engine'}:/opt/stallkit/stallkit/engine"),
+        Overlay.parse(f"{REPO / 'contract'}:/opt/stallkit/stallkit/contract"),
         Overlay.parse(f"{tmp_path}:/models/tiny"),
     ]
     for arm in ("base", "fix"):
@@ -92,8 +92,8 @@ def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: 
         run = docker_run_argv(IMAGE, launcher.name, launcher.opts)
         assert run[run.index("--network") + 1] == "host" and "--publish" not in run
         assert "--gpus" not in run and "--ipc=host" not in run
-        assert f"{REPO / 'engine'}:/opt/stallkit/engine:ro" in run
-        assert f"{REPO / 'contract'}:/opt/stallkit/contract:ro" in run
+        assert f"{REPO / 'engine'}:/opt/stallkit/stallkit/engine:ro" in run
+        assert f"{REPO / 'contract'}:/opt/stallkit/stallkit/contract:ro" in run
         assert f"{tmp_path}:/models/tiny:ro" in run
         port = launcher.opts.host_port
         assert launcher.url == f"http://127.0.0.1:{port}"
@@ -109,7 +109,7 @@ def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: 
         assert after_image[after_image.index("--dtype") + 1] == "float32"
         assert "--enforce-eager" in after_image and "--no-async-scheduling" in after_image
         cls = after_image[after_image.index("--scheduler-cls") + 1]
-        assert cls == "engine.patched.scheduler.PatchedScheduler"
+        assert cls == "stallkit.engine.vllm_plugin.scheduler.PatchedScheduler"
         config = json.loads(after_image[after_image.index("--additional-config") + 1])
         assert config == {"patched_scheduler": {"policy": arm, "prefill_compute_share": 0.9}}
     # the plugin comes in as in the nightly job's gpu-patched-docker kit
@@ -128,7 +128,7 @@ def test_cpu_kit_runs_the_plugin_in_a_stock_image_on_the_host_network(tmp_path: 
 
 
 def test_port_placeholder_is_the_port_the_engine_listens_on() -> None:
-    from engine.docker import DockerOptions, docker_run_argv
+    from stallkit.engine.launch.docker import DockerOptions, docker_run_argv
 
     args = ("--port", "{port}", '{"a":{"port":1}}')
     published = DockerOptions(container_port=9000, host_port=18000, engine_args=args)

@@ -1,4 +1,4 @@
-"""`kits.pools`: which worker a virtual-clock run lands in, with real worker processes.
+"""`stallkit.kits.workers`: which worker a virtual-clock run lands in, with real worker processes.
 
 A twin's worker is spawned and quiets vLLM's logging before anything imports it (it sets
 `VLLM_CONFIGURE_LOGGING=0` in its own environment), which tells the workers apart here
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from kits.pools import Pools, WorkerKind, run_pooled
+from stallkit.kits.workers import Pools, WorkerKind, run_pooled
 
 PLAIN, TWIN = WorkerKind(), WorkerKind(twin=True)
 FLAG = "VLLM_CONFIGURE_LOGGING"

@@ -7,10 +7,10 @@ import statistics
 
 import pytest
 
-from engine.calibration import step_features
-from engine.sim.config import CostModel
-from kits.prober import Measured
-from kits.probes import (
+from stallkit.engine.sim.config import CostModel
+from stallkit.engine.twin.calibration import step_features
+from stallkit.kits.calibrate.prober import Measured
+from stallkit.kits.calibrate.probes import (
     DecodeProbe,
     EngineSizes,
     PrefillProbe,

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contract.jsonl import read_jsonl
-from contract.sweep import SweepFile, SweepRun
-from kits.cli import app
-from kits.errors import KitError
-from kits.sweep import build_plan, jobs, parse_arms, parse_vary
+from stallkit.contract.jsonl import read_jsonl
+from stallkit.contract.sweep import SweepFile, SweepRun
+from stallkit.kits.cli import app
+from stallkit.kits.errors import KitError
+from stallkit.kits.sweep.plan import build_plan, jobs, parse_arms, parse_vary
 
 REPO = Path(__file__).resolve().parents[2]
 SHARE = "sim.engine.prefill_compute_share"
@@ -155,7 +155,7 @@ def test_resume_takes_the_command_that_made_the_sweep_and_names_a_difference(
 
 def test_ctrl_c_keeps_every_finished_run_and_the_reports(tmp_path: Path) -> None:
     out = tmp_path / "s"
-    argv = [sys.executable, "-m", "kits", "sweep", "--vary", f"{SEQS}=4,6,8", "--seeds", "6"]
+    argv = [sys.executable, "-m", "stallkit", "sweep", "--vary", f"{SEQS}=4,6,8", "--seeds", "6"]
     argv += ["--duration", "1800", "--out", str(out), "--no-dashboard"]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     runs = out / "sweep-runs.jsonl"
@@ -173,8 +173,8 @@ def test_ctrl_c_keeps_every_finished_run_and_the_reports(tmp_path: Path) -> None
 
 
 def test_a_vary_that_changes_nothing_in_an_arm_is_noted() -> None:
-    from contract.sweep import SweepPlan
-    from kits.sweep import idle_axes
+    from stallkit.contract.sweep import SweepPlan
+    from stallkit.kits.sweep.plan import idle_axes
 
     def plan(kit: str, key: str, values: list[float | int], arms: dict[str, str]) -> SweepPlan:
         axes = [parse_vary(f"{key}={','.join(map(str, values))}")]
@@ -201,8 +201,8 @@ def test_a_twin_source_tree_is_not_a_setting_to_vary() -> None:
 
 
 def test_ray_refuses_a_twin_arm_run_from_an_overlay(tmp_path: Path) -> None:
-    from kits.config import load_kit
-    from kits.sweeprun import check_ray_arms
+    from stallkit.kits.kit import load_kit
+    from stallkit.kits.sweep.runners import check_ray_arms
 
     kit = load_kit("cpu-patched")
     arms = {"base": "twin:stock", "fix": "sim:fix"}

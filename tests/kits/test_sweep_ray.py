@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contract.jsonl import read_jsonl
-from contract.sweep import SweepRun
-from engine import free_port
-from engine.local import vllm_installed
-from kits.cli import app
+from stallkit.contract.jsonl import read_jsonl
+from stallkit.contract.sweep import SweepRun
+from stallkit.engine import free_port
+from stallkit.engine.launch.vllm import vllm_installed
+from stallkit.kits.cli import app
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'stallkit[ray]')")
 

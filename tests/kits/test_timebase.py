@@ -16,17 +16,23 @@ from typing import Any
 import httpx
 import pytest
 
-from contract.time import TimeBase, duration_unit
-from kits.config import load_kit
-from kits.launch import monitor_config
-from kits.view import in_engine_time
-from loadgen.config import LoadConfig
-from monitor.config import MonitorConfig
-from monitor.events import DetectorState, Sample, StallStarted, StopRequested, Verdict
-from monitor.gpu import gpu_source
-from monitor.parse import MetricsSnapshot
-from monitor.rates import Deltas
-from monitor.watch import watch
+from stallkit.contract.time import TimeBase, duration_unit
+from stallkit.kits.arm.launchers import monitor_config
+from stallkit.kits.arm.view import in_engine_time
+from stallkit.kits.kit import load_kit
+from stallkit.loadgen.config import LoadConfig
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import (
+    DetectorState,
+    Sample,
+    StallStarted,
+    StopRequested,
+    Verdict,
+)
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.signals.gpu import gpu_source
+from stallkit.monitor.signals.parse import MetricsSnapshot
+from stallkit.monitor.signals.rates import Deltas
 
 #: float fields that are not durations (a share, a percentage, a rate)
 NOT_DURATIONS = {"restart_spread", "request_rate", "idle_gpu_perc"}

@@ -20,12 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contract.records import read_records
-from contract.trace import MooncakeLine, write_trace
-from kits.config import load_kit
-from kits.vclock import run_virtual_arm
-from loadgen import mooncake_lines
-from loadgen.text import vocabulary
+from stallkit.contract.records import read_records
+from stallkit.contract.trace import MooncakeLine, write_trace
+from stallkit.kits.arm.virtual import run_virtual_arm
+from stallkit.kits.kit import load_kit
+from stallkit.loadgen import mooncake_lines
+from stallkit.loadgen.text import vocabulary
 from tests.support import kit, served_sim
 
 #: engine seconds per wall second of the served simulator (the trace's times are divided by it)

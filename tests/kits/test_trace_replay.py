@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from contract.records import read_records
-from contract.trace import MooncakeLine, read_trace, write_trace
-from kits.cli import app
-from kits.config import load_kit
-from kits.vclock import run_virtual_arm
-from loadgen import mooncake_lines, workload_calls
+from stallkit.contract.records import read_records
+from stallkit.contract.trace import MooncakeLine, read_trace, write_trace
+from stallkit.kits.arm.virtual import run_virtual_arm
+from stallkit.kits.cli import app
+from stallkit.kits.kit import load_kit
+from stallkit.loadgen import mooncake_lines, workload_calls
 from tests.support import kit as kit_process
 from tests.support import one_error_line, served_sim
 

@@ -17,17 +17,17 @@ from typing import Any
 import httpx
 import pytest
 
-from contract.forensics import BundleManifest
-from contract.jsonl import read_json
-from engine.sim.app import build_app
-from engine.sim.config import SimConfig
-from engine.sim.driver import EngineDriver
-from kits.ab import execute
-from kits.config import load_kit
-from kits.plan import Plan
-from kits.vclock import run_virtual_arm, snapshot_of
-from loadgen.records import read_records
-from monitor.parse import parse_metrics
+from stallkit.contract.forensics import BundleManifest
+from stallkit.contract.jsonl import read_json
+from stallkit.engine.serve.app import build_app
+from stallkit.engine.serve.driver import EngineDriver
+from stallkit.engine.sim.config import SimConfig
+from stallkit.kits.ab.execute import execute
+from stallkit.kits.ab.plan import Plan
+from stallkit.kits.arm.virtual import run_virtual_arm, snapshot_of
+from stallkit.kits.kit import load_kit
+from stallkit.loadgen.records import read_records
+from stallkit.monitor.signals.parse import parse_metrics
 
 SEED = 8  # the kit's seed: base livelocks at about 900 engine s
 

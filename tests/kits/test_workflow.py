@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from kits.cli import app
+from stallkit.kits.cli import app
 
 WORKFLOW = Path(__file__).resolve().parents[2] / ".github" / "workflows" / "nightly-gpu.yml"
 
@@ -58,7 +58,7 @@ def test_remote_docker_host_step_writes_a_kit_that_targets_it(tmp_path: Path) ->
     import os
     import subprocess
 
-    from kits.config import load_kit
+    from stallkit.kits.kit import load_kit
 
     doc = yaml.safe_load(WORKFLOW.read_text())
     (step,) = [s for s in doc["jobs"]["ab"]["steps"] if s.get("name") == "Remote docker host"]

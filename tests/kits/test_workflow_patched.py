@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from kits.cli import app
+from stallkit.kits.cli import app
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / ".github" / "workflows" / "nightly-gpu.yml"
@@ -23,16 +23,16 @@ def test_patched_job_ab_command_plans_the_stock_image_with_the_overlay(
     (step,) = [s for s in job["steps"] if "kit ab" in s.get("run", "")]
     argv = shlex.split(step["run"])
     assert "--strict" in argv
-    kit_text = (REPO / "kits" / "kits" / "gpu-patched-docker.toml").read_text()
+    kit_text = (REPO / "kits" / "shipped" / "gpu-patched-docker.toml").read_text()
     kit = tmp_path / "gpu-patched-docker.toml"
     kit.write_text(kit_text.replace('"MODEL"', '"/models/m"'))
     values = {
         "$RUNNER_TEMP/gpu-patched-docker.toml": str(kit),
         "$STOCK_IMAGE": "vllm/vllm-openai:v0.32.0",
-        "$GITHUB_WORKSPACE/engine:/opt/stallkit/engine": f"{REPO / 'engine'}:/opt/stallkit/engine",
+        "$GITHUB_WORKSPACE/engine:/opt/stallkit/stallkit/engine": f"{REPO / 'engine'}:/opt/stallkit/stallkit/engine",
         # the plugin exports its metrics under the shared names in contract/ (as the real-
         # container test in tests/docker runs it)
-        "$GITHUB_WORKSPACE/contract:/opt/stallkit/contract": f"{REPO / 'contract'}:/opt/stallkit/contract",
+        "$GITHUB_WORKSPACE/contract:/opt/stallkit/stallkit/contract": f"{REPO / 'contract'}:/opt/stallkit/stallkit/contract",
         "$RUN_DIR": str(tmp_path / "nightly"),
     }
     args = [values.get(a, a) for a in argv[2:]]

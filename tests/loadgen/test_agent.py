@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from loadgen.agent import AgentMachine, Done, Send, Wait
-from loadgen.config import LoadConfig
-from loadgen.workload import plan_agent, start_offset_s
+from stallkit.loadgen.agent import AgentMachine, Done, Send, Wait
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.workload import plan_agent, start_offset_s
 
 CFG = LoadConfig(agents=3, seed=5, max_retries=1, max_turns=3, stagger_s=2.0)
 

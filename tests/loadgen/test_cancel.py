@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.run import next_item
+from stallkit.loadgen.agents import next_item
 
 
 async def test_a_cancel_that_meets_an_event_in_the_same_turn_is_not_lost() -> None:
@@ -37,7 +37,7 @@ async def test_next_item_returns_events_and_times_out() -> None:
 #: known uses of asyncio.wait_for still to replace, and why they are still here
 KNOWN_WAIT_FOR = {
     # the streaming transport's write drain; being rewritten with the client
-    "loadgen/transport.py",
+    "loadgen/http/transport.py",
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kits.cli import app
+from stallkit.kits.cli import app
 
 runner = CliRunner()
 

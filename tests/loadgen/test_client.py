@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from loadgen.client import StreamResult, make_client, stream_chat
+from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
 
 BODY: dict[str, Any] = {
     "model": "hostile",

@@ -3,9 +3,9 @@ extend the previous prompt and reply; as chat messages or as the simulator's wor
 
 from __future__ import annotations
 
-from loadgen.agent import AgentMachine, Send
-from loadgen.config import LoadConfig
-from loadgen.conversation import ChatConversation, WordConversation, system_text
+from stallkit.loadgen.agent import AgentMachine, Send
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.conversation import ChatConversation, WordConversation, system_text
 
 CFG = LoadConfig(agents=3, min_context=2000, max_context=8000, system_prompt_tokens=100)
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from loadgen import text
-from loadgen.config import LoadConfig
-from loadgen.errors import LoadError
-from loadgen.preflight import preflight
-from loadgen.run import TurnFinished, run_agents
+from stallkit.loadgen import text
+from stallkit.loadgen.agents import TurnFinished, run_agents
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.errors import LoadError
+from stallkit.loadgen.preflight import preflight
 
 ROLES = ["<|system|>", "<|user|>", "<|assistant|>"]
 TEMPLATE = (

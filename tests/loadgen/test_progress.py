@@ -6,10 +6,10 @@ import io
 
 from rich.console import Console
 
-from loadgen.progress import LoadProgress, live_progress, summary_table
-from loadgen.records import Outcome, TurnRecord
-from loadgen.run import AgentState, RunFinished, TurnFinished
-from loadgen.summary import summarize
+from stallkit.loadgen.agents import AgentState, RunFinished, TurnFinished
+from stallkit.loadgen.progress import LoadProgress, live_progress, summary_table
+from stallkit.loadgen.records import Outcome, TurnRecord
+from stallkit.loadgen.summary import summarize
 
 
 def _render(renderable: object) -> str:

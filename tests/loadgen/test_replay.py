@@ -13,18 +13,18 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from contract.records import TurnRecord
-from contract.summary import peak_in_flight
-from contract.trace import Trace, TraceError, read_trace, write_trace
-from loadgen import LoadConfig
-from loadgen.agent import Done, Send, Wait
-from loadgen.export import BlockNamer, workload_calls
-from loadgen.records import PromptPart
-from loadgen.replay import Workload, sessions_of, text_salt, workload_for
-from loadgen.tokens import Message
-from loadgen.tracestats import trace_stats
-from loadgen.tracewindow import Window, arrivals_ms, windowed
-from loadgen.workload import Content, plan_agent
+from stallkit.contract.records import TurnRecord
+from stallkit.contract.summary import peak_in_flight
+from stallkit.contract.trace import Trace, TraceError, read_trace, write_trace
+from stallkit.loadgen import LoadConfig
+from stallkit.loadgen.agent import Done, Send, Wait
+from stallkit.loadgen.records import PromptPart
+from stallkit.loadgen.tokens import Message
+from stallkit.loadgen.traces.export import BlockNamer, workload_calls
+from stallkit.loadgen.traces.replay import Workload, sessions_of, text_salt, workload_for
+from stallkit.loadgen.traces.stats import trace_stats
+from stallkit.loadgen.traces.window import Window, arrivals_ms, windowed
+from stallkit.loadgen.workload import Content, plan_agent
 
 MOONCAKE = [
     '{"timestamp": 0, "input_length": 1200, "output_length": 20, "hash_ids": [0, 1, 2]}',
@@ -187,7 +187,7 @@ class _TwoTokensAWord:
 
 
 async def test_a_block_is_sized_in_the_servers_tokens() -> None:
-    from loadgen.run import _tokens_per_word
+    from stallkit.loadgen.agents import _tokens_per_word
 
     ratio = await _tokens_per_word(_TwoTokensAWord())
     assert ratio == 2.0

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-import loadgen.run
-from loadgen.config import LoadConfig
-from loadgen.errors import LoadError
-from loadgen.preflight import preflight
-from loadgen.records import read_records
-from loadgen.run import AgentState, LoadEvent, RunFinished, TurnFinished, run_agents
-from loadgen.summary import summarize
+import stallkit.loadgen.agents
+from stallkit.loadgen.agents import AgentState, LoadEvent, RunFinished, TurnFinished, run_agents
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.errors import LoadError
+from stallkit.loadgen.preflight import preflight
+from stallkit.loadgen.records import read_records
+from stallkit.loadgen.summary import summarize
 
 SMALL = {
     "min_context": 200,
@@ -185,7 +185,7 @@ async def test_an_agent_is_queued_until_its_first_token_arrives(hostile: Any) ->
 
 
 class _Wakes:
-    """When a coroutine of ``loadgen.run`` resumes in an agent's task, seen by ``sys.setprofile``
+    """When a coroutine of ``stallkit.loadgen.agents`` resumes in an agent's task, seen by ``sys.setprofile``
     (which reports each resumption of a coroutine as a call)."""
 
     def __init__(self) -> None:
@@ -194,7 +194,7 @@ class _Wakes:
 
     def _hook(self, frame: FrameType, event: str, arg: object) -> None:
         code = frame.f_code
-        if event != "call" or code.co_filename != loadgen.run.__file__:
+        if event != "call" or code.co_filename != stallkit.loadgen.agents.__file__:
             return
         if code.co_flags & inspect.CO_COROUTINE:
             task = asyncio.current_task()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen import text
-from loadgen.tokens import Message, PromptSizer, check_additivity
+from stallkit.loadgen import text
+from stallkit.loadgen.tokens import Message, PromptSizer, check_additivity
 
 
 class WordCounter:

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from loadgen.client import StreamResult, make_client, stream_chat
-from loadgen.stream import SseDecoder
-from loadgen.transport import LeanTransport
+from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
+from stallkit.loadgen.http.sse import SseDecoder
+from stallkit.loadgen.http.transport import LeanTransport
 
 from .conftest import BEHAVIOURS
 
@@ -127,7 +127,7 @@ async def test_bad_urls_are_connect_errors_that_say_why() -> None:
         port.error
         == "bad URL 'http://127.0.0.1:x/v1': the URL's port is not a number from 0 to 65535"
     )
-    # the contract's words for each mistake (contract.urls), as kit load and url: say them
+    # the contract's words for each mistake (stallkit.contract.urls), as kit load and url: say them
     assert (
         ftp.error
         == "bad URL 'ftp://127.0.0.1:21/x': unsupported URL scheme 'ftp' (use http:// or https://)"

@@ -7,9 +7,9 @@ import itertools
 import pytest
 from pydantic import ValidationError
 
-from loadgen import text
-from loadgen.config import LoadConfig
-from loadgen.workload import TurnPlan, plan_agent, start_offset_s
+from stallkit.loadgen import text
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.workload import TurnPlan, plan_agent, start_offset_s
 
 
 def _plans(cfg: LoadConfig, agent: int, n: int = 200) -> list[TurnPlan]:

@@ -13,8 +13,8 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from engine.launcher import free_port
-from kits.cli import app
+from stallkit.engine.launch.base import free_port
+from stallkit.kits.cli import app
 from tests.support import kit, one_error_line
 
 SimServer = Callable[..., AbstractAsyncContextManager[str]]

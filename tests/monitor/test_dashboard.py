@@ -9,8 +9,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from monitor.dashboard import Dashboard, LogLines, fmt_s, live_dashboard, sparkline
-from monitor.events import (
+from stallkit.monitor.detect.events import (
     DetectorState,
     Down,
     GpuReading,
@@ -19,8 +18,9 @@ from monitor.events import (
     StallStarted,
     Verdict,
 )
-from monitor.parse import parse_metrics
-from monitor.rates import snapshot_deltas
+from stallkit.monitor.live.dashboard import Dashboard, LogLines, fmt_s, live_dashboard, sparkline
+from stallkit.monitor.signals.parse import parse_metrics
+from stallkit.monitor.signals.rates import snapshot_deltas
 
 DATA = Path(__file__).parent / "data"
 URL = "http://127.0.0.1:8000"

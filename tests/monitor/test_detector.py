@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from monitor.config import MonitorConfig, monitor_config
-from monitor.detector import StallDetector
-from monitor.errors import MonitorError
-from monitor.events import (
+from stallkit.monitor.config import MonitorConfig, monitor_config
+from stallkit.monitor.detect.detector import StallDetector
+from stallkit.monitor.detect.events import (
     DetectorEvent,
     StallEnded,
     StallOngoing,
     StallStarted,
     StopRequested,
 )
-from monitor.parse import EngineMetrics, MetricsSnapshot
+from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.signals.parse import EngineMetrics, MetricsSnapshot
 
 CFG = MonitorConfig(stall_after_s=10, stop_after_s=30)
 

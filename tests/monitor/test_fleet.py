@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from contract import names
-from contract.fleet import FLEET_FILE, fleet_adapter
-from monitor.alertreplay import AlertReplay
-from monitor.backtest import BacktestTally, backtest_file, fill_gaps, replay_engine
-from monitor.config import MonitorConfig
-from monitor.errors import MonitorError
-from monitor.events import StallEnded, StallStarted
-from monitor.fleet import (
+from stallkit.contract import names
+from stallkit.contract.fleet import FLEET_FILE, fleet_adapter
+from stallkit.monitor.backtest.replay import BacktestTally, backtest_file, fill_gaps, replay_engine
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import StallEnded, StallStarted
+from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.fleet.bank import (
     EngineAppeared,
     EngineEvent,
     EngineVanished,
@@ -27,12 +26,12 @@ from monitor.fleet import (
     FleetEvent,
     QueryFailed,
 )
-from monitor.fleetsinks import FleetOutcome, FleetWriter
-from monitor.fleetview import FleetDashboard
-from monitor.fleetwatch import CycleDone, FleetStart
-from monitor.onstall import stall_env
-from monitor.parse import snapshot_from_samples
-from monitor.promql import (
+from stallkit.monitor.fleet.sinks import FleetOutcome, FleetWriter
+from stallkit.monitor.fleet.view import FleetDashboard
+from stallkit.monitor.fleet.watch import CycleDone, FleetStart
+from stallkit.monitor.on_stall.command import stall_env
+from stallkit.monitor.prometheus.alert_replay import AlertReplay
+from stallkit.monitor.prometheus.queries import (
     MAX_POINTS,
     FleetQuery,
     Reading,
@@ -45,6 +44,7 @@ from monitor.promql import (
     readings,
     split_range,
 )
+from stallkit.monitor.signals.parse import snapshot_from_samples
 
 CONFIG = MonitorConfig(interval_s=1, stall_after_s=3, stop_after_s=None, gpu_window_s=0)
 
@@ -289,9 +289,9 @@ def test_alert_replay_applies_for_as_prometheus_does() -> None:
 
 
 def test_each_fleet_engine_has_its_own_exporter_series(tmp_path: Any) -> None:
-    from kits.alerting import Alerting
-    from monitor.exporter import StallExporter
-    from monitor.fleetsinks import PerEngine
+    from stallkit.kits.arm.alerting import Alerting
+    from stallkit.monitor.fleet.sinks import PerEngine
+    from stallkit.monitor.on_stall.exporter import StallExporter
 
     exporter = StallExporter()
     alerting = Alerting(exporter=exporter)
@@ -309,7 +309,7 @@ def test_each_fleet_engine_has_its_own_exporter_series(tmp_path: Any) -> None:
 
 
 def test_plain_lines_name_each_stalled_engine_and_sum_up_the_fleet() -> None:
-    from monitor.fleetsinks import FleetLines
+    from stallkit.monitor.fleet.sinks import FleetLines
 
     out = io.StringIO()
     lines = FleetLines(Console(file=out, width=200, color_system=None))

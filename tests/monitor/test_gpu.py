@@ -9,9 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from contract.gpu import GpuSource, GpuSourceError
-from monitor.errors import MonitorError
-from monitor.gpu import DcgmGpu, NoGpu, NvmlGpu, SmiGpu, gpu_source, parse_dcgm, parse_smi_csv
+from stallkit.contract.gpu import GpuSource, GpuSourceError
+from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.signals.gpu import (
+    DcgmGpu,
+    NoGpu,
+    NvmlGpu,
+    SmiGpu,
+    gpu_source,
+    parse_dcgm,
+    parse_smi_csv,
+)
 
 _LABELS = 'UUID="GPU-{uuid}",device="nvidia{i}",modelName="NVIDIA H100 80GB HBM3",Hostname="n7"'
 DCGM_PAGE = "\n".join(

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from contract.names import FORK_FAMILIES, MONITOR_FAMILIES
-from engine.sim.config import SimConfig
-from engine.sim.core import SimEngine
-from engine.sim.metrics import SimMetrics
-from monitor.errors import MonitorError
-from monitor.parse import SimClock, parse_metrics
-from monitor.rates import counter_delta, snapshot_deltas
+from stallkit.contract.names import FORK_FAMILIES, MONITOR_FAMILIES
+from stallkit.engine.serve.metrics import SimMetrics
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.core import SimEngine
+from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.signals.parse import SimClock, parse_metrics
+from stallkit.monitor.signals.rates import counter_delta, snapshot_deltas
 
 DATA = Path(__file__).parent / "data"
 

@@ -8,10 +8,10 @@ no step counter, the engine's CPU time. Pure: integer times, no sleeps.
 
 from __future__ import annotations
 
-from monitor.config import MonitorConfig
-from monitor.detector import StallDetector
-from monitor.events import DetectorEvent, StallStarted
-from monitor.parse import parse_metrics
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.detector import StallDetector
+from stallkit.monitor.detect.events import DetectorEvent, StallStarted
+from stallkit.monitor.signals.parse import parse_metrics
 
 CFG = MonitorConfig(stall_after_s=10, stop_after_s=30)
 

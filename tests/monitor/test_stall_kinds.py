@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from contract.timeline import STALL_KINDS, StallKind
-from monitor.config import MonitorConfig
-from monitor.detector import SIGNATURES, Evidence, StallDetector, classify
-from monitor.events import DetectorEvent, StallEnded, StallStarted
-from monitor.parse import EngineMetrics, MetricsSnapshot
+from stallkit.contract.timeline import STALL_KINDS, StallKind
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.detector import SIGNATURES, Evidence, StallDetector, classify
+from stallkit.monitor.detect.events import DetectorEvent, StallEnded, StallStarted
+from stallkit.monitor.signals.parse import EngineMetrics, MetricsSnapshot
 
 CFG = MonitorConfig(stall_after_s=10, stop_after_s=None, gpu_window_s=1)
 ONSET = 5

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from monitor.config import MonitorConfig
-from monitor.events import Down, GpuReading, Sample, StallStarted, StopRequested, Up, Verdict
-from monitor.step import MonitorStep
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import (
+    Down,
+    GpuReading,
+    Sample,
+    StallStarted,
+    StopRequested,
+    Up,
+    Verdict,
+)
+from stallkit.monitor.detect.step import MonitorStep
 from tests.monitor.test_detector import snap
 
 CFG = MonitorConfig(stall_after_s=10, stop_after_s=20)

@@ -6,7 +6,7 @@ import json
 import random
 from pathlib import Path
 
-from monitor.events import (
+from stallkit.monitor.detect.events import (
     DetectorState,
     Down,
     GpuReading,
@@ -18,9 +18,9 @@ from monitor.events import (
     Up,
     Verdict,
 )
-from monitor.parse import EngineMetrics, MetricsSnapshot, parse_metrics
-from monitor.rates import snapshot_deltas
-from monitor.timeline import TimelineWriter, event_line, fast_json
+from stallkit.monitor.live.timeline import TimelineWriter, event_line, fast_json
+from stallkit.monitor.signals.parse import EngineMetrics, MetricsSnapshot, parse_metrics
+from stallkit.monitor.signals.rates import snapshot_deltas
 
 DATA = Path(__file__).parent / "data"
 

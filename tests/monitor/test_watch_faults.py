@@ -10,12 +10,12 @@ import asyncio
 
 import httpx
 
-from engine.sim.config import FaultKind
-from engine.sim.faults import PLAYS
-from monitor.config import MonitorConfig
-from monitor.events import GpuReading, MonitorEvent, Sample, StallStarted
-from monitor.gpu import gpu_source
-from monitor.watch import watch
+from stallkit.engine.sim.config import FaultKind
+from stallkit.engine.sim.faults import PLAYS
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import GpuReading, MonitorEvent, Sample, StallStarted
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.signals.gpu import gpu_source
 from tests.conftest import SimServerFactory
 from tests.monitor.test_watch_sim import INTERVAL_S, stream_chat
 

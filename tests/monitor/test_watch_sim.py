@@ -17,13 +17,12 @@ import httpx
 import pytest
 import uvicorn
 
-from contract import names
-from engine.sim.config import SimConfig
-from engine.sim.core import SimEngine
-from engine.sim.metrics import SimMetrics
-from monitor.config import MonitorConfig
-from monitor.errors import MonitorError
-from monitor.events import (
+from stallkit.contract import names
+from stallkit.engine.serve.metrics import SimMetrics
+from stallkit.engine.sim.config import SimConfig
+from stallkit.engine.sim.core import SimEngine
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import (
     Down,
     GpuReading,
     MonitorEvent,
@@ -33,9 +32,10 @@ from monitor.events import (
     Up,
     Verdict,
 )
-from monitor.gpu import gpu_source
-from monitor.session import run_monitor
-from monitor.watch import watch
+from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.live.session import run_monitor
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.signals.gpu import gpu_source
 
 SimServer = Callable[..., AbstractAsyncContextManager[str]]
 INTERVAL_S = 0.1

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from contract.timeline import SampleLine, StallStartedLine, TimelineLine
-from reports.ab import load_ab, to_json
-from reports.ab_markdown import FLAG, to_markdown
-from reports.errors import ReportError
-from reports.rundir import counter_increase, stalls_from_timeline
-from reports.write import write_reports
+from stallkit.contract.timeline import SampleLine, StallStartedLine, TimelineLine
+from stallkit.reports.ab_figures import load_ab, to_json
+from stallkit.reports.ab_markdown import FLAG, to_markdown
+from stallkit.reports.errors import ReportError
+from stallkit.reports.rundir import counter_increase, stalls_from_timeline
+from stallkit.reports.write import write_reports
 
 KIT = {
     "name": "restore-stall",

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from scipy.stats import binomtest, chi2
 
-from contract.timeline import DownLine, SampleLine, StallStartedLine, TimelineLine
-from kits.ab import strict_failures
-from reports.ab import load_ab, to_json
-from reports.ab_markdown import to_markdown
-from reports.exposure import loaded_s, observe, pending_intervals
-from reports.seeds import garwood_per_h, rate_test_less
+from stallkit.contract.timeline import DownLine, SampleLine, StallStartedLine, TimelineLine
+from stallkit.kits.ab.execute import strict_failures
+from stallkit.reports.ab_figures import load_ab, to_json
+from stallkit.reports.ab_markdown import to_markdown
+from stallkit.reports.exposure import loaded_s, observe, pending_intervals
+from stallkit.reports.seed_stats import garwood_per_h, rate_test_less
 
 
 @pytest.mark.parametrize(
@@ -142,7 +142,7 @@ def test_a_later_seeds_early_end_is_kept_over_the_first_seeds(
 def test_kaplan_meier_counts_censored_seeds_as_at_risk_until_they_end(
     tmp_path: Path, seed_arm: Any
 ) -> None:
-    from reports.seeds import kaplan_meier
+    from stallkit.reports.seed_stats import kaplan_meier
 
     (tmp_path / "kit.json").write_text(json.dumps({"name": "k"}))
     for seed, onset in ((1, 400.0), (2, 700.0), (3, None), (4, None)):
@@ -159,7 +159,7 @@ def test_kaplan_meier_counts_censored_seeds_as_at_risk_until_they_end(
 def test_kit_report_strict_fails_on_a_fix_arm_that_died(tmp_path: Path, seed_arm: Any) -> None:
     from typer.testing import CliRunner
 
-    from kits.cli import app
+    from stallkit.kits.cli import app
 
     _fix_dies(tmp_path, seed_arm, seeds=3)
     done = CliRunner().invoke(app, ["report", str(tmp_path), "--strict"])

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from reports.ab import load_ab
-from reports.html import distributions_figure, log_bins, survival_figure
-from reports.plot import timeline_figure
-from reports.write import write_reports
+from stallkit.reports.ab_figures import load_ab
+from stallkit.reports.ab_html import distributions_figure, log_bins, survival_figure
+from stallkit.reports.timeline_plot import timeline_figure
+from stallkit.reports.write import write_reports
 from tests.reports.conftest import SeedArmWriter
 
 

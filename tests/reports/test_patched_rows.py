@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from contract.meta import EngineCapabilities
-from reports.ab import load_ab
-from reports.ab_markdown import table_rows
+from stallkit.contract.meta import EngineCapabilities
+from stallkit.reports.ab_figures import load_ab
+from stallkit.reports.ab_markdown import table_rows
 from tests.reports.test_ab_report import KIT, _arm, _sample, _turn
 
 LOG = "WARNING restore of r1 waited 61 s (max wait 60 s)\nTraceback (most recent call last):\n"

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kits.cli import app
-from reports.ab import load_ab, to_json
-from reports.ab_markdown import to_markdown
-from reports.errors import DamagedRunError
+from stallkit.kits.cli import app
+from stallkit.reports.ab_figures import load_ab, to_json
+from stallkit.reports.ab_markdown import to_markdown
+from stallkit.reports.errors import DamagedRunError
 
 
 def _repeat(root: Path, arm: str, src_seed: int, seed: int) -> None:
@@ -143,8 +143,8 @@ def test_seeds_that_observed_nothing_are_not_one_run(tmp_path: Path, seed_arm: A
 
 
 def test_mark_repeats_keys_on_the_digest_not_on_a_seed() -> None:
-    from contract.ab import SeedRow
-    from reports.seeds import distinct, mark_repeats
+    from stallkit.contract.ab import SeedRow
+    from stallkit.reports.seed_stats import distinct, mark_repeats
 
     def row(seed: int | None, digest: str | None) -> SeedRow:
         return SeedRow(

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from contract.meta import ArmMeta
-from reports.ab import load_ab, to_json
-from reports.ab_markdown import seed_cells, to_markdown
-from reports.rundir import lag_reason
-from reports.seeds import SeedRow, fisher_less, onset_spread, verdict
+from stallkit.contract.meta import ArmMeta
+from stallkit.reports.ab_figures import load_ab, to_json
+from stallkit.reports.ab_markdown import seed_cells, to_markdown
+from stallkit.reports.rundir import lag_reason
+from stallkit.reports.seed_stats import SeedRow, fisher_less, onset_spread, verdict
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def test_seed_cells_show_a_scraped_counter_as_whole_preemptions() -> None:
     ],
 )
 def test_the_verdict_says_what_its_p_value_does_not_show(base: int, fix: int, says: str) -> None:
-    from reports.ab_markdown import verdict_cell
+    from stallkit.reports.ab_markdown import verdict_cell
 
     # stalled seeds at 500 s, clean seeds observed 1000 s
     base_rows = [_row(s, 500.0 if s < base else None) for s in range(10)]
@@ -155,7 +155,7 @@ def test_the_verdict_says_what_its_p_value_does_not_show(base: int, fix: int, sa
 
 
 def test_a_rate_bound_below_base_with_too_few_stalls_is_not_significant() -> None:
-    from reports.ab_markdown import verdict_cell
+    from stallkit.reports.ab_markdown import verdict_cell
 
     # base: 1 stall in 1 h; fix: 0 in 4 h (at most 0.75 per hour, below base's 1 per hour), but
     # one stall in all lands in fix with probability 4/5 under equal rates: p = 1/5

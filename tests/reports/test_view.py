@@ -8,10 +8,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from contract.ab import StallRate
-from reports.ab import load_ab
-from reports.ab_markdown import rate_cell, to_markdown
-from reports.view import ab_table
+from stallkit.contract.ab import StallRate
+from stallkit.reports.ab_figures import load_ab
+from stallkit.reports.ab_markdown import rate_cell, to_markdown
+from stallkit.reports.ab_rich import ab_table
 from tests.reports.conftest import SeedArmWriter
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.local import VllmLauncher, vllm_installed
+from stallkit.engine.launch.vllm import VllmLauncher, vllm_installed
 from tests.vllm.shared import SharedServer
 
 #: the cpu-smoke engine arguments: 4 sequences, 40 blocks of 128 tokens (5120 tokens) so a
@@ -45,7 +45,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     prebuilt = os.environ.get("STALLKIT_TINY_MODEL")
     if prebuilt and (Path(prebuilt) / "config.json").is_file():
         return Path(prebuilt)
-    from engine.tinymodel import build_tiny_model
+    from stallkit.engine.launch.tinymodel import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), seed=0)
 

@@ -1,6 +1,6 @@
 """A real vLLM scheduler driven in-process without a model: the patched engine's test bench.
 
-Builds the scheduler the way the twin does (`engine.twin.build`: vLLM's own configs, no
+Builds the scheduler the way the twin does (`stallkit.engine.twin.build`: vLLM's own configs, no
 weights, a KV pool of a chosen size), and steps the scheduler the way vLLM's engine core does: `schedule()`, then
 `update_from_output()` with one sampled token for every request whose scheduled tokens
 reached its end. The scheduler's clock is a fake one that the caller advances per step.
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.twin.build import make_scheduler as build_scheduler
-from engine.twin.config import PATCHED_SCHEDULER, TwinConfig
+from stallkit.engine.twin.build import make_scheduler as build_scheduler
+from stallkit.engine.twin.config import PATCHED_SCHEDULER, TwinConfig
 
 BLOCK = 16
 _VLLM_MODULES = (
@@ -28,7 +28,7 @@ _VLLM_MODULES = (
     "vllm.v1.outputs",
     "vllm.v1.request",
     "vllm.v1.structured_output",
-    "engine.patched.scheduler",
+    "stallkit.engine.vllm_plugin.scheduler",
 )
 
 
@@ -73,7 +73,7 @@ def make_scheduler(
 ) -> Any:
     """A PatchedScheduler (or the async one) over `num_blocks` usable blocks of 16 tokens.
 
-    The synchronous one is built by the twin's product code (`engine.twin.build`), the async
+    The synchronous one is built by the twin's product code (`stallkit.engine.twin.build`), the async
     one (which the twin does not run) here, over the same configs.
     """
     import_vllm()
@@ -99,7 +99,7 @@ def _make_async(model_dir: Path, config: TwinConfig) -> Any:
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.structured_output import StructuredOutputManager
 
-    from engine.patched.scheduler import AsyncPatchedScheduler
+    from stallkit.engine.vllm_plugin.scheduler import AsyncPatchedScheduler
 
     max_len = config.max_model_len
     scheduler_config = SchedulerConfig(

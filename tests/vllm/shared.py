@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.local import VllmLauncher
-from engine.spec import parse_spec
+from stallkit.engine.launch.vllm import VllmLauncher
+from stallkit.engine.spec import parse_spec
 
 
 class SharedServer:

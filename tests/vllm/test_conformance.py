@@ -19,16 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from engine.conformance import DEFAULT_CACHE, ConformanceReport
-from engine.conformance_fetch import cached_tests, installed_vllm_version, release_of
-from engine.errors import EngineError
-from engine.patched.config import PatchedConfig
+from stallkit.engine.conformance.fetch import cached_tests, installed_vllm_version, release_of
+from stallkit.engine.conformance.run import DEFAULT_CACHE, ConformanceReport
+from stallkit.engine.errors import EngineError
+from stallkit.engine.vllm_plugin.config import PatchedConfig
 from tests.support import kit
 from tests.vllm.conftest import HAVE_VLLM, VLLM_MISSING
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not HAVE_VLLM, reason=VLLM_MISSING)]
 
-PLUGIN = "engine.patched.scheduler.PatchedScheduler"
+PLUGIN = "stallkit.engine.vllm_plugin.scheduler.PatchedScheduler"
 #: every tests/v1/core file of 0.32.0 in which create_scheduler builds the candidate
 SWAPPED_FILES = (
     "test_scheduler.py",

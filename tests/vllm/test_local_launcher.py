@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import EngineError
-from engine.local import VllmLauncher, vllm_env, vllm_installed
-from engine.spec import parse_spec
+from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.vllm import VllmLauncher, vllm_env, vllm_installed
+from stallkit.engine.spec import parse_spec
 
 pytestmark = pytest.mark.vllm
 needs_vllm = pytest.mark.skipif(

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.local import vllm_installed
-from kits.cli import app
-from kits.config import load_kit
+from stallkit.engine.launch.vllm import vllm_installed
+from stallkit.kits.cli import app
+from stallkit.kits.kit import load_kit
 from tests.support import ab_diagnosis
 
 pytestmark = [

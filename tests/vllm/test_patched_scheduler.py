@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.local import vllm_installed
-from engine.sim.trace import run_trace
+from stallkit.engine.launch.vllm import vllm_installed
+from stallkit.engine.sim.trace import run_trace
 from tests.vllm.patched_harness import make_scheduler, prepare_full_slots, step
 
 pytestmark = [
@@ -121,8 +121,8 @@ def test_bad_additional_config_fails_the_start_with_one_log_line(
     share: float,
     needle: str,
 ) -> None:
-    from engine.errors import EngineError
-    from engine.patched.config import PatchedConfigError
+    from stallkit.engine.errors import EngineError
+    from stallkit.engine.vllm_plugin.config import PatchedConfigError
 
     with (
         caplog.at_level(logging.ERROR, logger="vllm.stallkit.patched"),
@@ -141,11 +141,11 @@ def test_untested_vllm_is_refused_unless_allowed(
 ) -> None:
     from types import SimpleNamespace
 
-    from engine.patched.config import PatchedConfigError
+    from stallkit.engine.vllm_plugin.config import PatchedConfigError
     from tests.vllm.patched_harness import import_vllm
 
     import_vllm()
-    from engine.patched.scheduler import load_config
+    from stallkit.engine.vllm_plugin.scheduler import load_config
 
     monkeypatch.delenv("STALLKIT_ALLOW_UNTESTED_VLLM", raising=False)
     vllm_config = SimpleNamespace(additional_config={"patched_scheduler": {"policy": "fix"}})
@@ -168,24 +168,24 @@ def test_plugin_imports_nothing_of_the_tool_but_itself_and_the_controller() -> N
 
     code = (
         "import sys, warnings; warnings.simplefilter('ignore');"
-        "import engine.patched.scheduler;"
-        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('contract', 'engine', 'kits', 'loadgen', 'monitor', 'reports'))))"
+        "import stallkit.engine.vllm_plugin.scheduler;"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'stallkit')))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=170
     )
     loaded = set(out.stdout.split())
     allowed = {
-        "contract",  # its face and the shared names: standard library only
-        "contract.faces",
-        "contract.names",
-        "engine",
-        "engine.patched",
-        "engine.patched.config",
-        "engine.patched.metrics",
-        "engine.patched.scheduler",
-        "engine.sim",
-        "engine.sim.controller",
+        "stallkit",  # the package's own __init__: a docstring
+        "stallkit.contract",  # its face and the shared names: standard library only
+        "stallkit.contract.faces",
+        "stallkit.contract.names",
+        "stallkit.engine",
+        "stallkit.engine.vllm_plugin",
+        "stallkit.engine.vllm_plugin.config",
+        "stallkit.engine.vllm_plugin.metrics",
+        "stallkit.engine.vllm_plugin.scheduler",
+        "stallkit.engine.policy",
+        "stallkit.engine.policy.controller",
     }
     assert loaded == allowed, loaded ^ allowed

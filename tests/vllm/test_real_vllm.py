@@ -22,7 +22,7 @@ import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.local import VllmLauncher, vllm_installed
+from stallkit.engine.launch.vllm import VllmLauncher, vllm_installed
 from tests.vllm.shared import SharedServer
 
 pytestmark = [

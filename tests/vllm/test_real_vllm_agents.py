@@ -22,16 +22,16 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from engine.local import VllmLauncher, vllm_installed
-from kits.config import load_kit
-from loadgen.config import LoadConfig
-from loadgen.preflight import preflight
-from loadgen.records import TurnRecord, read_records
-from loadgen.run import run_agents
-from monitor.config import MonitorConfig
-from monitor.events import MonitorEvent, Sample, StallEnded, StallStarted
-from monitor.gpu import gpu_source
-from monitor.watch import watch
+from stallkit.engine.launch.vllm import VllmLauncher, vllm_installed
+from stallkit.kits.kit import load_kit
+from stallkit.loadgen.agents import run_agents
+from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.preflight import preflight
+from stallkit.loadgen.records import TurnRecord, read_records
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import MonitorEvent, Sample, StallEnded, StallStarted
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.signals.gpu import gpu_source
 
 pytestmark = [
     pytest.mark.vllm,

@@ -13,10 +13,10 @@ import asyncio
 import httpx
 import pytest
 
-from engine.calibration import fit_cost
-from engine.local import VllmLauncher, vllm_installed
-from kits.prober import engine_sizes, run_probes
-from kits.probes import CalibrateOptions, DecodeProbe, PrefillProbe, plan_probes
+from stallkit.engine.launch.vllm import VllmLauncher, vllm_installed
+from stallkit.engine.twin.calibration import fit_cost
+from stallkit.kits.calibrate.prober import engine_sizes, run_probes
+from stallkit.kits.calibrate.probes import CalibrateOptions, DecodeProbe, PrefillProbe, plan_probes
 from tests.vllm.conftest import SMOKE_ENGINE_ARGS
 
 pytestmark = [

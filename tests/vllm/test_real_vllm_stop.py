@@ -13,7 +13,7 @@ import signal
 import psutil
 import pytest
 
-from engine.local import vllm_installed
+from stallkit.engine.launch.vllm import vllm_installed
 from tests.vllm.shared import SharedServer
 
 pytestmark = [

@@ -10,9 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.errors import EngineError
-from engine.tinymodel import CHAT_TEMPLATE, SPECIAL_TOKENS, build_tiny_model, training_text
-from kits.cli import app
+from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.tinymodel import (
+    CHAT_TEMPLATE,
+    SPECIAL_TOKENS,
+    build_tiny_model,
+    training_text,
+)
+from stallkit.kits.cli import app
 
 HAVE_HF = all(importlib.util.find_spec(name) for name in ("torch", "transformers", "tokenizers"))
 needs_hf = pytest.mark.skipif(

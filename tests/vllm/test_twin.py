@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.local import vllm_installed
-from kits.config import Kit, load_kit
-from kits.vclock import run_virtual_arm
+from stallkit.engine.launch.vllm import vllm_installed
+from stallkit.kits.arm.virtual import run_virtual_arm
+from stallkit.kits.kit import Kit, load_kit
 from tests.support import kit, served_sim
 
 pytestmark = [
@@ -143,8 +143,8 @@ def test_kit_sim_serve_with_a_twin_core_answers_a_streaming_client(tmp_path: Pat
 
 
 def test_a_livelock_skips_its_identical_empty_steps_and_counts_them() -> None:
-    from engine.twin.config import PATCHED_SCHEDULER, TwinConfig
-    from engine.twin.core import TwinEngine
+    from stallkit.engine.twin.config import PATCHED_SCHEDULER, TwinConfig
+    from stallkit.engine.twin.core import TwinEngine
 
     share = {"patched_scheduler": {"policy": "base", "prefill_compute_share": 0.4}}
     engine = TwinEngine(

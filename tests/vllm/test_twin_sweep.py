@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from contract.jsonl import read_jsonl
-from contract.sweep import SweepRun
-from engine.local import vllm_installed
+from stallkit.contract.jsonl import read_jsonl
+from stallkit.contract.sweep import SweepRun
+from stallkit.engine.launch.vllm import vllm_installed
 from tests.support import kit
 
 pytestmark = [

@@ -1,0 +1,197 @@
+"""Execute a `kit run` / `kit ab` plan: every arm over every seed, then the A/B reports.
+
+Virtual-clock arms (`sim:` and `twin:`) run in parallel processes across the cores (one job
+per arm and seed, each writing its own directory); wall-clock arms run one seed after another (both arms at
+once with --parallel). Every engine is stopped on success, error and Ctrl-C (SIGTERM reaches
+here as Ctrl-C: `stallkit.kits.cli.common.sigterm_as_ctrl_c`), and the A/B reports are made from the
+saved directories whatever ended the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Coroutine
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from stallkit.contract.errors import StallkitError
+from stallkit.contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
+from stallkit.contract.jsonl import read_json, write_json
+from stallkit.contract.kitfile import KitFile
+from stallkit.contract.meta import END_WORDS, META_FILE, ArmMeta
+from stallkit.engine import Launcher
+from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR, Arm, Plan
+from stallkit.kits.arm.alerting import Alerting
+from stallkit.kits.arm.virtual import VirtualResult, run_virtual_arm
+from stallkit.kits.arm.wall import RunContext, run_arm
+from stallkit.kits.workers import PooledJob, cores, run_pooled, worker_kind
+from stallkit.reports import ABReport
+
+__all__ = ["DEFAULT_RUNS_DIR", "Arm", "Plan", "Result", "execute", "strict_failures"]
+
+
+@dataclass
+class Result:
+    """What `execute` returns: the report (when one could be made) and how it ended."""
+
+    report: ABReport | None
+    interrupted: bool
+
+
+def strict_failures(report: ABReport) -> list[str]:
+    """Reasons a CI run fails: the fix arm (or the only arm) stalled in a seed, logged a
+    traceback, or was not observed for its full length (its engine died, it failed, it was
+    interrupted, its metrics were down at the end) in any seed."""
+    name = "fix" if "fix" in report.arms else next(iter(report.arms))
+    arm = report.arms[name]
+    problems = []
+    rows = report.seeds.get(name, [])
+    of = f" in {{}} of {len(rows)} seeds" if len(rows) > 1 else ""
+    died = sum(r.end_reason == "engine_died" for r in rows)
+    if died:
+        problems.append(f"{name} arm's engine died" + of.format(died))
+    other = [r.censored for r in rows if r.censored not in (None, "engine_died")]
+    if other:
+        why = ", ".join(sorted(set(map(str, other))))
+        problems.append(f"{name} arm was censored ({why})" + of.format(len(other)))
+    stalled = sum(r.stalled for r in rows)
+    if len(rows) > 1 and stalled:
+        problems.append(f"{name} arm stalled in {stalled} of {len(rows)} seeds")
+    elif arm.stalls:
+        problems.append(f"{name} arm stalled {len(arm.stalls)} time(s)")
+    if arm.log_counts.get("tracebacks", 0):
+        problems.append(f"{name} arm logged {arm.log_counts['tracebacks']} traceback(s)")
+    return problems
+
+
+async def _run_all(plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
+    if plan.parallel:
+        await asyncio.gather(*(run_arm(arm, plan, run, console, dashboard) for arm in plan.arms))
+    else:
+        for arm in plan.arms:
+            await run_arm(arm, plan, run, console, dashboard)
+
+
+def _note(console: Console, done: VirtualResult) -> None:
+    """One seed's end in a line that fits 80 columns: `base seed 9: stalled, stopped at
+    2872 engine s (2.7 wall s)`."""
+    at = f"{done.engine_s:.0f} engine s"
+    if done.end_reason == "stall_stop":
+        what = f"stalled, stopped by the monitor at {at}"
+    elif done.end_reason == "duration":
+        what = f"ran {at}" + (", stalled" if done.stalled else ", no stall")
+    else:
+        what = f"{END_WORDS[done.end_reason]} at {at}"
+    console.print(f"{done.arm} seed {done.seed}: {what} [dim]({done.wall_s:.1f} wall s)[/]")
+
+
+def _run_virtual(plan: Plan, console: Console) -> None:
+    """Every virtual arm over every seed, in parallel processes across the cores (twin arms
+    in fresh workers of their own, one pool per overlay: `stallkit.kits.workers`)."""
+    jobs: list[PooledJob] = []
+    for seed in plan.seeds:
+        for arm in plan.arms:
+            if plan.virtual(arm):
+                kit = plan.kit_for(seed)
+                args = (kit, arm.name, arm.spec.raw, plan.seed_dir(arm, seed))
+                jobs.append((worker_kind(kit, arm.name, arm.spec.raw), args))
+    run_pooled(run_virtual_arm, jobs, lambda done: _note(console, done), cores())
+
+
+def _run_wall(plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
+    """The wall-clock arms, one seed after another."""
+    arms = [arm for arm in plan.arms if not plan.virtual(arm)]
+    if not arms:
+        return
+    for seed in plan.seeds:
+        seeded = [replace(arm, dir=plan.seed_dir(arm, seed)) for arm in arms]
+        _run_loop(
+            _run_all(replace(plan, kit=plan.kit_for(seed), arms=seeded), run, console, dashboard)
+        )
+
+
+def _run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """`asyncio.run(main)`; a Ctrl-C landing as the loop finishes its task is still Ctrl-C
+    (asyncio then reports the loop it stopped, not the interrupt)."""
+    try:
+        asyncio.run(main)
+    except RuntimeError as exc:
+        if "Event loop stopped before Future completed" in str(exc):
+            raise KeyboardInterrupt from None
+        raise
+
+
+def _stop_all(launchers: list[Launcher]) -> None:
+    """Stop every engine, even when one stop fails or a second Ctrl-C lands during the stops;
+    then raise the first of those."""
+    first: BaseException | None = None
+    for launcher in launchers:
+        try:
+            launcher.stop()
+        except BaseException as exc:  # re-raised once the others are stopped
+            first = first or exc
+    if first is not None:
+        raise first
+
+
+def mark_interrupted(out_dir: Path) -> None:
+    """After a Ctrl-C, the seeds whose end was never recorded (a worker stopped before it
+    could write it) end as interrupted, which is what happened to them."""
+    for path in out_dir.rglob(META_FILE):
+        with contextlib.suppress(StallkitError, OSError):
+            meta = read_json(path, ArmMeta)
+            if meta.end_reason == "starting":
+                write_json(path, meta.update(end_reason="interrupted"))
+
+
+def execute(
+    plan: Plan,
+    dashboard: bool = True,
+    console: Console | None = None,
+    alerting: Alerting | None = None,
+) -> Result:
+    """Run every arm over every seed, then write and print the reports. Engines always stop.
+
+    `alerting`: the exporter and --on-stall of wall-clock arms (None: forensics only).
+    """
+    from stallkit.reports import ab_table, write_reports
+
+    # notes carry their time, not the source line that printed them
+    console = console or Console(log_path=False)
+    run = RunContext(alerting)
+    # a directory the user made (an empty --out) is theirs: never removed, even if unused
+    made = outermost_missing(plan.out_dir)
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(plan.out_dir / KIT_FILE, KitFile.of(plan.kit.model_dump(mode="json")))
+    interrupted = False
+    try:
+        try:
+            _run_virtual(plan, console)
+            _run_wall(plan, run, console, dashboard)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            interrupted = True
+        finally:
+            _stop_all(run.launchers)
+    except Exception:
+        if made is not None:
+            discard_if_unrecorded(plan.out_dir, made)
+        raise
+    if interrupted and made is not None and discard_if_unrecorded(plan.out_dir, made):
+        return Result(None, interrupted)
+    if interrupted:
+        mark_interrupted(plan.out_dir)
+    report = None
+    if any(plan.out_dir.rglob("meta.json")):
+        # after a Ctrl-C a seed may hold no end record yet: report what was recorded, naming it
+        report = write_reports(plan.out_dir, partial=interrupted)
+        console.print(ab_table(report))
+        stem = report.stem
+        console.print(
+            f"[dim]reports: {plan.out_dir / stem}.html, {plan.out_dir / stem}.md, "
+            f"{stem}.json, timeline.png[/]"
+        )
+    return Result(report, interrupted)

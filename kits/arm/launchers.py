@@ -1,0 +1,145 @@
+"""Choose and build the launcher for an arm's engine spec, and convert kit durations.
+
+A kit gives each duration in the unit its field declares (`json_schema_extra["unit"]` on the
+load and monitor models): engine seconds for what the engine's clock governs (pauses, read
+timeouts, the run's length, scrape interval, stall thresholds), wall seconds for what the
+wall clock governs (TCP connect and scrape timeouts, the GPU telemetry's averaging window).
+A wall-clock simulator arm runs `time_scale` engine seconds per wall second; its `TimeBase`
+is the one conversion between the two (`stallkit.contract.time`). Reports convert back with the scale
+each arm measured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from stallkit.contract.files import ENGINE_LOG
+from stallkit.contract.time import TimeBase, Unit, duration_unit
+from stallkit.engine import (
+    AttachLauncher,
+    DockerLauncher,
+    DockerOptions,
+    EngineSpec,
+    Launcher,
+    Overlay,
+    free_port,
+)
+from stallkit.kits.kit import Kit
+from stallkit.loadgen import LoadConfig
+from stallkit.monitor import MonitorConfig
+
+__all__ = [
+    "TimeBase",
+    "Unit",
+    "arm_spec",
+    "duration_unit",
+    "load_config",
+    "make_launcher",
+    "monitor_config",
+    "time_scale",
+]
+
+#: the monitor never scrapes more often than this (wall seconds)
+MIN_INTERVAL_S = 0.05
+
+
+def time_scale(spec: EngineSpec, kit: Kit) -> float:
+    """Engine seconds per wall second for an arm: the kit's for the simulator and for images
+    (1 unless a simulator image runs faster), else 1."""
+    match spec.kind:
+        case "sim":
+            return kit.sim.time_scale
+        case "docker":
+            return kit.engine.time_scale
+        case _:
+            return 1.0
+
+
+def arm_spec(arm: str, spec: EngineSpec, kit: Kit) -> EngineSpec:
+    """An arm's spec with the capabilities the kit gives it (its GPUs, the scheduler its engine
+    arguments load: a docker image running the plugin has its step counter and no restores)."""
+    return spec.placed(gpus=kit.engine.gpus_for(arm), engine_args=kit.engine.engine_args_for(arm))
+
+
+def _in_wall(model: type[BaseModel], fields: dict[str, Any], base: TimeBase) -> dict[str, Any]:
+    out = dict(fields)
+    for key, value in fields.items():
+        if duration_unit(model, key) == "engine" and isinstance(value, int | float):
+            out[key] = base.to_wall(value)
+    return out
+
+
+def load_config(kit: Kit, scale: float) -> LoadConfig:
+    """The kit's load in wall seconds for an engine at `scale`."""
+    return LoadConfig.model_validate(_in_wall(LoadConfig, kit.load.model_dump(), TimeBase(scale)))
+
+
+def monitor_config(kit: Kit, scale: float) -> MonitorConfig:
+    """The kit's monitor settings in wall seconds for an engine at `scale`."""
+    raw = kit.monitor.model_dump(exclude={"gpu_source"})
+    fields = _in_wall(MonitorConfig, raw, TimeBase(scale))
+    fields["interval_s"] = max(MIN_INTERVAL_S, fields["interval_s"])
+    return MonitorConfig.model_validate(fields)
+
+
+def make_launcher(
+    arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, overlays: list[Overlay] | None = None
+) -> Launcher:
+    """The launcher for one arm; logs go to `arm_dir/engine.log`."""
+    log_path = arm_dir / ENGINE_LOG
+    gpus = kit.engine.gpus_for(arm)
+    if spec.kind == "sim":
+        from stallkit.engine import SimLauncher
+
+        sim = kit.sim.engine.model_dump(mode="json", exclude={"policy"})
+        return SimLauncher(spec, arm_dir, sim, kit.sim.time_scale, log_path=log_path)
+    if spec.kind == "url":
+        source = kit.monitor.gpu_source
+        return AttachLauncher(spec, gpu_source=None if source.kind == "auto" else source)
+    if spec.kind == "vllm":
+        from stallkit.engine import VllmLauncher
+
+        return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
+    if spec.kind == "patched":
+        # a local vLLM with the patched scheduler: the kit's model, share and engine arguments
+        from stallkit.engine import PatchedConfig, PatchedLauncher, PatchedOptions, resolve_model
+
+        section = kit.patched
+        asynchronous = bool(gpus) if section.async_scheduling is None else section.async_scheduling
+        config = PatchedConfig(spec.policy, section.prefill_compute_share)
+        return PatchedLauncher(
+            spec,
+            arm_dir,
+            resolve_model(spec, section.model),
+            PatchedOptions(config, asynchronous),
+            engine_args=kit.engine.engine_args,
+            gpus=gpus,
+            log_path=log_path,
+            extra_env=kit.engine.env,
+        )
+    return DockerLauncher(spec, _docker_options(arm, kit, overlays), log_path)
+
+
+def _docker_options(arm: str, kit: Kit, overlays: list[Overlay] | None) -> DockerOptions:
+    host = kit.engine.host_for(arm)
+    env = dict(kit.engine.env)
+    if kit.engine.time_scale != 1.0:
+        env["STALLKIT_TIME_SCALE"] = repr(kit.engine.time_scale)
+    return DockerOptions(
+        gpus=tuple(kit.engine.gpus_for(arm)),
+        env=env,
+        container_port=kit.engine.port,
+        host_port=host.host_port or free_port(),
+        shm_size=kit.engine.shm_size,
+        ipc_host=kit.engine.ipc_host,
+        extra_args=tuple(kit.engine.docker_args),
+        engine_args=tuple(kit.engine.engine_args_for(arm)),
+        overlays=tuple(overlays or ()),
+        name_prefix=f"stallkit-{kit.name}-{arm}",
+        network=kit.engine.network,
+        docker_host=host.docker_host,
+        dcgm_url=host.dcgm_url,
+    )

@@ -1,0 +1,60 @@
+"""What each arm needs before any arm starts, checked once for a run and its --dry-run alike.
+
+An A/B whose base arm cannot start must not run its fix arm first and then fail, leaving a
+run directory the error does not mention. So before the first engine starts: a local vLLM
+arm (`vllm:`, `patched:`) needs vLLM here and its model directory, an image arm a docker
+daemon that answers, an attached arm (`url:`) something listening at its URL. Twin arms are
+checked by `stallkit.kits.arm.cores.check_twin_arms`; what each docker host offers (a GPU runtime, a
+bridge network) by the plan.
+"""
+
+from __future__ import annotations
+
+from stallkit.engine import (
+    DockerSpec,
+    EngineError,
+    EngineSpec,
+    PatchedSpec,
+    UrlSpec,
+    VllmSpec,
+    check_listening,
+    check_local_vllm,
+    daemon_error,
+    resolve_model,
+)
+from stallkit.kits.errors import KitError
+from stallkit.kits.kit import Kit
+
+__all__ = ["check_arms_start"]
+
+
+def check_arms_start(kit: Kit, specs: dict[str, EngineSpec]) -> None:
+    """Refuse, naming the arm, a plan one of whose arms could not start; start nothing."""
+    hosts: dict[str, list[str]] = {}
+    for name, spec in specs.items():
+        try:
+            _check_arm(kit, spec)
+        except EngineError as exc:
+            arm = f"{name} arm: " if len(specs) > 1 else ""  # `kit run` has the one arm
+            raise KitError(f"{arm}{exc.message}", exc.hint) from None
+        if isinstance(spec, DockerSpec):
+            hosts.setdefault(kit.engine.host_for(name).docker_host, []).append(name)
+    for host, arms in hosts.items():
+        problem = daemon_error(host)
+        if problem is not None:
+            where = f"docker on {host}" if host else "the local docker"
+            named = f"{', '.join(arms)} arm{'s' * (len(arms) > 1)}: " if len(specs) > 1 else ""
+            raise KitError(
+                f"{named}{where} cannot run images: {problem}",
+                "start the docker daemon (or set the kit's engine.docker_host), "
+                "or use another engine spec",
+            )
+
+
+def _check_arm(kit: Kit, spec: EngineSpec) -> None:
+    if isinstance(spec, VllmSpec):
+        check_local_vllm(spec.raw, spec.model_dir)
+    elif isinstance(spec, PatchedSpec):
+        check_local_vllm(spec.raw, resolve_model(spec, kit.patched.model))
+    elif isinstance(spec, UrlSpec):
+        check_listening(spec.url, spec.raw)

@@ -1,0 +1,258 @@
+"""The HTTP arm driver: launch, wait, watch, drive the agents over asyncio, stop.
+
+The monitor, the agents and the engine's liveness are async event streams; this module merges
+them, hands the monitor's events to the arm recorder (`stallkit.kits.arm.recorder`, whose sinks are the
+timeline, forensics, exporter, on-stall and the view) and the agents' to the view, and ends
+the arm when the load's duration passes or the monitor requests a stop. Whatever ends it
+(duration, stall stop, error, Ctrl-C, SIGTERM), the engine is stopped and the recorder closes
+the directory from the typed end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+from rich.console import Console
+
+from stallkit.contract.meta import END_WORDS, EndReason
+from stallkit.engine import Launcher, tail_lines
+from stallkit.kits.ab.plan import Arm, Plan
+from stallkit.kits.arm.alerting import Alerting
+from stallkit.kits.arm.launchers import load_config, make_launcher, monitor_config, time_scale
+from stallkit.kits.arm.recorder import ArmEnd, ArmRecorder, error_line
+from stallkit.kits.arm.view import RunView
+from stallkit.kits.errors import KitError
+from stallkit.kits.kit import Kit
+from stallkit.loadgen import LoadConfig, RunFinished, run_agents
+from stallkit.loadgen.preflight import ServerInfo, preflight
+from stallkit.monitor import (
+    GpuReader,
+    MonitorConfig,
+    MonitorError,
+    SimClock,
+    StopRequested,
+    gpu_source,
+    parse_metrics,
+)
+from stallkit.monitor.live.watch import watch
+
+#: how often a run asks whether its engine is still alive (wall seconds)
+ENGINE_POLL_S = 1.0
+
+
+@dataclass
+class RunContext:
+    """What a run holds while it runs, apart from its plan: the engines started so far (so
+    that any exit path can stop them) and the exporter and --on-stall of its wall-clock arms
+    (None: forensics only)."""
+
+    alerting: Alerting | None = None
+    launchers: list[Launcher] = field(default_factory=list)
+
+
+class EngineDied(KitError):
+    """The engine ended on its own during the run; the message holds its last log lines."""
+
+
+@dataclass(frozen=True)
+class _EngineExited:
+    """The engine's process or container ended while the run was under way."""
+
+    reason: str
+
+
+async def _watch_engine(launcher: Launcher) -> AsyncIterator[_EngineExited]:
+    while True:
+        reason = await asyncio.to_thread(launcher.exit_reason)
+        if reason is not None:
+            yield _EngineExited(reason)
+            return
+        await asyncio.sleep(ENGINE_POLL_S)
+
+
+def _died_message(launcher: Launcher, reason: str) -> str:
+    tail = tail_lines(launcher.log_path)
+    msg = f"{launcher.spec.raw} died during the run ({reason})"
+    return msg + ("; last log lines:\n" + tail if tail else "")
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A stream ended (normally, or with the error it raised)."""
+
+    stream: str
+    error: BaseException | None
+
+
+async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]) -> None:
+    """Put each event of one stream on the arm's queue, tagged with the stream's name."""
+    try:
+        async for event in events:
+            await queue.put((name, event))
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # handed to the arm, which decides; never lost in a task
+        await queue.put((name, _Done(name, exc)))
+        return
+    await queue.put((name, _Done(name, None)))
+
+
+async def _sim_clock(url: str, timeout_s: float) -> SimClock | None:
+    """The simulator's own clock, as the monitor parses it (None for real engines)."""
+    try:
+        async with httpx.AsyncClient(timeout=timeout_s) as client:
+            text = (await client.get(f"{url}/metrics")).text
+        return parse_metrics(text).sim_clock
+    except (httpx.HTTPError, MonitorError):
+        return None
+
+
+async def _engine_time_s(url: str) -> float | None:
+    """The simulator's engine clock (None for real engines, which run on the wall clock)."""
+    # a simulator that fell far behind answers slowly: wait for it rather than guess
+    clock = await _sim_clock(url, timeout_s=30.0)
+    return None if clock is None else clock.engine_s
+
+
+async def _arm_scale(arm: Arm, kit: Kit) -> float:
+    """The arm's nominal time scale. A `url:` arm takes the one its engine states: 1 for a real
+    engine, the simulator's own when it attaches to a `kit sim serve --time-scale N`."""
+    if arm.spec.kind != "url":
+        return time_scale(arm.spec, kit)
+    # asked before the health check, which says what is wrong with an engine that does not
+    # answer: a short wait here, so that such an engine is not kept waiting for twice
+    stated = await _sim_clock(arm.spec.target.rstrip("/"), timeout_s=2.0)
+    return 1.0 if stated is None else stated.scale
+
+
+async def _drive(
+    arm: Arm,
+    launcher: Launcher,
+    info: ServerInfo,
+    load: LoadConfig,
+    mon: MonitorConfig,
+    gpu: GpuReader,
+    recorder: ArmRecorder,
+    view: RunView,
+) -> EndReason:
+    """Run agents and monitor together until the duration passes or a stall stop; the end reason.
+
+    Raises EngineDied when the engine ends on its own meanwhile.
+    """
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    streams: dict[str, AsyncIterator[Any]] = {
+        "monitor": watch(launcher.url, mon, gpu, engine_cpu=launcher.cpu_seconds),
+        "load": run_agents(info, load, records=recorder.turns),
+        "engine": _watch_engine(launcher),
+    }
+    tasks = {name: asyncio.create_task(_pump(name, s, queue)) for name, s in streams.items()}
+    try:
+        while True:
+            source, event = await queue.get()
+            if isinstance(event, _Done):
+                if event.error is not None:
+                    raise event.error
+                if source == "load":
+                    return "duration"
+            elif isinstance(event, _EngineExited):
+                raise EngineDied(_died_message(launcher, event.reason))
+            elif isinstance(event, RunFinished):
+                # let the agents' generator finish its clean-up (it closes turns.jsonl and its
+                # client); a cancel landing inside that clean-up would leak them
+                await asyncio.wait({tasks["load"]}, timeout=10.0)
+                return "duration"
+            elif source == "load":
+                view.load(event)
+            else:
+                recorder.event(event)
+                if isinstance(event, StopRequested):
+                    stall_s = event.stall_s * view.scale
+                    view.note(f"{arm.name}: stall for {stall_s:.1f} engine s: stopping the run")
+                    return "stall_stop"
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
+async def _start(
+    arm: Arm, plan: Plan, run: RunContext, launcher: Launcher, recorder: ArmRecorder, view: RunView
+) -> tuple[ServerInfo, GpuReader]:
+    """Start the engine, wait for it, check it serves the load; its alerting joins the sinks."""
+    kit = plan.kit
+    load, mon = load_config(kit, view.scale), monitor_config(kit, view.scale)
+    view.note(f"{arm.name}: starting {arm.spec.raw}")
+    await asyncio.to_thread(launcher.start)
+    await asyncio.to_thread(launcher.wait_healthy, kit.engine.startup_timeout_s)
+    source = kit.monitor.gpu_source
+    gpu = gpu_source(
+        source if source.kind != "auto" else launcher.gpu_source, timeout_s=mon.scrape_timeout_s
+    )
+    info = await preflight(launcher.url, load)
+    view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
+    if view.scale != 1.0:
+        view.note(f"{arm.name}: engine runs at {view.scale:g}x; times and rates shown are engine's")
+    hooks = (run.alerting or Alerting()).for_arm(
+        arm.name, arm.spec, arm.dir, launcher, mon.stall_after_s
+    )
+    recorder.add(hooks, hooks.close)
+    return info, gpu
+
+
+async def run_arm(arm: Arm, plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
+    """Run one arm end to end; its directory is complete on every exit path."""
+    kit = plan.kit
+    scale = await _arm_scale(arm, kit)
+    spec = arm.spec
+    recorder = ArmRecorder.open(
+        arm.dir,
+        kit,
+        arm=arm.name,
+        spec=spec.raw,
+        kind=spec.kind,
+        clock="wall",
+        time_scale=scale,
+        capabilities=spec.capabilities,
+    )
+    launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
+    run.launchers.append(launcher)
+    load, mon = load_config(kit, scale), monitor_config(kit, scale)
+    view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard, scale)
+    recorder.add(view)
+    end = ArmEnd("starting")
+    t_load, engine_t0 = time.monotonic(), None
+    try:
+        info, gpu = await _start(arm, plan, run, launcher, recorder, view)
+        engine_t0 = await _engine_time_s(launcher.url)
+        t_load = time.monotonic()
+        async with view.live(launcher.url):
+            end = ArmEnd(await _drive(arm, launcher, info, load, mon, gpu, recorder, view))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        # Ctrl-C cancels the task; with Ctrl-C ignored (a script's background job) SIGTERM
+        # raises KeyboardInterrupt wherever the loop is: both are the user stopping the run
+        end = ArmEnd("interrupted")
+        raise
+    except EngineDied as exc:
+        # a result, not a failure of the run: the other arm still runs and the table says so
+        end = ArmEnd("engine_died", str(exc))
+        view.note(f"{arm.name}: {str(exc).splitlines()[0]}")
+    except BaseException as exc:
+        end = ArmEnd("error", error_line(exc))
+        raise
+    finally:
+        # the wall time is taken when the engine clock is read, so the two cover the same span
+        engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
+        wall_s = time.monotonic() - t_load
+        engine_s = None if engine_t1 is None or engine_t0 is None else engine_t1 - engine_t0
+        await asyncio.to_thread(recorder.close_sinks)  # bundles and on-stall, before the stop
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(launcher.stop)
+        meta = recorder.finish(replace(end, wall_s=wall_s, engine_s=engine_s))
+        ran = f"{meta.engine_s:.0f} engine s, " if meta.engine_s is not None else ""
+        view.note(f"{arm.name}: {END_WORDS[meta.end_reason]} after {ran}{meta.wall_s:.1f} wall s")

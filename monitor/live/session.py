@@ -1,0 +1,120 @@
+"""Run the monitor end to end: the event stream into the timeline, the view, and an outcome.
+
+This is what `kit monitor` runs, and a template for callers that add their own consumers:
+iterate `watch()`, hand each event to every sink, decide when to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from rich.console import Console
+
+from stallkit.contract.files import TIMELINE_FILE
+from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.detect.events import (
+    Down,
+    MonitorEvent,
+    Sample,
+    StallEnded,
+    StallStarted,
+    StopRequested,
+)
+from stallkit.monitor.live.dashboard import Dashboard, LogLines, live_dashboard
+from stallkit.monitor.live.timeline import TimelineWriter
+from stallkit.monitor.live.watch import watch
+from stallkit.monitor.signals.gpu import GpuReader
+
+Display = Literal["live", "lines", "none"]
+
+
+class Sink(Protocol):
+    """Anything that consumes monitor events."""
+
+    def handle(self, event: MonitorEvent) -> None: ...
+
+
+@dataclass
+class MonitorOutcome:
+    """What a monitor run saw."""
+
+    samples: int = 0
+    downs: int = 0
+    stalls: list[StallStarted] = field(default_factory=list)
+    ended: list[StallEnded] = field(default_factory=list)
+    stop_requested: bool = False
+    exited_on_stall: bool = False
+    timeline: Path | None = None
+
+    def handle(self, event: MonitorEvent) -> None:
+        """Tally one event."""
+        match event:
+            case Sample():
+                self.samples += 1
+            case Down():
+                self.downs += 1
+            case StallStarted():
+                self.stalls.append(event)
+            case StallEnded():
+                self.ended.append(event)
+            case StopRequested():
+                self.stop_requested = True
+
+
+class _DashboardSink:
+    def __init__(self, dashboard: Dashboard) -> None:
+        self.dashboard = dashboard
+
+    def handle(self, event: MonitorEvent) -> None:
+        self.dashboard.update(event)
+
+
+async def run_monitor(
+    url: str,
+    config: MonitorConfig,
+    gpu: GpuReader,
+    *,
+    out_dir: Path | None,
+    duration_s: float | None = None,
+    display: Display = "lines",
+    console: Console | None = None,
+    exit_on_stall: bool = False,
+    dashboard: Dashboard | None = None,
+    sinks: list[Sink] | None = None,
+    stop_when: Callable[[MonitorEvent], bool] | None = None,
+) -> MonitorOutcome:
+    """Watch `url` until `duration_s`, a stall (`exit_on_stall`) or `stop_when(event)`."""
+    console = console or Console()
+    outcome = MonitorOutcome()
+    all_sinks: list[Sink] = [outcome, *(sinks or [])]
+    view = dashboard or Dashboard(url)
+    with contextlib.ExitStack() as stack:
+        if out_dir is not None:
+            writer = stack.enter_context(TimelineWriter(out_dir / TIMELINE_FILE))
+            all_sinks.append(writer)
+            outcome.timeline = writer.path
+        if display == "lines":
+            all_sinks.append(LogLines(console))
+        elif display == "live":
+            all_sinks.append(_DashboardSink(view))
+        async with contextlib.AsyncExitStack() as astack:
+            events = watch(url, config, gpu, duration_s=duration_s)
+            astack.push_async_callback(events.aclose)
+            first = True
+            async for event in events:
+                if first and display == "live":
+                    # Only after the start checks, so a start error is one clean line.
+                    await astack.enter_async_context(live_dashboard(view, console))
+                first = False
+                for sink in all_sinks:
+                    sink.handle(event)
+                if exit_on_stall and isinstance(event, StallStarted):
+                    outcome.exited_on_stall = True
+                    break
+                if stop_when is not None and stop_when(event):
+                    break
+    return outcome

@@ -1,0 +1,291 @@
+"""An A/B (or one-arm) run directory read into figures: `ABReport`, and `ab.json`.
+
+Over several seeds an arm's directory holds one `seed-N` directory per seed: the report then
+sums the counts over seeds (decode tok/s and cache share are means), keeps each seed's row
+(seeds whose runs are identical marked as repeats, counted once), each arm's exposure and
+stall rate per engine hour with its exact 95 % interval, and the verdict (see
+`stallkit.reports.seed_stats`). A seed that ended early is censored with its reason, never counted as
+clean; a seed whose files cannot be read is named, never dropped silently. The table's cells
+and `ab.md` are `stallkit.reports.ab_markdown`'s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from stallkit.contract.ab import (
+    ABFile,
+    ArmFigures,
+    ArmReport,
+    DamagedSeed,
+    SeedRow,
+    StallRate,
+    Verdict,
+)
+from stallkit.contract.files import KIT_FILE, META_FILE, SEED_DIR_PREFIX, TIMELINE_FILE, TURNS_FILE
+from stallkit.reports.errors import DamagedRunError, ReportError
+from stallkit.reports.rundir import arm_figures, read_kit, read_meta, seed_dirs
+from stallkit.reports.seed_stats import mark_repeats, rate_of, seed_row, verdict
+
+_R = TypeVar("_R", bound=str)
+
+
+class ABReport(BaseModel):
+    """The figures of an A/B directory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    kit: str
+    arms: dict[str, ArmFigures]
+    #: per arm, one row per seed (one row when the arm ran one seed)
+    seeds: dict[str, list[SeedRow]] = {}
+    #: base versus fix over the seeds (None without both arms)
+    verdict: Verdict | None = None
+    #: per arm, stalls per engine hour of exposure over its seeds
+    rates: dict[str, StallRate] = {}
+    #: seeds left out because a file could not be read (only with `partial`)
+    damaged: list[DamagedSeed] = []
+    #: per arm, the seed directories its figures were read from (the plots read these only)
+    dirs: dict[str, list[Path]] = {}
+
+    @property
+    def seed_count(self) -> int:
+        """Seeds per arm (the most any arm ran)."""
+        return max((len(rows) for rows in self.seeds.values()), default=1)
+
+    @property
+    def stem(self) -> str:
+        """The report files' name: `ab` for an A/B, `run` for a one-arm run (nothing to compare)."""
+        return "ab" if len(self.arms) > 1 else "run"
+
+    @property
+    def title(self) -> str:
+        """`A/B: KIT, N seeds, CLOCK clock` (`run: ...` for a one-arm run)."""
+        return title(self)
+
+
+#: end reasons from the worst down: a merged arm keeps the worst any seed had
+END_ORDER = ("engine_died", "error", "interrupted", "stall_stop", "starting", "duration")
+
+
+def _worst(values: list[_R], order: tuple[str, ...]) -> _R | None:
+    return min(values, key=order.index) if values else None
+
+
+def merge_seeds(figures: list[ArmFigures]) -> ArmFigures:
+    """One arm's figures over its seeds: counts summed, rates averaged, the worst flags kept."""
+    if len(figures) == 1:
+        return figures[0]
+
+    def total(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return sum(present) if present else None
+
+    def mean(values: list[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return round(sum(present) / len(present), 1) if present else None
+
+    first = figures[0]
+    logs: dict[str, int] = {}
+    for f in figures:
+        for name, count in f.log_counts.items():
+            logs[name] = logs.get(name, 0) + count
+    censored = [f.censored for f in figures if f.censored is not None]
+    lags = [f.lag for f in figures if f.lag]
+    # the distinct runs (`mark_repeats`' rule): a repeat of an earlier seed's run adds no exposure
+    rows = mark_repeats([seed_row(f) for f in figures])
+    runs = [f for f, row in zip(figures, rows, strict=True) if row.same_as is None]
+    kv = [f.max_kv_perc for f in figures if f.max_kv_perc is not None]
+    planned = [f.planned_duration_s for f in figures]
+    return first.model_copy(
+        update={
+            "stalls": [s for f in figures for s in f.stalls],
+            "forensics": [b for f in figures for b in f.forensics],
+            "stopped_by_monitor": any(f.stopped_by_monitor for f in figures),
+            "turns": sum(f.turns for f in figures),
+            "errors": sum(f.errors for f in figures),
+            "timeouts": sum(f.timeouts for f in figures),
+            "aborted": sum(f.aborted for f in figures),
+            "max_kv_perc": max(kv) if kv else None,
+            "preemptions": total([f.preemptions for f in figures]),
+            "log_counts": logs,
+            "decode_tok_s": mean([f.decode_tok_s for f in figures]),
+            "cached_perc": mean([f.cached_perc for f in figures]),
+            "duration_s": round(sum(f.duration_s for f in figures), 1),
+            "planned_duration_s": None if None in planned else sum(p or 0.0 for p in planned),
+            "end_reason": _worst([f.end_reason for f in figures], END_ORDER),
+            "exposure_s": round(sum(f.exposure_s for f in runs), 3),
+            "loaded_s": total([f.loaded_s for f in figures]),
+            "run_digest": None,
+            "censored": _worst(censored, (*END_ORDER, "metrics_down")),
+            "seed": None,
+            "like_for_like": not lags,
+            "lag": f"{len(lags)} of {len(figures)} seeds lagged: {lags[0]}" if lags else None,
+        }
+    )
+
+
+def _linked_from(folder: str, figures: ArmFigures) -> ArmFigures:
+    """`figures` with its bundles' paths taken from one folder up, through `folder`."""
+    links = [b.model_copy(update={"path": f"{folder}/{b.path}"}) for b in figures.forensics]
+    return figures.model_copy(update={"forensics": links})
+
+
+#: the files of one arm's (or one seed's) directory
+_RUN_FILES = (META_FILE, KIT_FILE, TIMELINE_FILE, TURNS_FILE)
+
+
+def _has_run_files(d: Path) -> bool:
+    """Whether `d` holds one arm's (or one seed's) files itself."""
+    return any((d / name).exists() for name in _RUN_FILES)
+
+
+def _seed_of(seed_dir: Path) -> int | None:
+    number = seed_dir.name.removeprefix(SEED_DIR_PREFIX)
+    return int(number) if number.isdigit() else None
+
+
+def _read_seeds(
+    ab_dir: Path, arm_dir: Path, per_seed: list[Path], damaged: list[DamagedSeed]
+) -> list[tuple[Path, ArmFigures]]:
+    """Each readable seed's figures; each unreadable one is added to `damaged`, named."""
+    out = []
+    for seed_dir in per_seed:
+        try:
+            out.append((seed_dir, arm_figures(seed_dir)))
+        except (ReportError, OSError, UnicodeDecodeError) as exc:
+            problem = exc.message if isinstance(exc, ReportError) else str(exc)
+            if isinstance(exc, UnicodeDecodeError):
+                problem = f"not UTF-8 (byte {exc.start})"
+            file = _damaged_file(seed_dir, problem)
+            problem = _problem_text(problem.replace(str(seed_dir / file), file), file)
+            where = seed_dir / file
+            damaged.append(
+                DamagedSeed(
+                    arm=arm_dir.name,
+                    seed=_seed_of(seed_dir),
+                    file=str(where.relative_to(ab_dir)) if where.is_relative_to(ab_dir) else file,
+                    problem=problem,
+                )
+            )
+    return out
+
+
+def _problem_text(problem: str, file: str) -> str:
+    """What is wrong with `file`, without its name: `missing`, `line 3: not valid JSON`."""
+    if problem.startswith(file):
+        problem = problem[len(file) :].lstrip(":")
+        head, _, rest = problem.partition(":")
+        problem = f"line {head}:{rest}" if head.isdigit() else problem
+    return problem.strip().removeprefix("is ").strip()
+
+
+def _damaged_file(seed_dir: Path, problem: str) -> str:
+    """The run file a read error names; else the first that is missing or not UTF-8."""
+    for name in _RUN_FILES:
+        if str(seed_dir / name) in problem:
+            return name
+    for name in _RUN_FILES:
+        path = seed_dir / name
+        if name == META_FILE and not path.exists():
+            return name
+        try:
+            path.read_bytes().decode("utf-8") if path.exists() else None
+        except UnicodeDecodeError:
+            return name
+    return META_FILE
+
+
+def damage_error(damaged: list[DamagedSeed]) -> DamagedRunError:
+    """The refusal to give a verdict over a silently smaller set of seeds."""
+    listed = "; ".join(f"{d.file}: {d.problem}" for d in damaged[:3])
+    more = f" (and {len(damaged) - 3} more)" if len(damaged) > 3 else ""
+    return DamagedRunError(
+        f"{len(damaged)} seed(s) could not be read: {listed}{more}",
+        "restore or re-run those seeds, or `kit report --partial DIR` reports over the "
+        "readable seeds with the damaged ones listed",
+    )
+
+
+def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
+    """Read every arm below an A/B directory (or a single-arm run directory).
+
+    A seed whose files cannot be read is never dropped silently: ReportError names each one,
+    unless `partial`, when the report covers the readable seeds and lists the damaged ones.
+    """
+    if not ab_dir.is_dir():
+        raise ReportError(
+            f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
+        )
+    kit = read_kit(ab_dir)
+    if (ab_dir / META_FILE).exists() or (ab_dir / TIMELINE_FILE).exists():
+        dirs = [ab_dir]  # a one-arm run
+    else:  # an arm without its meta.json is still an arm: named as damaged, never skipped
+        dirs = [
+            p
+            for p in sorted(ab_dir.iterdir())
+            if p.is_dir() and (_has_run_files(p) or seed_dirs(p, every=True))
+        ]
+    if not dirs:
+        raise ReportError(f"no arm directories under {ab_dir}", "each arm needs a meta.json")
+    arms: dict[str, ArmFigures] = {}
+    seeds: dict[str, list[SeedRow]] = {}
+    damaged: list[DamagedSeed] = []
+    read_from: dict[str, list[Path]] = {}
+    for d in dirs:
+        per_seed = [d] if _has_run_files(d) else seed_dirs(d, every=True)
+        read = _read_seeds(ab_dir, d, per_seed, damaged)
+        if not read:
+            continue
+        figures = [f for _, f in read]
+        if len(per_seed) > 1:  # the arm's report links each seed's bundles through its folder
+            figures = [_linked_from(s.name, f) for s, f in read]
+        name = read_meta(read[0][0]).arm
+        arms[name] = merge_seeds(figures)
+        seeds[name] = mark_repeats([seed_row(f) for f in figures])
+        read_from[name] = [s for s, _ in read]
+    if damaged and not partial:
+        raise damage_error(damaged)
+    if not arms:
+        raise ReportError(f"no readable arm under {ab_dir}", "each arm needs a meta.json")
+    result = verdict(seeds["base"], seeds["fix"]) if {"base", "fix"} <= set(seeds) else None
+    rates = {name: rate_of(rows) for name, rows in seeds.items()}
+    return ABReport(
+        kit=kit.name,
+        arms=arms,
+        seeds=seeds,
+        verdict=result,
+        rates=rates,
+        damaged=damaged,
+        dirs=read_from,
+    )
+
+
+def shown_dirs(report: ABReport) -> list[Path] | None:
+    """The directory drawn per arm in the timelines: its first readable seed (None: unknown)."""
+    return [dirs[0] for dirs in report.dirs.values() if dirs] or None
+
+
+def title(report: ABReport) -> str:
+    """The report's title: kit, seeds and clock."""
+    n = report.seed_count
+    clocks = "/".join(sorted({a.clock for a in report.arms.values()}))
+    seeds = f"{n} seeds" if n > 1 else "1 seed"
+    what = "A/B" if len(report.arms) > 1 else "run"
+    return f"{what}: {report.kit}, {seeds}, {clocks} clock"
+
+
+def to_ab_file(report: ABReport) -> ABFile:
+    """ab.json's model: each arm's figures with its per-seed rows, and the verdict."""
+    arms = {
+        name: ArmReport(**dict(arm), seeds=report.seeds.get(name, []), rate=report.rates.get(name))
+        for name, arm in report.arms.items()
+    }
+    return ABFile(kit=report.kit, arms=arms, verdict=report.verdict, damaged=report.damaged)
+
+
+def to_json(report: ABReport) -> dict[str, Any]:
+    """ab.json as a JSON object (see `to_ab_file`)."""
+    return to_ab_file(report).model_dump(mode="json")

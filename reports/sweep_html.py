@@ -1,0 +1,173 @@
+"""sweep.html: where each arm stalls across a sweep's settings, as heat maps, self-contained.
+
+One heat map per arm side by side: the first varied setting across, the second down, any
+further settings as small multiples (one row of maps per combination of their values). A
+square's colour is the share of its seeds that stalled (white none, red all); it reads `k/N`
+and its tooltip gives the stall rate per engine hour with its exact interval. Every square
+links to its cell in the table below, which gives each arm's figures, the cell's verdict and
+the `kit ab` command that replays it. Plain HTML and CSS: no script, nothing from the network.
+"""
+
+from __future__ import annotations
+
+import itertools
+from html import escape
+
+from stallkit.contract.sweep import Setting, SweepCell, SweepFile
+
+__all__ = ["sweep_html"]
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: right; }
+table.heat td { width: 3.2em; text-align: center; padding: 0; }
+table.heat td a { display: block; padding: 0.35em 0; color: inherit; text-decoration: none; }
+td.none { background: #eee; color: #999; }
+.maps { display: flex; gap: 2.5em; flex-wrap: wrap; }
+code { font-size: 0.85em; }
+p.note { color: #555; font-size: 0.9em; }
+tr:target { outline: 2px solid #06c; }
+"""
+
+
+def _value(v: Setting) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _colour(share: float) -> str:
+    """White (no seed stalled) to red (every seed stalled)."""
+    fade = round(255 * (1 - share))
+    return f"rgb(255,{fade},{fade})" if share < 1 else "rgb(200,0,0)"
+
+
+def _rate(cell: SweepCell) -> str:
+    rate = cell.rate
+    if rate.stall_rate_per_h is None or rate.ci95 is None:
+        return "not observed"
+    low, high = rate.ci95
+    hours = rate.exposure_s / 3600
+    return f"{rate.stall_rate_per_h:.2g}/h [{low:.2g}, {high:.2g}] over {hours:.1f} engine h"
+
+
+def _square(cell: SweepCell | None) -> str:
+    if cell is None or not cell.seeds:
+        return '<td class="none">-</td>'
+    stalled, seeds = len(cell.stalled_seeds), len(cell.seeds)
+    share = stalled / seeds
+    style = f"background:{_colour(share)};" + ("color:#fff;" if share > 0.6 else "")
+    tip = escape(f"{cell.arm}: {stalled} of {seeds} seeds stalled; {_rate(cell)}")
+    return (
+        f'<td style="{style}" title="{tip}"><a href="#cell-{cell.cell}">{stalled}/{seeds}</a></td>'
+    )
+
+
+def _heat_map(content: SweepFile, arm: str, fixed: dict[str, Setting]) -> str:
+    axes = content.plan.axes
+    x = axes[0]
+    y = axes[1] if len(axes) > 1 else None
+    lookup = {
+        tuple(sorted((k, repr(v)) for k, v in c.settings.items())): c
+        for c in content.cells
+        if c.arm == arm
+    }
+
+    def cell_at(xv: Setting, yv: Setting | None) -> SweepCell | None:
+        settings = {**fixed, x.key: xv, **({y.key: yv} if y is not None else {})}
+        return lookup.get(tuple(sorted((k, repr(v)) for k, v in settings.items())))
+
+    head = "".join(f"<th>{escape(_value(v))}</th>" for v in x.values)
+    corner = escape(f"{y.key} \u2193 / {x.key} \u2192" if y else f"{x.key} \u2192")
+    rows = [f"<tr><th>{corner}</th>{head}</tr>"]
+    for yv in y.values if y is not None else [None]:
+        label = escape(_value(yv)) if yv is not None else ""
+        squares = "".join(_square(cell_at(xv, yv)) for xv in x.values)
+        rows.append(f"<tr><th>{label}</th>{squares}</tr>")
+    return f'<div><h4>{escape(arm)}</h4><table class="heat">{"".join(rows)}</table></div>'
+
+
+def _maps(content: SweepFile) -> list[str]:
+    rest = content.plan.axes[2:]
+    out = []
+    for combo in itertools.product(*(a.values for a in rest)):
+        fixed = {a.key: v for a, v in zip(rest, combo, strict=True)}
+        if fixed:
+            where = ", ".join(f"{k} = {_value(v)}" for k, v in fixed.items())
+            out.append(f"<h3>{escape(where)}</h3>")
+        maps = "".join(_heat_map(content, arm, fixed) for arm in content.plan.arms)
+        out.append(f'<div class="maps">{maps}</div>')
+    return out
+
+
+def _cell_table(content: SweepFile) -> str:
+    arms = list(content.plan.arms)
+    keys = [a.key for a in content.plan.axes]
+    head = "".join(f"<th>{escape(k)}</th>" for k in keys)
+    head += "".join(f"<th>{escape(a)}: stalled</th><th>{escape(a)}: rate</th>" for a in arms)
+    head += "<th>verdict</th><th>replay</th>"
+    by_cell: dict[int, dict[str, SweepCell]] = {}
+    for c in content.cells:
+        by_cell.setdefault(c.cell, {})[c.arm] = c
+    rows = [f"<tr>{head}</tr>"]
+    for index, per_arm in by_cell.items():
+        first = next(iter(per_arm.values()))
+        tds = "".join(f"<td>{escape(_value(first.settings[k]))}</td>" for k in keys)
+        for arm in arms:
+            one = per_arm.get(arm)
+            stalled = f"{len(one.stalled_seeds)}/{len(one.seeds)}" if one else "-"
+            kinds = ", ".join(f"{k} {n}" for k, n in one.kinds.items()) if one else ""
+            tds += f"<td>{escape(stalled)}{' (' + escape(kinds) + ')' if kinds else ''}</td>"
+            tds += f"<td>{escape(_rate(one)) if one else '-'}</td>"
+        v = first.verdict
+        verdict = f"{v.reason} (p = {v.p_value:.3g})" if v else "-"
+        tds += f"<td>{escape(verdict)}</td><td><code>{escape(first.replay)}</code></td>"
+        rows.append(f'<tr id="cell-{index}">{tds}</tr>')
+    return f"<table>{''.join(rows)}</table>"
+
+
+def _summary(content: SweepFile) -> str:
+    lines = []
+    for arm in content.plan.arms:
+        cells = [c for c in content.cells if c.arm == arm and c.seeds]
+        hit = [c for c in cells if c.stalled_seeds]
+        stalls = sum(len(c.stalled_seeds) for c in cells)
+        runs = sum(len(c.seeds) for c in cells)
+        lines.append(
+            f"<li><b>{escape(arm)}</b> ({escape(content.plan.arms[arm])}): stalled in "
+            f"{len(hit)} of {len(cells)} cells, {stalls} of {runs} runs</li>"
+        )
+    return f"<ul>{''.join(lines)}</ul>"
+
+
+def sweep_html(content: SweepFile) -> str:
+    """The whole page."""
+    plan = content.plan
+    cells = len(plan.cells())
+    title = (
+        f"Sweep of {plan.kit_name}: {cells} cells \u00d7 {len(plan.seeds)} seeds \u00d7 "
+        f"{len(plan.arms)} arms, {plan.duration_s:g} engine s per run"
+    )
+    missing = (
+        f" {content.missing} runs of the plan are missing (interrupted: `kit sweep --resume`)."
+        if content.missing
+        else ""
+    )
+    note = (
+        f"{content.runs} runs on the virtual clock.{missing} A square is one cell on one arm: "
+        "the seeds that stalled of those that ran, shaded from white (none) to red (all); "
+        "hover for the stall rate per engine hour with its exact 95 % interval, click for "
+        "the cell's figures and the command that replays it."
+    )
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        _summary(content),
+        f'<p class="note">{escape(note)}</p>',
+        *_maps(content),
+        "<h2>Cells</h2>",
+        _cell_table(content),
+    ]
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{_STYLE}</style></head>"
+        f"<body>{''.join(body)}</body></html>\n"
+    )
