@@ -30,6 +30,7 @@ from stallkit.contract.meta import EngineCapabilities
 from stallkit.contract.urls import url_problem
 from stallkit.engine.errors import EngineError
 from stallkit.engine.policy.controller import Policy
+from stallkit.engine.vllm_plugin import SCHEDULER_MODULE
 
 __all__ = [
     "POLICIES",
@@ -59,8 +60,6 @@ _PATCHED_HINT = "write patched:base or patched:fix, optionally followed by :MODE
 _TWIN_HINT = "write twin:stock, twin:patched:base, twin:patched:fix or twin:MODULE:CLASS"
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
-#: the module of the patched scheduler plugin's classes (not imported here: it imports vLLM)
-_PLUGIN_MODULE = "stallkit.engine.vllm_plugin.scheduler"
 #: what the plugin changes, wherever it runs (a local vLLM or an image)
 _PLUGIN = {"step_counter": True, "restore_admission": False}
 
@@ -190,7 +189,7 @@ def loads_plugin(engine_args: Sequence[str]) -> bool:
         if flag.replace("_", "-") != "--scheduler-cls":
             continue
         name = value if eq else args[i + 1] if i + 1 < len(args) else ""
-        if name.rpartition(".")[0] == _PLUGIN_MODULE:
+        if name.rpartition(".")[0] == SCHEDULER_MODULE:
             return True
     return False
 

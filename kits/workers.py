@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from stallkit.engine import install_overlay, parse_spec, quiet_vllm_logging
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.kit import Kit
 
 __all__ = ["PooledJob", "Pools", "WorkerKind", "cores", "run_pooled", "worker_kind"]
@@ -42,7 +43,7 @@ PooledJob = tuple[WorkerKind, tuple[Any, ...]]
 
 def worker_kind(kit: Kit, arm: str, spec: str) -> WorkerKind:
     """The worker an arm of `kit` run by `spec` needs."""
-    if parse_spec(spec).kind != "twin":
+    if not kind_of(parse_spec(spec)).vllm_in_process:
         return WorkerKind()
     return WorkerKind(twin=True, overlay=kit.twin.overlay_for(arm))
 

@@ -23,10 +23,9 @@ from stallkit.engine.errors import EngineError
 from stallkit.engine.launch.base import engine_api_key, serve_first_request
 from stallkit.engine.launch.vllm import VllmLauncher
 from stallkit.engine.spec import EngineSpec, PatchedSpec, VllmSpec
+from stallkit.engine.vllm_plugin import ASYNC_PATCHED_SCHEDULER, PATCHED_SCHEDULER
 from stallkit.engine.vllm_plugin.config import PatchedConfig
 
-SYNC_SCHEDULER = "stallkit.engine.vllm_plugin.scheduler.PatchedScheduler"
-ASYNC_SCHEDULER = "stallkit.engine.vllm_plugin.scheduler.AsyncPatchedScheduler"
 #: the directory holding the `stallkit` package, whose `engine` holds the plugin (put on the
 #: engine's PYTHONPATH): site-packages once installed, the checkout's root in a source tree
 PLUGIN_ROOT = Path(str(importlib.import_module("stallkit").__file__)).parent.parent
@@ -45,7 +44,7 @@ class PatchedOptions:
     @property
     def scheduler_cls(self) -> str:
         """The qualified class name for `--scheduler-cls`."""
-        return ASYNC_SCHEDULER if self.async_scheduling else SYNC_SCHEDULER
+        return ASYNC_PATCHED_SCHEDULER if self.async_scheduling else PATCHED_SCHEDULER
 
     def engine_args(self) -> list[str]:
         """The vLLM arguments that load and configure the plugin."""

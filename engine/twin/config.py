@@ -19,13 +19,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from stallkit.engine.sim.config import CostModel
 from stallkit.engine.spec import TwinSpec
 from stallkit.engine.twin.calibration import Calibration
+from stallkit.engine.vllm_plugin import PATCHED_SCHEDULER
 
 __all__ = ["PATCHED_SCHEDULER", "STOCK_SCHEDULER", "TwinConfig", "twin_config_for", "vllm_sizes"]
 
 #: vLLM's own v1 scheduler
 STOCK_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
 #: the fork's scheduling as a plugin (stallkit.engine.vllm_plugin)
-PATCHED_SCHEDULER = "stallkit.engine.vllm_plugin.scheduler.PatchedScheduler"
 
 #: vLLM flags the twin takes its sizes from, and the field each one sets
 _SIZE_FLAGS = {

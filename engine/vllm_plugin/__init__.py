@@ -3,5 +3,13 @@
 `stallkit.engine.vllm_plugin.scheduler.PatchedScheduler` (sync) and `AsyncPatchedScheduler` (async) load
 into a real vLLM with `--scheduler-cls`; `stallkit.engine.vllm_plugin.config` reads their settings from
 `--additional-config`; `stallkit.engine.launch.patched` starts a local vLLM with the plugin. This
-package imports nothing on its own, so importing it does not import vLLM.
+package imports nothing on its own, so importing it does not import vLLM; it names the
+classes' paths once, for every launcher and the twin.
 """
+
+#: the module holding the plugin's scheduler classes (not imported here: it imports vLLM)
+SCHEDULER_MODULE = f"{__name__}.scheduler"
+#: `--scheduler-cls` for vLLM's synchronous engine loop
+PATCHED_SCHEDULER = f"{SCHEDULER_MODULE}.PatchedScheduler"
+#: `--scheduler-cls` with `--async-scheduling`
+ASYNC_PATCHED_SCHEDULER = f"{SCHEDULER_MODULE}.AsyncPatchedScheduler"

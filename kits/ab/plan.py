@@ -27,6 +27,7 @@ from stallkit.engine import (
     probe_daemon,
 )
 from stallkit.kits.arm.cores import check_twin_arms
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.arm.launchers import arm_spec, time_scale
 from stallkit.kits.arm.prerequisites import check_arms_start
 from stallkit.kits.errors import KitError
@@ -109,9 +110,9 @@ class Plan:
         kit = load_kit(kit_name, overrides)
         parsed = {name: parse_spec(raw) for name, raw in specs.items()}
         overlay_objs: list[Overlay] = []
-        if any(s.kind == "docker" for s in parsed.values()):
+        if any(kind_of(s).image for s in parsed.values()):
             overlay_objs = [Overlay.parse(text) for text in overlays]
-        elif any(s.kind == "twin" for s in parsed.values()):
+        elif any(kind_of(s).vllm_in_process for s in parsed.values()):
             kit = _twin_overlays(kit, overlays, parsed)
         elif overlays:
             raise KitError(
@@ -147,7 +148,7 @@ class Plan:
             clock == "virtual"
             and "load.seed" not in overrides
             and len(parsed) > 1
-            and all(spec.kind in ("sim", "twin") for spec in parsed.values())
+            and all("virtual" in kind_of(spec).clocks for spec in parsed.values())
         ):
             seed_list = list(range(kit.load.seed, kit.load.seed + DEFAULT_VIRTUAL_SEEDS))
         else:
@@ -159,7 +160,7 @@ class Plan:
 
     def virtual(self, arm: Arm) -> bool:
         """Whether an arm runs in process on the engine's clock (twin arms always do)."""
-        return arm.spec.kind == "twin" or (arm.spec.kind == "sim" and self.clock == "virtual")
+        return kind_of(arm.spec).runs_virtual(self.clock)
 
     def seed_dir(self, arm: Arm, seed: int) -> Path:
         """An arm's directory for one seed (the arm's own directory when one seed runs)."""
@@ -175,13 +176,14 @@ class Plan:
             f"out: {self.out_dir}",
         ]
         for arm in self.arms:
-            gpus = self.kit.engine.gpus_for(arm.name) if arm.spec.kind == "docker" else []
+            kind = kind_of(arm.spec)
+            gpus = self.kit.engine.gpus_for(arm.name) if kind.image else []
             scale = time_scale(arm.spec, self.kit)
             clock = "virtual clock" if self.virtual(arm) else f"wall clock, time scale {scale:g}"
-            if arm.spec.kind == "url":
+            if kind.attaches:
                 clock = "wall clock, time scale as the engine states (a real engine: 1)"
             host = self.kit.engine.host_for(arm.name).docker_host
-            if arm.spec.kind == "docker" and host:
+            if kind.image and host:
                 clock += f"; docker host {host}"
             lines.append(
                 f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; {clock})"
@@ -214,8 +216,8 @@ def _twin_overlays(kit: Kit, overlays: list[str], specs: dict[str, EngineSpec]) 
         if not tree.strip() or (eq and not arm.strip()):
             raise KitError(f"--overlay {text!r} names no tree or no arm", "write TREE or ARM=TREE")
         spec = specs.get(arm)
-        if arm and (spec is None or spec.kind != "twin"):
-            twins = ", ".join(n for n, s in specs.items() if s.kind == "twin")
+        if arm and (spec is None or not kind_of(spec).vllm_in_process):
+            twins = ", ".join(n for n, s in specs.items() if kind_of(s).vllm_in_process)
             raise KitError(
                 f"--overlay {text}: {arm!r} is not a twin arm", f"twin arms here: {twins}"
             )
@@ -236,7 +238,7 @@ def _twin_overlays(kit: Kit, overlays: list[str], specs: dict[str, EngineSpec]) 
 def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:
     seen: dict[tuple[str, int], str] = {}
     for name, spec in specs.items():
-        if spec.kind != "docker":
+        if not kind_of(spec).image:
             continue
         host = kit.engine.host_for(name).docker_host  # GPUs of different hosts never clash
         for gpu in kit.engine.gpus_for(name):
@@ -252,7 +254,7 @@ def _check_docker_hosts(kit: Kit, specs: dict[str, EngineSpec]) -> None:
     """Refuse a kit that asks a docker host for what its daemon lacks, naming the kit key."""
     by_host: dict[str, list[str]] = {}
     for name, spec in specs.items():
-        if spec.kind == "docker":
+        if kind_of(spec).image:
             by_host.setdefault(kit.engine.host_for(name).docker_host, []).append(name)
     network = kit.engine.network
     for host, arms in by_host.items():

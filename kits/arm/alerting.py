@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stallkit.engine import EngineSpec, Launcher
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.monitor import (
     EngineTarget,
     ForensicsCollector,
@@ -22,11 +23,7 @@ from stallkit.monitor import (
     OnStallRunner,
     Sink,
     StallExporter,
-    TargetKind,
 )
-
-_KINDS: dict[str, TargetKind] = {"sim": "sim", "vllm": "local", "patched": "local"}
-_KINDS |= {"docker": "docker", "url": "remote"}
 
 
 @dataclass
@@ -75,9 +72,9 @@ class Alerting:
             sinks.parts.append(self.exporter.sink(url, arm))
         log = arm_dir / "engine.log"
         target = EngineTarget(
-            _KINDS.get(spec.kind, "remote"),
+            kind_of(spec).target,
             pids=launcher.pids,
-            container=getattr(launcher, "name", None) if spec.kind == "docker" else None,
+            container=getattr(launcher, "name", None) if kind_of(spec).image else None,
             log_path=log if log.exists() else None,
         )
         collector = ForensicsCollector(arm_dir, url, target, stall_after_s)

@@ -21,78 +21,32 @@ from stallkit.engine import (
     EngineCore,
     EngineError,
     EngineSpec,
-    SimConfig,
-    SimEngine,
-    TwinConfig,
-    TwinEngine,
-    TwinSpec,
-    load_calibration,
-    twin_config_for,
     vllm_importable,
-    vllm_sizes,
-    with_fault,
 )
+from stallkit.kits.arm.kinds import kind_of, twin_config
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit
 
 __all__ = ["arm_settings", "check_twin_arms", "twin_config", "virtual_core"]
 
 
-def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
-    """The twin engine an arm of `kit` runs for `spec`."""
-    sim = kit.sim.engine
-    sizes: dict[str, int | bool] = {
-        "max_num_seqs": sim.max_num_seqs,
-        "num_blocks": sim.num_blocks,
-        "block_size": sim.block_size,
-        "max_num_batched_tokens": sim.max_num_batched_tokens,
-        "max_model_len": sim.max_model_len,
-        **vllm_sizes(kit.engine.engine_args_for(arm)),
-    }
-    twin = kit.twin
-    return twin_config_for(
-        spec,
-        sizes,
-        load_calibration(twin.calibration),
-        prefill_compute_share=kit.patched.prefill_compute_share,
-        additional_config=twin.additional_config,
-        empty_step_s=twin.empty_step_s,
-        skip_empty_steps=twin.skip_empty_steps,
-        num_gpus=sim.num_gpus,
-        overlay=twin.overlay_for(arm),
-    )
-
-
 def arm_settings(kit: Kit, spec: EngineSpec, arm: str) -> str:
     """Everything an arm's run depends on, as one string: two kits giving the same string
     give the arm the same run (`kit sweep` notes a --vary that changes nothing in an arm)."""
-    if isinstance(spec, TwinSpec):
-        core = twin_config(kit, spec, arm).model_dump(mode="json")
-    else:
-        core = kit.sim.engine.model_dump(mode="json")
+    core = kind_of(spec).core_settings(kit, spec, arm)
     used = {"core": core, "load": kit.load.model_dump(mode="json")}
     return json.dumps(used | {"monitor": kit.monitor.model_dump(mode="json")}, sort_keys=True)
 
 
 def virtual_core(kit: Kit, spec: EngineSpec, arm: str, log: logging.Logger) -> EngineCore:
     """The in-process engine core of a virtual-clock arm (`sim:` or `twin:`)."""
-    if spec.kind == "twin":
-        if kit.sim.engine.fault is not None:
-            raise EngineError(
-                f"{spec.raw} cannot play [sim.engine] fault", "faults are played by sim: arms"
-            )
-        return TwinEngine(twin_config(kit, spec, arm), log)
-    if spec.kind != "sim":
-        raise ValueError(f"{spec.raw} does not run on the virtual clock")
-    cfg = kit.sim.engine.model_copy(update={"policy": spec.policy})
-    config = SimConfig.model_validate(cfg.model_dump())
-    return with_fault(SimEngine(config, log), config.fault)
+    return kind_of(spec).core(kit, spec, arm, log)
 
 
 def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
     """A twin arm needs vLLM here, its overlays and its calibration: refuse before anything
     runs (the worker would find out only after importing vLLM)."""
-    twins = {name: spec for name, spec in specs.items() if isinstance(spec, TwinSpec)}
+    twins = {name: spec for name, spec in specs.items() if kind_of(spec).vllm_in_process}
     if not twins:
         return
     if kit.sim.engine.fault is not None:
@@ -118,7 +72,7 @@ def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
                 "point it at a tree holding vllm/... (a fork's checkout, or its changed files)",
             )
         try:
-            twin_config(kit, spec, name)
+            kind_of(spec).core_settings(kit, spec, name)
         except EngineError as exc:
             raise KitError(f"{name}: [twin] calibration: {exc}", exc.hint) from None
         except ValidationError as exc:

@@ -18,15 +18,8 @@ from pydantic import BaseModel
 
 from stallkit.contract.files import ENGINE_LOG
 from stallkit.contract.time import TimeBase, Unit, duration_unit
-from stallkit.engine import (
-    AttachLauncher,
-    DockerLauncher,
-    DockerOptions,
-    EngineSpec,
-    Launcher,
-    Overlay,
-    free_port,
-)
+from stallkit.engine import EngineSpec, Launcher, Overlay
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.kit import Kit
 from stallkit.loadgen import LoadConfig
 from stallkit.monitor import MonitorConfig
@@ -49,13 +42,7 @@ MIN_INTERVAL_S = 0.05
 def time_scale(spec: EngineSpec, kit: Kit) -> float:
     """Engine seconds per wall second for an arm: the kit's for the simulator and for images
     (1 unless a simulator image runs faster), else 1."""
-    match spec.kind:
-        case "sim":
-            return kit.sim.time_scale
-        case "docker":
-            return kit.engine.time_scale
-        case _:
-            return 1.0
+    return kind_of(spec).time_scale(kit)
 
 
 def arm_spec(arm: str, spec: EngineSpec, kit: Kit) -> EngineSpec:
@@ -89,57 +76,4 @@ def make_launcher(
     arm: str, spec: EngineSpec, kit: Kit, arm_dir: Path, overlays: list[Overlay] | None = None
 ) -> Launcher:
     """The launcher for one arm; logs go to `arm_dir/engine.log`."""
-    log_path = arm_dir / ENGINE_LOG
-    gpus = kit.engine.gpus_for(arm)
-    if spec.kind == "sim":
-        from stallkit.engine import SimLauncher
-
-        sim = kit.sim.engine.model_dump(mode="json", exclude={"policy"})
-        return SimLauncher(spec, arm_dir, sim, kit.sim.time_scale, log_path=log_path)
-    if spec.kind == "url":
-        source = kit.monitor.gpu_source
-        return AttachLauncher(spec, gpu_source=None if source.kind == "auto" else source)
-    if spec.kind == "vllm":
-        from stallkit.engine import VllmLauncher
-
-        return VllmLauncher(spec, arm_dir, engine_args=kit.engine.engine_args, log_path=log_path)
-    if spec.kind == "patched":
-        # a local vLLM with the patched scheduler: the kit's model, share and engine arguments
-        from stallkit.engine import PatchedConfig, PatchedLauncher, PatchedOptions, resolve_model
-
-        section = kit.patched
-        asynchronous = bool(gpus) if section.async_scheduling is None else section.async_scheduling
-        config = PatchedConfig(spec.policy, section.prefill_compute_share)
-        return PatchedLauncher(
-            spec,
-            arm_dir,
-            resolve_model(spec, section.model),
-            PatchedOptions(config, asynchronous),
-            engine_args=kit.engine.engine_args,
-            gpus=gpus,
-            log_path=log_path,
-            extra_env=kit.engine.env,
-        )
-    return DockerLauncher(spec, _docker_options(arm, kit, overlays), log_path)
-
-
-def _docker_options(arm: str, kit: Kit, overlays: list[Overlay] | None) -> DockerOptions:
-    host = kit.engine.host_for(arm)
-    env = dict(kit.engine.env)
-    if kit.engine.time_scale != 1.0:
-        env["STALLKIT_TIME_SCALE"] = repr(kit.engine.time_scale)
-    return DockerOptions(
-        gpus=tuple(kit.engine.gpus_for(arm)),
-        env=env,
-        container_port=kit.engine.port,
-        host_port=host.host_port or free_port(),
-        shm_size=kit.engine.shm_size,
-        ipc_host=kit.engine.ipc_host,
-        extra_args=tuple(kit.engine.docker_args),
-        engine_args=tuple(kit.engine.engine_args_for(arm)),
-        overlays=tuple(overlays or ()),
-        name_prefix=f"stallkit-{kit.name}-{arm}",
-        network=kit.engine.network,
-        docker_host=host.docker_host,
-        dcgm_url=host.dcgm_url,
-    )
+    return kind_of(spec).launcher(arm, spec, kit, arm_dir, arm_dir / ENGINE_LOG, overlays or [])

@@ -10,18 +10,8 @@ bridge network) by the plan.
 
 from __future__ import annotations
 
-from stallkit.engine import (
-    DockerSpec,
-    EngineError,
-    EngineSpec,
-    PatchedSpec,
-    UrlSpec,
-    VllmSpec,
-    check_listening,
-    check_local_vllm,
-    daemon_error,
-    resolve_model,
-)
+from stallkit.engine import EngineError, EngineSpec, daemon_error
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit
 
@@ -33,11 +23,11 @@ def check_arms_start(kit: Kit, specs: dict[str, EngineSpec]) -> None:
     hosts: dict[str, list[str]] = {}
     for name, spec in specs.items():
         try:
-            _check_arm(kit, spec)
+            kind_of(spec).check_start(kit, spec)
         except EngineError as exc:
             arm = f"{name} arm: " if len(specs) > 1 else ""  # `kit run` has the one arm
             raise KitError(f"{arm}{exc.message}", exc.hint) from None
-        if isinstance(spec, DockerSpec):
+        if kind_of(spec).image:
             hosts.setdefault(kit.engine.host_for(name).docker_host, []).append(name)
     for host, arms in hosts.items():
         problem = daemon_error(host)
@@ -49,12 +39,3 @@ def check_arms_start(kit: Kit, specs: dict[str, EngineSpec]) -> None:
                 "start the docker daemon (or set the kit's engine.docker_host), "
                 "or use another engine spec",
             )
-
-
-def _check_arm(kit: Kit, spec: EngineSpec) -> None:
-    if isinstance(spec, VllmSpec):
-        check_local_vllm(spec.raw, spec.model_dir)
-    elif isinstance(spec, PatchedSpec):
-        check_local_vllm(spec.raw, resolve_model(spec, kit.patched.model))
-    elif isinstance(spec, UrlSpec):
-        check_listening(spec.url, spec.raw)

@@ -24,6 +24,7 @@ from stallkit.contract.meta import END_WORDS, EndReason
 from stallkit.engine import Launcher, tail_lines
 from stallkit.kits.ab.plan import Arm, Plan
 from stallkit.kits.arm.alerting import Alerting
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.arm.launchers import load_config, make_launcher, monitor_config, time_scale
 from stallkit.kits.arm.recorder import ArmEnd, ArmRecorder, error_line
 from stallkit.kits.arm.view import RunView
@@ -123,7 +124,7 @@ async def _engine_time_s(url: str) -> float | None:
 async def _arm_scale(arm: Arm, kit: Kit) -> float:
     """The arm's nominal time scale. A `url:` arm takes the one its engine states: 1 for a real
     engine, the simulator's own when it attaches to a `kit sim serve --time-scale N`."""
-    if arm.spec.kind != "url":
+    if not kind_of(arm.spec).attaches:
         return time_scale(arm.spec, kit)
     # asked before the health check, which says what is wrong with an engine that does not
     # answer: a short wait here, so that such an engine is not kept waiting for twice

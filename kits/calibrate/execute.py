@@ -28,6 +28,7 @@ from stallkit.engine import (
     time_empty_step,
     vllm_importable,
 )
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.arm.launchers import make_launcher
 from stallkit.kits.calibrate.prober import Measured, Progress, engine_sizes, run_probes
 from stallkit.kits.calibrate.probes import (
@@ -57,8 +58,6 @@ TIMING = {
     "client": "the client's time to first token and the streams' seconds per token (the "
     "engine serves no histograms)",
 }
-#: the kinds of engine a calibration can drive (the simulator and the twin have no real steps)
-REAL_KINDS = ("url", "vllm", "patched", "docker")
 
 
 @dataclass(frozen=True)
@@ -71,13 +70,7 @@ class Calibrated:
 
 
 def _model_dir(spec: EngineSpec, kit: Kit) -> Path | None:
-    if spec.kind == "vllm":
-        return Path(spec.model_dir).expanduser()
-    if spec.kind == "patched":
-        from stallkit.engine import resolve_model
-
-        return Path(resolve_model(spec, kit.patched.model)).expanduser()
-    return None
+    return kind_of(spec).model_dir(kit, spec)
 
 
 def _vocab(model_dir: Path | None, options: CalibrateOptions) -> int:
@@ -93,7 +86,7 @@ def calibrate(
     spec: EngineSpec, kit: Kit, options: CalibrateOptions, progress: Progress
 ) -> Calibrated:
     """Start (or attach to) the engine, measure it, stop it, fit; EngineError on failure."""
-    if spec.kind not in REAL_KINDS:
+    if not kind_of(spec).real_steps:
         raise EngineError(
             f"{spec.raw} has no real engine steps to time",
             "calibrate vllm:MODEL_DIR, patched:base|fix, an image or url:http://HOST:PORT",
@@ -102,7 +95,9 @@ def calibrate(
     with tempfile.TemporaryDirectory(prefix="stallkit-calibrate-") as work:
         launcher = make_launcher("calibrate", spec, kit, Path(work))
         try:
-            progress(f"starting {spec.raw}" if spec.kind != "url" else f"attaching to {spec.raw}")
+            progress(
+                f"attaching to {spec.raw}" if kind_of(spec).attaches else f"starting {spec.raw}"
+            )
             launcher.start()
             launcher.wait_healthy(kit.engine.startup_timeout_s)
             run = _measure(launcher.url, spec, kit, options, progress, load)

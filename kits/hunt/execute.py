@@ -32,8 +32,9 @@ from stallkit.contract.sweep import (
     SweepPlan,
     SweepRun,
 )
-from stallkit.engine import EngineError, TwinSpec, parse_spec
-from stallkit.kits.arm.cores import check_twin_arms, twin_config
+from stallkit.engine import EngineError, parse_spec
+from stallkit.kits.arm.cores import check_twin_arms
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.hunt.plan import Point, Search, Space, ab_pair, hunt_arms, load_space, shrink
 from stallkit.kits.kit import load_kit
@@ -86,8 +87,7 @@ def _valid(kit_data: dict[str, Any], space: Space, point: Point, arms: dict[str,
         kit = kit_of(kit_data, space.settings(point))
         for name, spec in arms.items():
             parsed = parse_spec(spec)
-            if isinstance(parsed, TwinSpec):
-                twin_config(kit, parsed, name)
+            kind_of(parsed).core_settings(kit, parsed, name)
     except (ValidationError, EngineError):
         return False
     return True
@@ -162,7 +162,7 @@ def _step_log(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, arm
     from stallkit.kits.arm.virtual import run_virtual_arm
 
     spec = parse_arms(opts.arms)[arm]
-    if parse_spec(spec).kind == "twin":  # vLLM's scheduler keeps no history of its steps
+    if not kind_of(parse_spec(spec)).step_log:  # vLLM's scheduler keeps no history of steps
         return (
             f"{arm} ({spec}): no step log for twin arms; the reproducer's `kit ab` keeps "
             "the scheduler's state at the stall in each stalled seed's forensics/\n"

@@ -1,2 +1,1 @@
-"""`kit rules --backtest`'s orchestration: a recorded history served by a Prometheus of its own.
-"""
+"""`kit rules --backtest`'s orchestration: a recorded history served by a Prometheus of its own."""

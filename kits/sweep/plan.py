@@ -20,6 +20,7 @@ from typing import Any
 from stallkit.contract.sweep import Setting, SweepAxis, SweepPlan, SweepRun
 from stallkit.engine import EngineSpec, parse_spec
 from stallkit.kits.arm.cores import arm_settings, check_twin_arms
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError, OverrideError
 from stallkit.kits.kit import Kit, load_kit
 
@@ -108,7 +109,7 @@ def parse_arms(text: str | None) -> dict[str, str]:
         if not name or name in arms:
             raise KitError(f"--arms {text!r}: empty or repeated arm name", "e.g. --arms base,fix")
         parsed = parse_spec(spec)
-        if parsed.kind not in ("sim", "twin"):
+        if "virtual" not in kind_of(parsed).clocks:
             raise KitError(
                 f"--arms: {name}={spec} does not run on the virtual clock",
                 "a sweep runs sim: and twin: arms, e.g. --arms base=twin:patched:base,fix=twin:patched:fix",

@@ -21,6 +21,7 @@ from typing import Any
 
 from stallkit.contract.sweep import SweepPlan, SweepRun, cell_kit_file
 from stallkit.engine import parse_spec, quiet_vllm_logging
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit, set_dotted
 from stallkit.kits.sweep.plan import Job, cell_overrides
@@ -139,7 +140,7 @@ def check_ray_arms(kit: Kit, arms: dict[str, str]) -> None:
 
 
 def _ray_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
-    if parse_spec(job.spec).kind == "twin":
+    if kind_of(parse_spec(job.spec)).vllm_in_process:
         quiet_vllm_logging()  # a Ray worker is reused: its vLLM logs go to each arm's log
     return run_job(kit_data, plan, job)
 

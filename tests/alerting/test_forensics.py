@@ -74,7 +74,12 @@ def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path
     assert f"stacks/{proc.pid}.folded" in manifest["files"]
     # the step's work is spread over the scheduler and its two passes: any of them may be the
     # hottest leaf of a given recording
-    step_modules = ("sim/scheduler.py", "sim/admission.py", "sim/running.py", "policy/controller.py")
+    step_modules = (
+        "sim/scheduler.py",
+        "sim/admission.py",
+        "sim/running.py",
+        "policy/controller.py",
+    )
     leaves = manifest["hot_leaves"][:3]
     assert any(f"engine/{m})" in leaf for leaf in leaves for m in step_modules), leaves
 

@@ -9,9 +9,7 @@ import pytest
 
 from stallkit.engine.errors import EngineError
 from stallkit.engine.launch.patched import (
-    ASYNC_SCHEDULER,
     PLUGIN_ROOT,
-    SYNC_SCHEDULER,
     PatchedLauncher,
     PatchedOptions,
     docker_engine_args,
@@ -19,6 +17,7 @@ from stallkit.engine.launch.patched import (
 )
 from stallkit.engine.launch.vllm import vllm_installed
 from stallkit.engine.spec import PatchedSpec, parse_spec
+from stallkit.engine.vllm_plugin import ASYNC_PATCHED_SCHEDULER, PATCHED_SCHEDULER
 from stallkit.engine.vllm_plugin.config import (
     PatchedConfig,
     PatchedConfigError,
@@ -88,13 +87,13 @@ def test_version_guard_refuses_untested_vllm_unless_allowed() -> None:
 
 def test_options_give_the_scheduler_class_and_config() -> None:
     sync = PatchedOptions(PatchedConfig("base", 0.9)).engine_args()
-    assert sync[:2] == ["--scheduler-cls", SYNC_SCHEDULER]
+    assert sync[:2] == ["--scheduler-cls", PATCHED_SCHEDULER]
     assert json.loads(sync[3]) == {
         "patched_scheduler": {"policy": "base", "prefill_compute_share": 0.9}
     }
     assert sync[4] == "--no-async-scheduling"
     gpu = PatchedOptions(PatchedConfig("fix"), async_scheduling=True).engine_args()
-    assert gpu[1] == ASYNC_SCHEDULER and gpu[-1] == "--async-scheduling"
+    assert gpu[1] == ASYNC_PATCHED_SCHEDULER and gpu[-1] == "--async-scheduling"
 
 
 def test_kit_model_expands_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,7 +109,7 @@ def test_kit_model_expands_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 def test_docker_arguments_load_the_plugin_from_the_overlay() -> None:
     args, env = docker_engine_args(PatchedOptions(PatchedConfig("fix", 0.4), True))
-    assert args[:2] == ["--scheduler-cls", ASYNC_SCHEDULER]
+    assert args[:2] == ["--scheduler-cls", ASYNC_PATCHED_SCHEDULER]
     assert env["PYTHONPATH"] == "/opt/stallkit"
     assert env["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
 
@@ -129,7 +128,7 @@ def test_cpu_patched_kit_launches_the_plugin_with_a_fresh_metrics_dir(
     assert isinstance(launcher, PatchedLauncher)
     argv = launcher.argv
     assert argv[argv.index("--model") + 1] == str(model.resolve())
-    assert argv[argv.index("--scheduler-cls") + 1] == SYNC_SCHEDULER
+    assert argv[argv.index("--scheduler-cls") + 1] == PATCHED_SCHEDULER
     config = json.loads(argv[argv.index("--additional-config") + 1])
     assert config == {"patched_scheduler": {"policy": "base", "prefill_compute_share": 0.9}}
     assert argv[argv.index("--num-gpu-blocks-override") + 1] == "9"
@@ -150,7 +149,7 @@ def test_gpu_arms_get_their_gpus_and_async_scheduling(tmp_path: Path) -> None:
     assert isinstance(launcher, PatchedLauncher)
     assert (launcher.env or {})["CUDA_VISIBLE_DEVICES"] == "0,1"
     argv = launcher.argv
-    assert argv[argv.index("--scheduler-cls") + 1] == ASYNC_SCHEDULER
+    assert argv[argv.index("--scheduler-cls") + 1] == ASYNC_PATCHED_SCHEDULER
     assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
     assert "--kv-transfer-config" in argv
     assert (launcher.env or {})["LMCACHE_LOCAL_CPU"] == "True"

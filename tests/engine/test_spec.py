@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from stallkit.contract.meta import EngineCapabilities
-from stallkit.engine.launch.patched import ASYNC_SCHEDULER, SYNC_SCHEDULER
 from stallkit.engine.spec import (
     DockerSpec,
     PatchedSpec,
@@ -15,6 +14,7 @@ from stallkit.engine.spec import (
     loads_plugin,
     parse_spec,
 )
+from stallkit.engine.vllm_plugin import ASYNC_PATCHED_SCHEDULER, PATCHED_SCHEDULER
 from stallkit.kits.arm.launchers import arm_spec
 from stallkit.kits.kit import load_kit
 
@@ -69,10 +69,10 @@ def test_each_case_states_its_capabilities() -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["--scheduler-cls", SYNC_SCHEDULER],
-        ["--model", "m", "--scheduler-cls", ASYNC_SCHEDULER, "--async-scheduling"],
-        [f"--scheduler-cls={SYNC_SCHEDULER}"],
-        ["--scheduler_cls", SYNC_SCHEDULER],
+        ["--scheduler-cls", PATCHED_SCHEDULER],
+        ["--model", "m", "--scheduler-cls", ASYNC_PATCHED_SCHEDULER, "--async-scheduling"],
+        [f"--scheduler-cls={PATCHED_SCHEDULER}"],
+        ["--scheduler_cls", PATCHED_SCHEDULER],
     ],
 )
 def test_the_plugin_is_seen_in_engine_args(args: list[str]) -> None:

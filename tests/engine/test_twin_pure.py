@@ -15,7 +15,7 @@ from stallkit.engine.spec import TwinSpec, parse_spec
 from stallkit.engine.twin.config import TwinConfig, vllm_sizes
 from stallkit.engine.twin.overlay import install_overlay
 from stallkit.engine.twin.tokens import FIRST_ID, TokenMap
-from stallkit.kits.arm.cores import twin_config
+from stallkit.kits.arm.kinds import twin_config
 from stallkit.kits.kit import load_kit
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,113 @@
+"""Engine kinds as classes: one registry (`stallkit.kits.arm.kinds`), no kind-name branches
+elsewhere, and every case of the spec's tagged union registered."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import get_args
+
+import pytest
+
+from stallkit.engine import parse_spec
+from stallkit.engine.spec import EngineSpec
+from stallkit.kits.arm.kinds import kind_of, kinds
+from stallkit.kits.kit import load_kit
+
+REPO = Path(__file__).resolve().parents[2]
+ROLES = ("contract", "engine", "loadgen", "monitor", "kits", "reports")
+SPEC_CLASSES = {"SimSpec", "DockerSpec", "UrlSpec", "VllmSpec", "PatchedSpec", "TwinSpec"}
+#: where a kind's name may be compared: the union itself and the registry of behaviours
+REGISTRY = {"engine/spec.py", "kits/arm/kinds.py"}
+#: other files that narrow a spec to its case, with why (no behaviour chosen by kind there)
+NARROWING = {
+    "engine/launch/vllm.py": "the vllm: launcher refuses any other spec (a Python caller's error)",
+    "engine/launch/patched.py": "the patched: launcher refuses any other spec, as vllm: does",
+    "engine/serve/server.py": "`--core` names a twin: spec; anything else is refused",
+    "reports/rundir.py": "reports read meta.json's recorded kind; they cannot import the kinds",
+    # not an engine kind: how forensics reach an engine (sim, local, docker, remote)
+    "monitor/on_stall/forensics.py": "forensics' own target kinds, set by each kind's class",
+}
+
+
+def _kind_names() -> set[str]:
+    union = get_args(get_args(EngineSpec)[0])
+    return {case.model_fields["kind"].default for case in union}
+
+
+def _branches(path: Path, names: set[str]) -> list[int]:
+    """Lines comparing `X.kind` with a kind's name, or testing isinstance against a spec case."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            on_kind = any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides)
+            texts = {
+                c.value
+                for s in sides
+                for c in ast.walk(s)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            }
+            if on_kind and texts & names:
+                found.append(node.lineno)
+        elif isinstance(node, ast.MatchValue) and isinstance(node.value, ast.Constant):
+            if node.value.value in names:
+                found.append(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+        ):
+            classes = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+            if classes & SPEC_CLASSES:
+                found.append(node.lineno)
+    return found
+
+
+def test_no_code_branches_on_an_engine_kinds_name_outside_the_registry() -> None:
+    names = _kind_names()
+    assert names == {"sim", "docker", "url", "vllm", "patched", "twin"}
+    where = {}
+    for role in ROLES:
+        for path in sorted((REPO / role).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            lines = _branches(path, names)
+            if lines and rel not in REGISTRY:
+                where[rel] = lines
+    # the scan sees branches: the narrowings listed are found, and nothing else
+    assert set(where) == set(NARROWING), where
+
+
+def test_every_case_of_the_union_has_one_kind_class() -> None:
+    registered = kinds()
+    assert set(registered) == _kind_names()
+    assert all(kind.tag == tag for tag, kind in registered.items())
+
+
+@pytest.mark.parametrize(
+    ("spec", "virtual_by_default", "virtual_when_asked", "image", "attaches"),
+    [
+        ("sim:base", False, True, False, False),
+        ("twin:stock", True, True, False, False),
+        ("url:http://127.0.0.1:9", False, False, False, True),
+        ("vllm:/m", False, False, False, False),
+        ("patched:fix", False, False, False, False),
+        ("vllm/vllm-openai:v0.32", False, False, True, False),
+    ],
+)  # fmt: skip
+def test_each_kind_answers_for_itself(
+    spec: str, virtual_by_default: bool, virtual_when_asked: bool, image: bool, attaches: bool
+) -> None:
+    kind = kind_of(parse_spec(spec))
+    assert kind.runs_virtual("wall") is virtual_by_default
+    assert kind.runs_virtual("virtual") is virtual_when_asked
+    assert (kind.image, kind.attaches) == (image, attaches)
+
+
+def test_a_kind_takes_its_time_scale_from_its_own_section() -> None:
+    kit = load_kit("restore-stall", {"sim.time_scale": 40.0, "engine.time_scale": 7.0})
+    scales = {
+        s: kind_of(parse_spec(s)).time_scale(kit) for s in ("sim:fix", "library/e:1", "vllm:/m")
+    }
+    assert scales == {"sim:fix": 40.0, "library/e:1": 7.0, "vllm:/m": 1.0}
