@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.launch.tinymodel import build_tiny_model as build_tiny_model
     from stallkit.engine.launch.vllm import VllmLauncher as VllmLauncher
     from stallkit.engine.launch.vllm import check_local_vllm as check_local_vllm
+    from stallkit.engine.policy.controller import POLICIES as POLICIES
     from stallkit.engine.serve.metrics import FINISH_REASONS as FINISH_REASONS
     from stallkit.engine.sim.config import CostModel as CostModel
     from stallkit.engine.sim.config import Fault as Fault

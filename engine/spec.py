@@ -22,14 +22,14 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Sequence
-from typing import Annotated, Literal, Self, get_args
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from stallkit.contract.meta import EngineCapabilities
 from stallkit.contract.urls import url_problem
 from stallkit.engine.errors import EngineError
-from stallkit.engine.policy.controller import Policy
+from stallkit.engine.policy.controller import POLICIES, Policy
 from stallkit.engine.vllm_plugin import SCHEDULER_MODULE
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
     "parse_spec",
 ]
 
-POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 _IMAGE_RE = re.compile(
     r"^([A-Za-z0-9.\-]+:[0-9]+/)?"  # a registry with a port

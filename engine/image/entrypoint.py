@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stallkit.engine.policy.controller import POLICIES
+
 #: KV bytes the simulator counts per block of `block_size` tokens: the restore-stall kit's
 #: 3.8 GB pool is then the simulator's 319-block pool (override: SIM_KV_BYTES_PER_BLOCK)
 KV_BYTES_PER_BLOCK = 11_900_000
 LMCACHE_CONNECTOR = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
 SIM_CONFIG_PATH = Path("/tmp/stallkit-sim-config.toml")
-POLICIES = ("base", "fix")
 ENGINES = ("sim", "patched")
 
 

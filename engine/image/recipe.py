@@ -27,6 +27,8 @@ from importlib import metadata
 from pathlib import Path
 
 from stallkit.engine.errors import EngineError
+from stallkit.engine.image.entrypoint import ENGINES
+from stallkit.engine.policy.controller import POLICIES
 
 #: where the engine package and its distributions live in the image (PYTHONPATH); the same
 #: place the patched engine expects its package in a stock vLLM image
@@ -124,7 +126,7 @@ def rootfs_tarball(recipe: ImageRecipe) -> Path:
 def stage_package(dest: Path, policy: str, engine: str = "sim") -> Path:
     """Write the engine package as an image carries it (baked policy) to `dest/engine`
     (`stallkit.engine` where `dest` is the image's `stallkit/`)."""
-    if policy not in ("base", "fix") or engine not in ("sim", "patched"):
+    if policy not in POLICIES or engine not in ENGINES:
         raise EngineError(f"cannot bake policy {policy!r} / engine {engine!r}", "base|fix, sim")
     source = _SRC / "engine"
     target = dest / "engine"

@@ -12,10 +12,12 @@ vLLM scheduler plugin (`stallkit.engine.vllm_plugin`) both import this one modul
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, get_args
 
 Turn = Literal["prefill", "decode", "none"]
 Policy = Literal["base", "fix"]
+#: every policy, in order: the livelocking scheduler and the fixed one
+POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 
 def runnable_classes(remaining_tokens: Iterable[int], num_waiting: int) -> tuple[bool, bool]:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from stallkit.engine.policy.controller import Policy
+from stallkit.engine.policy.controller import POLICIES, Policy
 
 CONFIG_KEY = "patched_scheduler"
 #: vLLM releases the plugin's hooks were checked against (schedule(), the preemption check)
@@ -81,7 +81,7 @@ def parse_config(additional: Mapping[str, Any] | None) -> PatchedConfig:
             f"unknown {CONFIG_KEY} key(s) {', '.join(unknown)}; known: {', '.join(_KEYS)}"
         )
     policy = fields.get("policy")
-    if policy not in ("base", "fix"):
+    if policy not in POLICIES:
         raise PatchedConfigError(f"policy must be 'base' or 'fix', not {policy!r}")
     allow = fields.get("allow_untested_vllm", False)
     if not isinstance(allow, bool):

@@ -103,7 +103,7 @@ def image(
     LMCACHE_*), so a kit's engine.env table drives it as it drives the fork's images. Base and
     fix images come from this one recipe. Needs root, debootstrap and a docker daemon.
     """
-    from stallkit.engine import EngineError
+    from stallkit.engine import POLICIES, EngineError
     from stallkit.engine.image.recipe import IMAGE_PACKAGE, ImageRecipe, build_image, stage_package
 
     if stock_vllm is not None:
@@ -114,7 +114,7 @@ def image(
         err_console.print(f"image {tag} (stock vLLM) built in {took_s:.1f} s", highlight=False)
         typer.echo(tag)
         return
-    if policy not in ("base", "fix") or engine not in ("sim", "patched"):
+    if policy not in POLICIES or engine not in ("sim", "patched"):
         raise EngineError(
             f"unknown policy {policy!r} or engine {engine!r}",
             "use --policy base|fix and --engine sim|patched",
