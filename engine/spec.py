@@ -30,7 +30,7 @@ from stallkit.contract.meta import EngineCapabilities
 from stallkit.contract.urls import url_problem
 from stallkit.engine.errors import EngineError
 from stallkit.engine.policy.controller import POLICIES, Policy
-from stallkit.engine.vllm_plugin import SCHEDULER_MODULE
+from stallkit.engine.vllm_plugin import SCHEDULER_MODULE, renamed_plugin_path
 
 __all__ = [
     "POLICIES",
@@ -257,6 +257,9 @@ def _twin_spec(text: str, rest: str, raw: str) -> TwinSpec:
             raise EngineError(f"unknown patched policy {tail!r} in {raw!r}", _TWIN_HINT)
         return TwinSpec(raw=text, scheduler="patched", policy=policy)
     dotted = f"{name}.{tail}" if sep else name
+    renamed = renamed_plugin_path(dotted)
+    if renamed is not None:
+        raise EngineError(f"{raw!r}: {renamed}", "write twin:patched:base or twin:patched:fix")
     if not _IDENT_RE.match(dotted) or "." not in dotted:
         raise EngineError(f"unknown twin scheduler {rest!r} in {raw!r}", _TWIN_HINT)
     return TwinSpec(raw=text, scheduler="class", cls=dotted)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stallkit.contract.errors import read_text, validation_location, validation_message
 from stallkit.contract.gpu import GpuSource, GpuSourceError, GpuSourceField
-from stallkit.engine import SimConfig
+from stallkit.engine import SimConfig, renamed_plugin_path
 from stallkit.kits.errors import KitError, OverrideError
 from stallkit.loadgen import LoadConfig, trace_replay
 from stallkit.monitor import MonitorConfig
@@ -116,6 +116,22 @@ class EngineProfile(BaseModel):
         description="per-arm engine arguments appended to engine_args (arm name -> arguments), "
         "e.g. the patched scheduler's policy for each arm of one stock image",
     )
+
+    @field_validator("engine_args")
+    @classmethod
+    def _no_old_plugin_path(cls, args: list[str]) -> list[str]:
+        for arg in args:
+            renamed = renamed_plugin_path(arg)
+            if renamed is not None:
+                raise ValueError(f"{renamed}: write the new path in the kit")
+        return args
+
+    @field_validator("arm_engine_args")
+    @classmethod
+    def _no_old_plugin_path_per_arm(cls, args: dict[str, list[str]]) -> dict[str, list[str]]:
+        for arm_args in args.values():
+            cls._no_old_plugin_path(arm_args)
+        return args
 
     def gpus_for(self, arm: str) -> list[int]:
         """The GPUs an arm runs on."""

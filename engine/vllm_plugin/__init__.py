@@ -13,3 +13,16 @@ SCHEDULER_MODULE = f"{__name__}.scheduler"
 PATCHED_SCHEDULER = f"{SCHEDULER_MODULE}.PatchedScheduler"
 #: `--scheduler-cls` with `--async-scheduling`
 ASYNC_PATCHED_SCHEDULER = f"{SCHEDULER_MODULE}.AsyncPatchedScheduler"
+#: the module the plugin's classes lived in before the project took one import name
+OLD_SCHEDULER_MODULE = "engine.patched.scheduler"
+
+
+def renamed_plugin_path(text: str) -> str | None:
+    """A one-line note when `text` (an engine argument, a class path) names the plugin by its
+    old module path, with the path that replaced it; None otherwise."""
+    for old_class in ("PatchedScheduler", "AsyncPatchedScheduler"):
+        old = f"{OLD_SCHEDULER_MODULE}.{old_class}"
+        at = text.find(old)
+        if at >= 0 and not text[:at].endswith("stallkit."):
+            return f"{old} is now {SCHEDULER_MODULE}.{old_class}"
+    return None
