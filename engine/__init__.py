@@ -75,6 +75,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.twin.calibration import shipped_calibrations as shipped_calibrations
     from stallkit.engine.twin.calibration import step_features as step_features
     from stallkit.engine.twin.config import TwinConfig as TwinConfig
+    from stallkit.engine.twin.config import check_no_fault as check_no_fault
     from stallkit.engine.twin.config import twin_config_for as twin_config_for
     from stallkit.engine.twin.config import vllm_sizes as vllm_sizes
     from stallkit.engine.twin.core import TwinEngine as TwinEngine

@@ -115,16 +115,13 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
     from stallkit.engine.spec import parse_spec
     from stallkit.engine.twin.build import vllm_importable
     from stallkit.engine.twin.calibration import load_calibration
-    from stallkit.engine.twin.config import twin_config_for
+    from stallkit.engine.twin.config import check_no_fault, twin_config_for
     from stallkit.engine.twin.core import TwinEngine
 
     spec = parse_spec(opts.core)
     if spec.kind != "twin":
         raise EngineError(f"--core {opts.core}: not a core", "use sim or a twin: spec")
-    if opts.sim_config().fault is not None:
-        raise EngineError(
-            f"--core {opts.core} cannot play a fault", "faults are played by the `sim` core"
-        )
+    check_no_fault(f"--core {opts.core}", opts.sim_config().fault, "a fault")
     if not vllm_importable():
         raise EngineError(f"--core {opts.core} needs vLLM, which is not installed", VLLM_MISSING)
     cfg = opts.config

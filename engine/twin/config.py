@@ -16,12 +16,24 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stallkit.engine.sim.config import CostModel
+from stallkit.engine.errors import EngineError
+from stallkit.engine.sim.config import CostModel, Fault
 from stallkit.engine.spec import TwinSpec
 from stallkit.engine.twin.calibration import Calibration
 from stallkit.engine.vllm_plugin import PATCHED_SCHEDULER
 
-__all__ = ["PATCHED_SCHEDULER", "STOCK_SCHEDULER", "TwinConfig", "twin_config_for", "vllm_sizes"]
+__all__ = [
+    "FAULT_HINT",
+    "PATCHED_SCHEDULER",
+    "STOCK_SCHEDULER",
+    "TwinConfig",
+    "check_no_fault",
+    "twin_config_for",
+    "vllm_sizes",
+]
+
+#: the hint when a twin is given a fault: faults are the simulator's to play
+FAULT_HINT = "faults are played by the simulator (sim: arms, `kit sim serve --core sim`)"
 
 #: vLLM's own v1 scheduler
 STOCK_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
@@ -149,3 +161,11 @@ def twin_config_for(
         empty_step_s=empty_step_s or calibration.empty_step_s,
         **{**dict(sizes), **fields},
     )
+
+
+def check_no_fault(what: str, fault: Fault | None, where: str) -> None:
+    """The one rule on faults and the twin: a twin plays none. Raise EngineError when `fault`
+    is set, naming `what` (the twin spec, the twin arms, `--core X`) and `where` the fault
+    was set (the kit's `[sim.engine] fault`, the config file's `fault`)."""
+    if fault is not None:
+        raise EngineError(f"{what} cannot play {where} ({fault.kind})", FAULT_HINT)

@@ -21,6 +21,7 @@ from stallkit.engine import (
     EngineCore,
     EngineError,
     EngineSpec,
+    check_no_fault,
     vllm_importable,
 )
 from stallkit.kits.arm.kinds import kind_of, twin_config
@@ -49,11 +50,10 @@ def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
     twins = {name: spec for name, spec in specs.items() if kind_of(spec).vllm_in_process}
     if not twins:
         return
-    if kit.sim.engine.fault is not None:
-        raise KitError(
-            f"{', '.join(twins)}: twin arms cannot play [sim.engine] fault",
-            "faults are played by sim: arms; drop the fault or the twin arm",
-        )
+    try:
+        check_no_fault(f"{', '.join(twins)}: twin arms", kit.sim.engine.fault, "[sim.engine] fault")
+    except EngineError as exc:
+        raise KitError(exc.message, exc.hint) from None
     if not vllm_importable():
         raise KitError(
             f"{', '.join(twins)}: twin arms need vLLM, which is not installed", VLLM_MISSING

@@ -39,6 +39,7 @@ from stallkit.engine import (
     VllmSpec,
     check_listening,
     check_local_vllm,
+    check_no_fault,
     free_port,
     load_calibration,
     resolve_model,
@@ -177,10 +178,7 @@ class TwinKind(ArmKind):
     real_steps = False
 
     def core(self, kit: Kit, spec: TwinSpec, arm: str, log: logging.Logger) -> EngineCore:
-        if kit.sim.engine.fault is not None:
-            raise EngineError(
-                f"{spec.raw} cannot play [sim.engine] fault", "faults are played by sim: arms"
-            )
+        check_no_fault(spec.raw, kit.sim.engine.fault, "[sim.engine] fault")
         return TwinEngine(twin_config(kit, spec, arm), log)
 
     def core_settings(self, kit: Kit, spec: TwinSpec, arm: str) -> dict[str, Any]:
