@@ -35,9 +35,9 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.monitor.fleet.bank import FleetBank as FleetBank
     from stallkit.monitor.fleet.bank import FleetEvent as FleetEvent
     from stallkit.monitor.fleet.session import run_fleet as run_fleet
-    from stallkit.monitor.fleet.sinks import AnyFleetEvent as AnyFleetEvent
     from stallkit.monitor.fleet.sinks import FleetOutcome as FleetOutcome
     from stallkit.monitor.fleet.sinks import PerEngine as PerEngine
+    from stallkit.monitor.fleet.watch import AnyFleetEvent as AnyFleetEvent
     from stallkit.monitor.fleet.watch import FleetStart as FleetStart
     from stallkit.monitor.live.dashboard import Dashboard as Dashboard
     from stallkit.monitor.live.dashboard import LogLines as LogLines
@@ -66,11 +66,13 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.monitor.signals.gpu import GpuReader as GpuReader
     from stallkit.monitor.signals.gpu import gpu_source as gpu_source
     from stallkit.monitor.signals.gpu import probe_engine_dcgm as probe_engine_dcgm
+    from stallkit.monitor.signals.gpu import resolve_gpu_source as resolve_gpu_source
     from stallkit.monitor.signals.parse import EngineMetrics as EngineMetrics
     from stallkit.monitor.signals.parse import MetricsSnapshot as MetricsSnapshot
     from stallkit.monitor.signals.parse import SimClock as SimClock
     from stallkit.monitor.signals.parse import parse_metrics as parse_metrics
     from stallkit.monitor.signals.rates import snapshot_deltas as snapshot_deltas
+    from stallkit.monitor.signals.scrape import MetricsScraper as MetricsScraper
 
 if not TYPE_CHECKING:
     __all__, __getattr__, __dir__ = public_face(__name__)

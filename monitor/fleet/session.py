@@ -1,7 +1,7 @@
 """Run a fleet watch end to end: events into `fleet.jsonl`, the view, the per-engine sinks.
 
-What `kit monitor --prometheus` runs: iterate `watch_fleet()`, hand each event to every
-sink, return the tally. The live view starts only after the server answered, so a start
+What `kit monitor --prometheus` runs: `watch_fleet()`'s events handed to every sink by the
+loop's `consume()`, and the tally. The live view starts only after the server answered, so a start
 error is one clean line.
 """
 
@@ -17,15 +17,15 @@ from stallkit.contract.fleet import FLEET_FILE
 from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.fleet.bank import FORGET_AFTER_S
 from stallkit.monitor.fleet.sinks import (
-    AnyFleetEvent,
     FleetLines,
     FleetOutcome,
     FleetSink,
     FleetWriter,
 )
 from stallkit.monitor.fleet.view import FleetDashboard
-from stallkit.monitor.fleet.watch import watch_fleet
+from stallkit.monitor.fleet.watch import AnyFleetEvent, watch_fleet
 from stallkit.monitor.live.dashboard import live_dashboard
+from stallkit.monitor.live.loop import consume
 from stallkit.monitor.live.session import Display
 from stallkit.monitor.prometheus.client import PrometheusClient
 from stallkit.monitor.prometheus.queries import FleetQuery
@@ -60,18 +60,9 @@ async def run_fleet(
             all_sinks.append(FleetLines(console))
         elif display == "live":
             all_sinks.append(view)
-        async with contextlib.AsyncExitStack() as astack:
-            events = watch_fleet(
-                client, query, config, duration_s=duration_s, forget_after_s=forget_after_s
-            )
-            astack.push_async_callback(events.aclose)
-            first = True
-            async for event in events:
-                if first and display == "live":
-                    await astack.enter_async_context(live_dashboard(view, console))
-                first = False
-                for sink in all_sinks:
-                    sink.handle(event)
-                if stop_when is not None and stop_when(event):
-                    break
+        events = watch_fleet(
+            client, query, config, duration_s=duration_s, forget_after_s=forget_after_s
+        )
+        live = (lambda: live_dashboard(view, console)) if display == "live" else None
+        await consume(events, all_sinks, view=live, stop_when=stop_when)
     return outcome

@@ -11,7 +11,6 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from rich.console import Console
 
@@ -36,20 +35,15 @@ from stallkit.monitor.fleet.bank import (
     EngineAppeared,
     EngineEvent,
     EngineVanished,
-    FleetEvent,
     QueryFailed,
 )
-from stallkit.monitor.fleet.watch import CycleDone, FleetStart
+from stallkit.monitor.fleet.watch import AnyFleetEvent, CycleDone, FleetStart
+from stallkit.monitor.live.loop import EventSink
 from stallkit.monitor.live.session import Sink
 from stallkit.monitor.live.timeline import event_line
 
-AnyFleetEvent = FleetEvent | FleetStart | CycleDone
-
-
-class FleetSink(Protocol):
-    """Anything that consumes fleet events."""
-
-    def handle(self, event: AnyFleetEvent) -> None: ...
+#: Anything that consumes fleet events (has `handle(event)`).
+FleetSink = EventSink[AnyFleetEvent]
 
 
 @dataclass

@@ -18,7 +18,8 @@ from rich.text import Text
 
 from stallkit.monitor.detect.events import DetectorState, Down, GpuReading, Sample, Verdict
 from stallkit.monitor.fleet.bank import EngineAppeared, EngineEvent, EngineVanished, QueryFailed
-from stallkit.monitor.fleet.sinks import AnyFleetEvent, summary_text
+from stallkit.monitor.fleet.sinks import summary_text
+from stallkit.monitor.fleet.watch import AnyFleetEvent
 from stallkit.monitor.live.dashboard import BANNER_STYLES, fmt_s
 
 #: row order: worst first

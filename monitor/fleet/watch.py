@@ -3,22 +3,24 @@
 `watch_fleet()` checks that the server answers (a `MonitorError` before the first event
 otherwise), then at each interval asks Prometheus for the engines' series, their scrape
 times and their GPUs at that instant (three queries, whatever the fleet's size), turns the
-answers into per-engine readings (`stallkit.monitor.prometheus.queries`) and feeds `stallkit.monitor.fleet.bank.FleetBank`,
-yielding what happened. A query that fails is a failed scrape of every engine, and the loop
-goes on. Times in events are seconds since the watch started (Unix time minus `t0_unix`,
-the first line of `fleet.jsonl`). The clock and the sleep are injectable.
+answers into per-engine readings (`stallkit.monitor.prometheus.queries`) and feeds
+`stallkit.monitor.fleet.bank.FleetBank`, yielding what happened. A query that fails is a
+failed scrape of every engine, and the loop goes on. Times in events are seconds since the
+watch started (Unix time minus `t0_unix`, the first line of `fleet.jsonl`). The schedule is
+the one monitor loop (`stallkit.monitor.live.loop`); this module is its source for a fleet
+(`FleetSource`). The clock and the sleep are injectable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.fleet.bank import FORGET_AFTER_S, FleetBank, FleetEvent
+from stallkit.monitor.live.loop import run_loop
 from stallkit.monitor.prometheus.client import PrometheusClient, PrometheusError
 from stallkit.monitor.prometheus.queries import FleetQuery, Reading, engine_labels, readings
 
@@ -36,6 +38,10 @@ class CycleDone:
     """Every engine read at this cycle has had its events (for summaries)."""
 
     t: float
+
+
+#: Everything a fleet watch yields.
+AnyFleetEvent = FleetEvent | FleetStart | CycleDone
 
 
 async def query_instant(
@@ -61,7 +67,51 @@ def _shift(reading: Reading, t0: float) -> Reading:
     return dataclasses.replace(reading, t=reading.t - t0)
 
 
-async def watch_fleet(
+class FleetSource:
+    """A fleet through Prometheus, as the loop's source: three instant queries each tick,
+    into one `FleetBank`. Its start only announces `t0`; the first query is at once."""
+
+    read_at_start = False
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        query: FleetQuery,
+        config: MonitorConfig,
+        *,
+        forget_after_s: float = FORGET_AFTER_S,
+    ) -> None:
+        self.client, self.query = client, query
+        self.bank = FleetBank(config, gpu=query.gpu, forget_after_s=forget_after_s)
+        self._t0 = 0.0
+
+    async def check(self) -> None:
+        """The server answers (raises `MonitorError` otherwise)."""
+        await self.client.check()
+
+    async def start(self, t0: float) -> list[AnyFleetEvent]:
+        """The `FleetStart` that ties `t` = 0 to Unix time `t0`."""
+        self._t0 = t0
+        return [FleetStart(0.0, t0)]
+
+    async def read(self, t: float, at: float) -> list[AnyFleetEvent]:
+        """Every engine at Unix time `at` into the bank; its events, then `CycleDone`."""
+        events: list[AnyFleetEvent] = []
+        try:
+            latest, labels = await query_instant(self.client, self.query, at)
+        except PrometheusError as exc:
+            events.extend(self.bank.failed(t, str(exc)))
+        else:
+            shifted = {key: _shift(r, self._t0) for key, r in latest.items()}
+            events.extend(self.bank.observe(t, shifted, labels))
+        events.append(CycleDone(t))
+        return events
+
+    async def aclose(self) -> None:
+        """Nothing to release: the client is the caller's."""
+
+
+def watch_fleet(
     client: PrometheusClient,
     query: FleetQuery,
     config: MonitorConfig,
@@ -70,30 +120,7 @@ async def watch_fleet(
     forget_after_s: float = FORGET_AFTER_S,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-) -> AsyncGenerator[FleetEvent | FleetStart | CycleDone, None]:
+) -> AsyncGenerator[AnyFleetEvent, None]:
     """Query the fleet every `config.interval_s` until `duration_s` (None: until stopped)."""
-    await client.check()
-    bank = FleetBank(config, gpu=query.gpu, forget_after_s=forget_after_s)
-    t0 = clock()
-    yield FleetStart(0.0, t0)
-    tick = 0
-    while True:
-        target = tick * config.interval_s
-        if duration_s is not None and target > duration_s:
-            return
-        delay = t0 + target - clock()
-        if delay > 0:
-            await sleep(delay)
-        at = clock()
-        try:
-            latest, labels = await query_instant(client, query, at)
-        except PrometheusError as exc:
-            events = bank.failed(at - t0, str(exc))
-        else:
-            shifted = {key: _shift(r, t0) for key, r in latest.items()}
-            events = bank.observe(at - t0, shifted, labels)
-        for event in events:
-            yield event
-        yield CycleDone(at - t0)
-        # A cycle slower than the interval skips the ticks it overran, not piles them up.
-        tick = max(tick + 1, math.floor((clock() - t0) / config.interval_s) + 1)
+    source = FleetSource(client, query, config, forget_after_s=forget_after_s)
+    return run_loop(source, config.interval_s, duration_s=duration_s, clock=clock, sleep=sleep)

@@ -1,7 +1,7 @@
 """Run the monitor end to end: the event stream into the timeline, the view, and an outcome.
 
 This is what `kit monitor` runs, and a template for callers that add their own consumers:
-iterate `watch()`, hand each event to every sink, decide when to stop.
+`watch()`'s events handed to every sink by the loop's `consume()`, which stops when told.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
 from rich.console import Console
 
@@ -25,6 +25,7 @@ from stallkit.monitor.detect.events import (
     StopRequested,
 )
 from stallkit.monitor.live.dashboard import Dashboard, LogLines, live_dashboard
+from stallkit.monitor.live.loop import EventSink, consume
 from stallkit.monitor.live.timeline import TimelineWriter
 from stallkit.monitor.live.watch import watch
 from stallkit.monitor.signals.gpu import GpuReader
@@ -32,10 +33,8 @@ from stallkit.monitor.signals.gpu import GpuReader
 Display = Literal["live", "lines", "none"]
 
 
-class Sink(Protocol):
-    """Anything that consumes monitor events."""
-
-    def handle(self, event: MonitorEvent) -> None: ...
+#: Anything that consumes monitor events (has `handle(event)`).
+Sink = EventSink[MonitorEvent]
 
 
 @dataclass
@@ -90,6 +89,13 @@ async def run_monitor(
     """Watch `url` until `duration_s`, a stall (`exit_on_stall`) or `stop_when(event)`."""
     console = console or Console()
     outcome = MonitorOutcome()
+
+    def stop(event: MonitorEvent) -> bool:
+        if exit_on_stall and isinstance(event, StallStarted):
+            outcome.exited_on_stall = True
+            return True
+        return stop_when is not None and stop_when(event)
+
     all_sinks: list[Sink] = [outcome, *(sinks or [])]
     view = dashboard or Dashboard(url)
     with contextlib.ExitStack() as stack:
@@ -101,20 +107,8 @@ async def run_monitor(
             all_sinks.append(LogLines(console))
         elif display == "live":
             all_sinks.append(_DashboardSink(view))
-        async with contextlib.AsyncExitStack() as astack:
-            events = watch(url, config, gpu, duration_s=duration_s)
-            astack.push_async_callback(events.aclose)
-            first = True
-            async for event in events:
-                if first and display == "live":
-                    # Only after the start checks, so a start error is one clean line.
-                    await astack.enter_async_context(live_dashboard(view, console))
-                first = False
-                for sink in all_sinks:
-                    sink.handle(event)
-                if exit_on_stall and isinstance(event, StallStarted):
-                    outcome.exited_on_stall = True
-                    break
-                if stop_when is not None and stop_when(event):
-                    break
+        events = watch(url, config, gpu, duration_s=duration_s)
+        # the live view starts only after the start checks, so a start error is one clean line
+        live = (lambda: live_dashboard(view, console)) if display == "live" else None
+        await consume(events, all_sinks, view=live, stop_when=stop)
     return outcome

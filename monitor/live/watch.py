@@ -1,4 +1,4 @@
-"""The monitor loop: an async generator of typed events (samples, GPU readings, stalls).
+"""Watch one engine: an async generator of typed events (samples, GPU readings, stalls).
 
 `watch()` checks the engine and starts the GPU source (either failing is a `MonitorError`
 before the first event), then scrapes `/metrics` and reads the GPUs together on a fixed
@@ -6,15 +6,15 @@ schedule, feeds the detector and yields what happened. Consumers (the dashboard,
 timeline writer, the A/B runner) only read the events, so a slow terminal never delays a
 scrape by more than the consumer's own handling; closing the generator (or leaving the
 `async for`) stops the loop and releases the HTTP client and the GPU source. The clock and
-the sleep are injectable; times in events are wall seconds since the monitor started. What
-each tick's readings mean is the pure `stallkit.monitor.detect.step.MonitorStep`, which the virtual clock
-drives too.
+the sleep are injectable; times in events are wall seconds since the monitor started. The
+schedule is the one monitor loop (`stallkit.monitor.live.loop`); this module is its source
+for one engine (`EngineSource`), and what each tick's readings mean is the pure
+`stallkit.monitor.detect.step.MonitorStep`, which the virtual clock drives too.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
@@ -24,8 +24,15 @@ from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.detect.events import MonitorEvent
 from stallkit.monitor.detect.step import MonitorStep
 from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.live.loop import run_loop
 from stallkit.monitor.signals.gpu import GpuReader
 from stallkit.monitor.signals.scrape import MetricsScraper
+
+__all__ = ["EngineSource", "watch"]
+
+
+def _no_cpu() -> float | None:
+    return None
 
 
 async def _read_gpu(gpu: GpuReader) -> tuple[dict[str, float] | None, str | None]:
@@ -37,7 +44,69 @@ async def _read_gpu(gpu: GpuReader) -> tuple[dict[str, float] | None, str | None
         return None, str(exc)
 
 
-async def watch(
+class EngineSource:
+    """One engine over HTTP, as the loop's source: `/metrics`, the GPUs and the engine's CPU
+    seconds read together each tick, into one `MonitorStep`.
+
+    Its start is a reading: the engine's check scrape and the GPU source's first reading
+    are the events at `t` = 0. The HTTP client is made at the start, so a watch never
+    iterated holds nothing.
+    """
+
+    read_at_start = True
+
+    def __init__(
+        self,
+        url: str,
+        config: MonitorConfig,
+        gpu: GpuReader,
+        *,
+        client: httpx.AsyncClient | None = None,
+        engine_cpu: Callable[[], float | None] | None = None,
+    ) -> None:
+        self.url, self.config, self.gpu = url, config, gpu
+        self._client = client
+        self._cpu = engine_cpu or _no_cpu
+        self._scraper: MetricsScraper | None = None
+        self._step: MonitorStep | None = None
+
+    async def check(self) -> None:
+        """Nothing before the clock: the engine's check is timed as the first tick."""
+
+    async def start(self, t0: float) -> list[MonitorEvent]:
+        """Check the engine, start the GPU source; the events of that first reading."""
+        timeout_s = self.config.scrape_timeout_s
+        self._scraper = MetricsScraper(self.url, timeout_s=timeout_s, client=self._client)
+        first = await self._scraper.check_engine()
+        util = await self.gpu.start()
+        self._step = MonitorStep(self.config, self.gpu.checked)
+        cpu_s = await asyncio.to_thread(self._cpu)
+        return self._step.events(0.0, first, util, engine_cpu_s=cpu_s)
+
+    async def read(self, t: float, at: float) -> list[MonitorEvent]:
+        """Scrape, read the GPUs and the CPU seconds together; the step's events at `t`."""
+        if self._scraper is None or self._step is None:
+            raise RuntimeError("EngineSource.read before start")
+        result, (reading, gpu_error), cpu_s = await asyncio.gather(
+            self._scraper.scrape(), _read_gpu(self.gpu), asyncio.to_thread(self._cpu)
+        )
+        return self._step.events(
+            t,
+            result.snapshot,
+            reading,
+            error=result.error,
+            gpu_error=gpu_error,
+            engine_cpu_s=cpu_s,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (when owned) and the GPU source."""
+        if self._scraper is not None:
+            await self._scraper.aclose()
+        await self.gpu.close()
+
+
+def watch(
     url: str,
     config: MonitorConfig,
     gpu: GpuReader,
@@ -56,40 +125,5 @@ async def watch(
     Takes ownership of `gpu` (starts and closes it). Raises `MonitorError` before the first
     event when the engine does not answer with vLLM metrics or the GPU source fails.
     """
-    scraper = MetricsScraper(url, timeout_s=config.scrape_timeout_s, client=client)
-    try:
-        t0 = clock()
-        first = await scraper.check_engine()
-        util = await gpu.start()
-        step = MonitorStep(config, gpu.checked)
-        cpu = engine_cpu or (lambda: None)
-        cpu_s = await asyncio.to_thread(cpu)
-        for event in step.events(0.0, first, util, engine_cpu_s=cpu_s):
-            yield event
-        tick = 1
-        while True:
-            target = tick * config.interval_s
-            if duration_s is not None and target > duration_s:
-                return
-            delay = t0 + target - clock()
-            if delay > 0:
-                await sleep(delay)
-            t = clock() - t0
-            result, (reading, gpu_error), cpu_s = await asyncio.gather(
-                scraper.scrape(), _read_gpu(gpu), asyncio.to_thread(cpu)
-            )
-            events = step.events(
-                t,
-                result.snapshot,
-                reading,
-                error=result.error,
-                gpu_error=gpu_error,
-                engine_cpu_s=cpu_s,
-            )
-            for event in events:
-                yield event
-            # A scrape slower than the interval skips the ticks it overran, not piles them up.
-            tick = max(tick + 1, math.floor((clock() - t0) / config.interval_s) + 1)
-    finally:
-        await scraper.aclose()
-        await gpu.close()
+    source = EngineSource(url, config, gpu, client=client, engine_cpu=engine_cpu)
+    return run_loop(source, config.interval_s, duration_s=duration_s, clock=clock, sleep=sleep)
