@@ -13,10 +13,14 @@ The clock and the sleep are injectable, so the schedule is tested with a fake cl
 view started once the source's checks passed, a stop condition.
 
 The virtual clock's arm driver (`stallkit.kits.arm.virtual`) feeds the same pure step but
-keeps its own tick: there the tick is one deadline among the agents' timers, the read
-timeouts and the engine core's steps on one synchronous heap of engine times, with no
-sleep to inject; driving it through this async loop would add an event loop hop per tick
-on the A/B path and round its tick times differently, so it stays as it is.
+keeps its own tick, on purpose. There nothing sleeps: the tick is one deadline on a
+synchronous heap of engine times, next to the agents' timers, the read timeouts and the
+engine core's steps, and `run_virtual_arm` is a plain function that A/B, sweeps and hunts
+run per arm in a pool of processes. Driving it from here would put an event loop under every virtual arm and an await
+under every tick on the A/B path, and its next tick is counted from the engine time the
+core reached (`int(now / interval) + 1`), not by this loop's overrun rule: the same
+schedule in exact arithmetic, not always in floating point, and the A/B files must not
+move by one tick.
 """
 
 from __future__ import annotations
