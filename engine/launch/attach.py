@@ -13,9 +13,8 @@ ATTACH_TIMEOUT_S = 10.0
 class AttachLauncher(Launcher):
     """An engine someone else runs. Health is checked; stop leaves it alone."""
 
-    def __init__(self, spec: EngineSpec, gpu_source: GpuSource | None = None) -> None:
+    def __init__(self, spec: EngineSpec) -> None:
         self.spec = spec
-        self._gpu_source = gpu_source or GpuSource("none")
 
     def start(self) -> None:
         return None
@@ -32,7 +31,9 @@ class AttachLauncher(Launcher):
 
     @property
     def gpu_source(self) -> GpuSource:
-        return self._gpu_source
+        """`auto`: which GPUs an engine someone else started uses is not known here, so the
+        engine itself is asked (its DCGM page, where it serves one)."""
+        return GpuSource("auto")
 
     def stop(self) -> None:
         return None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from stallkit.engine import Launcher
 from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from stallkit.kits.arm.alerting import Alerting
 from stallkit.kits.arm.virtual import VirtualResult, run_virtual_arm
-from stallkit.kits.arm.wall import RunContext, run_arm
+from stallkit.kits.arm.wall import RunContext, WallArm, run_arm
 from stallkit.kits.workers import PooledJob, cores, run_pooled, worker_kind
 from stallkit.reports import ABReport
 
@@ -68,12 +68,14 @@ def strict_failures(report: ABReport) -> list[str]:
     return problems
 
 
-async def _run_all(plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
-    if plan.parallel:
-        await asyncio.gather(*(run_arm(arm, plan, run, console, dashboard) for arm in plan.arms))
+async def _run_all(
+    arms: list[WallArm], parallel: bool, run: RunContext, console: Console, dashboard: bool
+) -> None:
+    if parallel:
+        await asyncio.gather(*(run_arm(arm, run, console, dashboard) for arm in arms))
     else:
-        for arm in plan.arms:
-            await run_arm(arm, plan, run, console, dashboard)
+        for arm in arms:
+            await run_arm(arm, run, console, dashboard)
 
 
 def _note(console: Console, done: VirtualResult) -> None:
@@ -97,7 +99,7 @@ def _run_virtual(plan: Plan, console: Console) -> None:
         for arm in plan.arms:
             if plan.virtual(arm):
                 kit = plan.kit_for(seed)
-                args = (kit, arm.name, arm.spec.raw, plan.seed_dir(arm, seed))
+                args = (kit, arm.name, arm.spec, plan.seed_dir(arm, seed))
                 jobs.append((worker_kind(kit, arm.name, arm.spec.raw), args))
     run_pooled(run_virtual_arm, jobs, lambda done: _note(console, done), cores())
 
@@ -108,10 +110,11 @@ def _run_wall(plan: Plan, run: RunContext, console: Console, dashboard: bool) ->
     if not arms:
         return
     for seed in plan.seeds:
-        seeded = [replace(arm, dir=plan.seed_dir(arm, seed)) for arm in arms]
-        _run_loop(
-            _run_all(replace(plan, kit=plan.kit_for(seed), arms=seeded), run, console, dashboard)
-        )
+        kit, overlays = plan.kit_for(seed), tuple(plan.overlays)
+        seeded = [
+            WallArm(arm.name, arm.spec, plan.seed_dir(arm, seed), kit, overlays) for arm in arms
+        ]
+        _run_loop(_run_all(seeded, plan.parallel, run, console, dashboard))
 
 
 def _run_loop(main: Coroutine[Any, Any, None]) -> None:

@@ -201,8 +201,7 @@ class UrlKind(ArmKind):
         log_path: Path,
         overlays: list[Overlay],
     ) -> Launcher:
-        source = kit.monitor.gpu_source
-        return AttachLauncher(spec, gpu_source=None if source.kind == "auto" else source)
+        return AttachLauncher(spec)
 
     def check_start(self, kit: Kit, spec: UrlSpec) -> None:
         check_listening(spec.url, spec.raw)

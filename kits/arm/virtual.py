@@ -27,7 +27,7 @@ from pathlib import Path
 from stallkit.contract.files import ENGINE_LOG
 from stallkit.contract.meta import EndReason
 from stallkit.contract.scheduler_state import SimState
-from stallkit.engine import FINISH_REASONS, EngineCore, EngineError, EngineStats, parse_spec
+from stallkit.engine import FINISH_REASONS, EngineCore, EngineError, EngineSpec, EngineStats
 from stallkit.kits.arm.cores import virtual_core
 from stallkit.kits.arm.recorder import ArmEnd, ArmRecorder, error_line
 from stallkit.kits.kit import Kit
@@ -331,7 +331,7 @@ def _arm_logger(arm_dir: Path) -> tuple[logging.Logger, logging.Handler]:
 def run_virtual_arm(
     kit: Kit,
     arm: str,
-    spec: str,
+    spec: EngineSpec,
     arm_dir: Path,
     *,
     stop_on_stall: bool = True,
@@ -339,7 +339,8 @@ def run_virtual_arm(
 ) -> VirtualResult:
     """Run one `sim:` or `twin:` arm of `kit` on the virtual clock and write its directory.
 
-    `stop_on_stall=False` keeps running through a stall (the monitor's stop is disabled).
+    `spec` is the arm's as planned, with the capabilities the kit gives it (meta.json records
+    them). `stop_on_stall=False` keeps running through a stall (the monitor's stop is disabled).
     `at_end` is given the engine core and its engine time once the run has ended (`kit hunt`
     steps a stalled engine on to log its steps).
     """
@@ -347,14 +348,13 @@ def run_virtual_arm(
     if not stop_on_stall:
         mon_fields["stop_after_s"] = None
     mon = MonitorConfig.model_validate(mon_fields)
-    parsed = parse_spec(spec)
-    caps = parsed.capabilities
+    caps = spec.capabilities
     recorder = ArmRecorder.open(
         arm_dir,
         kit,
         arm=arm,
-        spec=spec,
-        kind=parsed.kind,
+        spec=spec.raw,
+        kind=spec.kind,
         clock="virtual",
         time_scale=1.0,
         capabilities=caps,
@@ -364,7 +364,7 @@ def run_virtual_arm(
     driver: VirtualDriver | None = None
     t0 = time.perf_counter()
     try:
-        core = virtual_core(kit, parsed, arm, log)
+        core = virtual_core(kit, spec, arm, log)
         driver = VirtualDriver(core, kit.load, mon, recorder, caps.step_counter)
         end = ArmEnd(driver.run())
         if at_end is not None:

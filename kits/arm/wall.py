@@ -5,7 +5,8 @@ them, hands the monitor's events to the arm recorder (`stallkit.kits.arm.recorde
 timeline, forensics, exporter, on-stall and the view) and the agents' to the view, and ends
 the arm when the load's duration passes or the monitor requests a stop. Whatever ends it
 (duration, stall stop, error, Ctrl-C, SIGTERM), the engine is stopped and the recorder closes
-the directory from the typed end.
+the directory from the typed end. It takes what it runs as a `WallArm` (the arm, its seed's
+kit, its overlays) from whichever room runs it.
 """
 
 from __future__ import annotations
@@ -15,14 +16,13 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-import httpx
 from rich.console import Console
 
 from stallkit.contract.meta import END_WORDS, EndReason
-from stallkit.engine import Launcher, tail_lines
-from stallkit.kits.ab.plan import Arm, Plan
+from stallkit.engine import EngineSpec, Launcher, Overlay, tail_lines
 from stallkit.kits.arm.alerting import Alerting
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.arm.launchers import load_config, make_launcher, monitor_config, time_scale
@@ -34,12 +34,12 @@ from stallkit.loadgen import LoadConfig, RunFinished, run_agents
 from stallkit.loadgen.preflight import ServerInfo, preflight
 from stallkit.monitor import (
     GpuReader,
+    MetricsScraper,
     MonitorConfig,
-    MonitorError,
     SimClock,
     StopRequested,
     gpu_source,
-    parse_metrics,
+    resolve_gpu_source,
 )
 from stallkit.monitor.live.watch import watch
 
@@ -47,9 +47,22 @@ from stallkit.monitor.live.watch import watch
 ENGINE_POLL_S = 1.0
 
 
+@dataclass(frozen=True)
+class WallArm:
+    """One wall-clock arm as the driver runs it: its name, its spec (with the capabilities the
+    kit gives it), its directory, the kit it runs (its seed's) and, for an image arm, the
+    `--overlay SRC:DEST` mounts."""
+
+    name: str
+    spec: EngineSpec
+    dir: Path
+    kit: Kit
+    overlays: tuple[Overlay, ...] = ()
+
+
 @dataclass
 class RunContext:
-    """What a run holds while it runs, apart from its plan: the engines started so far (so
+    """What a run holds while it runs, apart from its arms: the engines started so far (so
     that any exit path can stop them) and the exporter and --on-stall of its wall-clock arms
     (None: forensics only)."""
 
@@ -105,13 +118,14 @@ async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]
 
 
 async def _sim_clock(url: str, timeout_s: float) -> SimClock | None:
-    """The simulator's own clock, as the monitor parses it (None for real engines)."""
+    """The simulator's own clock, from one scrape of its metrics page by the monitor's scraper
+    (None for real engines, and for a page that could not be read)."""
+    scraper = MetricsScraper(url, timeout_s=timeout_s)
     try:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
-            text = (await client.get(f"{url}/metrics")).text
-        return parse_metrics(text).sim_clock
-    except (httpx.HTTPError, MonitorError):
-        return None
+        scraped = await scraper.scrape()
+    finally:
+        await scraper.aclose()
+    return None if scraped.snapshot is None else scraped.snapshot.sim_clock
 
 
 async def _engine_time_s(url: str) -> float | None:
@@ -121,11 +135,11 @@ async def _engine_time_s(url: str) -> float | None:
     return None if clock is None else clock.engine_s
 
 
-async def _arm_scale(arm: Arm, kit: Kit) -> float:
+async def _arm_scale(arm: WallArm) -> float:
     """The arm's nominal time scale. A `url:` arm takes the one its engine states: 1 for a real
     engine, the simulator's own when it attaches to a `kit sim serve --time-scale N`."""
     if not kind_of(arm.spec).attaches:
-        return time_scale(arm.spec, kit)
+        return time_scale(arm.spec, arm.kit)
     # asked before the health check, which says what is wrong with an engine that does not
     # answer: a short wait here, so that such an engine is not kept waiting for twice
     stated = await _sim_clock(arm.spec.target.rstrip("/"), timeout_s=2.0)
@@ -133,7 +147,7 @@ async def _arm_scale(arm: Arm, kit: Kit) -> float:
 
 
 async def _drive(
-    arm: Arm,
+    arm: WallArm,
     launcher: Launcher,
     info: ServerInfo,
     load: LoadConfig,
@@ -182,19 +196,32 @@ async def _drive(
         await asyncio.gather(*tasks.values(), return_exceptions=True)
 
 
+async def _gpu(arm: WallArm, launcher: Launcher, mon: MonitorConfig, view: RunView) -> GpuReader:
+    """The reader of the kit's GPU source, `auto` resolved as `kit monitor` resolves it (the
+    launcher's source, else the engine's own DCGM page); what auto asked the engine is noted."""
+    source, why = await asyncio.to_thread(
+        resolve_gpu_source, arm.kit.monitor.gpu_source, launcher.url, launcher.gpu_source
+    )
+    if why:
+        hint = "; set monitor.gpu_source in the kit for GPU readings" if not source.checked else ""
+        view.note(f"{arm.name}: gpu source {source} (auto: {why}{hint})")
+    return gpu_source(source, timeout_s=mon.scrape_timeout_s)
+
+
 async def _start(
-    arm: Arm, plan: Plan, run: RunContext, launcher: Launcher, recorder: ArmRecorder, view: RunView
+    arm: WallArm,
+    run: RunContext,
+    launcher: Launcher,
+    recorder: ArmRecorder,
+    view: RunView,
+    load: LoadConfig,
+    mon: MonitorConfig,
 ) -> tuple[ServerInfo, GpuReader]:
     """Start the engine, wait for it, check it serves the load; its alerting joins the sinks."""
-    kit = plan.kit
-    load, mon = load_config(kit, view.scale), monitor_config(kit, view.scale)
     view.note(f"{arm.name}: starting {arm.spec.raw}")
     await asyncio.to_thread(launcher.start)
-    await asyncio.to_thread(launcher.wait_healthy, kit.engine.startup_timeout_s)
-    source = kit.monitor.gpu_source
-    gpu = gpu_source(
-        source if source.kind != "auto" else launcher.gpu_source, timeout_s=mon.scrape_timeout_s
-    )
+    await asyncio.to_thread(launcher.wait_healthy, arm.kit.engine.startup_timeout_s)
+    gpu = await _gpu(arm, launcher, mon, view)
     info = await preflight(launcher.url, load)
     view.note(f"{arm.name}: {launcher.url} healthy, model {info.model}; {load.agents} agents")
     if view.scale != 1.0:
@@ -206,14 +233,13 @@ async def _start(
     return info, gpu
 
 
-async def run_arm(arm: Arm, plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
+async def run_arm(arm: WallArm, run: RunContext, console: Console, dashboard: bool) -> None:
     """Run one arm end to end; its directory is complete on every exit path."""
-    kit = plan.kit
-    scale = await _arm_scale(arm, kit)
+    scale = await _arm_scale(arm)
     spec = arm.spec
     recorder = ArmRecorder.open(
         arm.dir,
-        kit,
+        arm.kit,
         arm=arm.name,
         spec=spec.raw,
         kind=spec.kind,
@@ -221,15 +247,16 @@ async def run_arm(arm: Arm, plan: Plan, run: RunContext, console: Console, dashb
         time_scale=scale,
         capabilities=spec.capabilities,
     )
-    launcher = make_launcher(arm.name, arm.spec, kit, arm.dir, plan.overlays)
+    launcher = make_launcher(arm.name, arm.spec, arm.kit, arm.dir, list(arm.overlays))
     run.launchers.append(launcher)
-    load, mon = load_config(kit, scale), monitor_config(kit, scale)
+    # in wall seconds at the arm's scale, once: the start, the agents and the monitor share them
+    load, mon = load_config(arm.kit, scale), monitor_config(arm.kit, scale)
     view = RunView(console, arm.name, arm.spec.raw, load.duration_s or 0.0, dashboard, scale)
     recorder.add(view)
     end = ArmEnd("starting")
     t_load, engine_t0 = time.monotonic(), None
     try:
-        info, gpu = await _start(arm, plan, run, launcher, recorder, view)
+        info, gpu = await _start(arm, run, launcher, recorder, view, load, mon)
         engine_t0 = await _engine_time_s(launcher.url)
         t_load = time.monotonic()
         async with view.live(launcher.url):

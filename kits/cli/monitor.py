@@ -126,10 +126,7 @@ def monitor(
     problem = url_problem(url)
     if problem is not None:
         raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
-    source = GpuSource.parse(gpu_source)
-    if source.kind == "auto":
-        source = _auto_gpu_source(url)
-    gpu = make_gpu_source(source)
+    gpu = make_gpu_source(_resolved_gpu_source(url, GpuSource.parse(gpu_source)))
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     made = outermost_missing(out_dir)
     alerting = start_alerting(*alerts)
@@ -199,12 +196,13 @@ def _report(outcome: MonitorOutcome) -> None:
         raise typer.Exit(EXIT_STALL)
 
 
-def _auto_gpu_source(url: str) -> GpuSource:
-    """Probe the engine for a DCGM page; say on stderr what was chosen and why."""
+def _resolved_gpu_source(url: str, asked: GpuSource) -> GpuSource:
+    """The source `--gpu-source` names, `auto` resolved as a run's arms resolve it (no
+    launcher: the engine is asked for its DCGM page); say on stderr what auto chose and why."""
     from stallkit.kits.cli.common import err_console
-    from stallkit.monitor import probe_engine_dcgm
+    from stallkit.monitor import resolve_gpu_source
 
-    chosen, why = probe_engine_dcgm(url)
+    chosen, why = resolve_gpu_source(asked, url)
     if why and chosen.kind == "none":
         why += "; pass --gpu-source nvml:0,1, smi:0,1 or dcgm:URL for GPU readings"
     if why:

@@ -182,7 +182,7 @@ def _step_log(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, arm
                 lines.append(" ".join(f"{v!s:>6}" for v in row))
 
     with tempfile.TemporaryDirectory(prefix="stallkit-hunt-") as scratch:
-        run_virtual_arm(kit, arm, spec, Path(scratch) / arm, at_end=at_end)
+        run_virtual_arm(kit, arm, parse_spec(spec), Path(scratch) / arm, at_end=at_end)
     return "\n".join(lines) + "\n"
 
 

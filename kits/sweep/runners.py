@@ -70,7 +70,7 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
     kit = kit_of(kit_data, cell_overrides(plan, job.settings, job.seed))
     with tempfile.TemporaryDirectory(prefix="stallkit-sweep-") as scratch:
         arm_dir = Path(scratch) / job.arm
-        done = run_virtual_arm(kit, job.arm, job.spec, arm_dir)
+        done = run_virtual_arm(kit, job.arm, parse_spec(job.spec), arm_dir)
         row = arm_seed_row(arm_dir)
         quiet_s = quiet_span_s(arm_dir)
     return SweepRun(

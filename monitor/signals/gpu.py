@@ -256,11 +256,28 @@ def probe_engine_dcgm(engine_url: str, timeout_s: float = 2.0) -> tuple[GpuSourc
     return GpuSource("none"), f"no DCGM page at {url}"
 
 
+def resolve_gpu_source(
+    asked: GpuSource, engine_url: str, known: GpuSource | None = None, *, timeout_s: float = 2.0
+) -> tuple[GpuSource, str]:
+    """The concrete GPU source for an engine, and why `auto` chose it (empty: nothing to say).
+
+    The one place `auto` is resolved, for `kit monitor URL` and a run's arms alike. A source
+    the user or the kit names is taken as it is. `auto` takes what the engine's launcher
+    knows (`known`: the GPUs it pinned, the DCGM page it set up); where nothing is known
+    (None, or `auto`: an engine someone else runs) it asks the engine (`probe_engine_dcgm`).
+    """
+    if asked.kind != "auto":
+        return asked, ""
+    if known is not None and known.kind != "auto":
+        return known, ""
+    return probe_engine_dcgm(engine_url, timeout_s)
+
+
 def gpu_source(source: GpuSource | str, *, timeout_s: float = 5.0) -> GpuReader:
     """The reader for a GPU source (not started yet; call `start()`).
 
     A string is parsed first (`GpuSourceError` on a bad form); `auto` must have been resolved
-    to a concrete source by the caller (the launcher's, or `probe_engine_dcgm`).
+    to a concrete source first (`resolve_gpu_source`).
     """
     spec = GpuSource.parse(source) if isinstance(source, str) else source
     label = str(spec)

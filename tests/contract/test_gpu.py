@@ -105,11 +105,9 @@ def test_the_kit_field_is_parsed_once_and_saved_as_text() -> None:
     assert "\n" not in caught.value.message
 
 
-def test_an_attached_engine_takes_the_kits_source_or_none() -> None:
-    spec = parse_spec("url:http://127.0.0.1:1")
-    assert AttachLauncher(spec).gpu_source == GpuSource("none")
-    source = GpuSource("dcgm", url="http://127.0.0.1:1/dcgm/metrics")
-    assert AttachLauncher(spec, gpu_source=source).gpu_source is source
+def test_an_attached_engines_launcher_leaves_auto_to_the_engine() -> None:
+    # it started nothing, so it cannot say which GPUs the engine uses: the engine is asked
+    assert AttachLauncher(parse_spec("url:http://127.0.0.1:1")).gpu_source == GpuSource("auto")
 
 
 @pytest.mark.parametrize("bad", ["nvml:", "dcgm:ftp://x"])

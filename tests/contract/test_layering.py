@@ -302,3 +302,23 @@ def test_the_runtime_dependencies_are_what_the_packages_import() -> None:
     # with an extra installed (vLLM in CI) its imports are seen too: declared by the extra
     undeclared = imported - names - extras - set(EXTRA_IMPORTS)
     assert undeclared == set(UNDECLARED_IMPORTS), undeclared
+
+
+#: the capability rooms built on one arm (`stallkit.kits.arm`), which it never imports
+ROOMS_ON_THE_ARM = ("ab", "sweep", "hunt", "calibrate", "cli")
+
+
+def test_the_arm_room_imports_no_room_built_on_it() -> None:
+    """One arm is the floor `kit run`/`kit ab`, `kit sweep` and `kit hunt` stand on: its
+    drivers take what they run (the arm, its kit, its overlays) and import none of them."""
+    graph = import_graph()
+    assert "stallkit.kits.arm.wall" in graph["stallkit.kits.ab.execute"]  # the rule sees kits
+    above = [f"stallkit.kits.{room}" for room in ROOMS_ON_THE_ARM]
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module == "stallkit.kits.arm" or module.startswith("stallkit.kits.arm.")
+        for target in targets
+        if any(target == room or target.startswith(f"{room}.") for room in above)
+    ]
+    assert wrong == [], wrong

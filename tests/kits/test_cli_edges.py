@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,14 +189,31 @@ def test_load_with_small_contexts_fits_its_turns_to_them(sim_url: str, tmp_path:
     assert done.stdout.lstrip().startswith("load summary")
 
 
-def test_monitor_picks_the_engines_dcgm_page_by_default(sim_url: str, tmp_path: Path) -> None:
+def _gpu_lines(run_dir: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(x) for x in (run_dir / "timeline.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["type"] == "gpu"]
+
+
+def test_monitor_and_a_url_arm_pick_the_engines_dcgm_page_by_default(
+    sim_url: str, tmp_path: Path
+) -> None:
+    """`auto` is resolved in one place: `kit monitor URL` and a `kit run` arm attached to the
+    same engine both find its DCGM page and record its GPU readings."""
     args = ["monitor", sim_url, "--duration", "1", "--interval", "0.2", "--no-dashboard"]
-    done = kit(*args, "--out", str(tmp_path))
+    done = kit(*args, "--out", str(tmp_path / "monitor"))
     assert done.returncode == 0, done.stderr
     dcgm = f"dcgm:{sim_url}/dcgm/metrics"
     assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in done.stderr
-    kinds = {json.loads(x)["type"] for x in (tmp_path / "timeline.jsonl").read_text().splitlines()}
-    assert "gpu" in kinds
+    args = ["run", "--engine", f"url:{sim_url}", "--duration", "3", "--agents", "2"]
+    ran = kit(*args, "--no-dashboard", "--out", str(tmp_path / "run"))
+    assert ran.returncode == 0, ran.stderr
+    assert "(auto: the engine serves DCGM)" in " ".join(ran.stdout.split()), ran.stdout
+    # the same GPUs, read from the same page, in both timelines
+    gpus = {
+        name: {tuple(line["util"]) for line in _gpu_lines(tmp_path / name)}
+        for name in ("monitor", "run")
+    }
+    assert gpus["monitor"] == gpus["run"] == {("0", "1")}, gpus
     assert probe_engine_dcgm(sim_url) == (GpuSource.parse(dcgm), "the engine serves DCGM")
     assert probe_engine_dcgm(sim_url + "/nothing") == (
         GpuSource("none"),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from stallkit.engine import parse_spec
 from stallkit.engine.sim.config import FaultKind
 from stallkit.engine.sim.faults import PLAYS
 from stallkit.kits.arm.virtual import run_virtual_arm
@@ -27,7 +28,7 @@ def _stalls(arm_dir: Path) -> list[dict[str, Any]]:
 def test_each_fault_is_caught_with_its_kind(fault: FaultKind, tmp_path: Path) -> None:
     overrides = {"load.duration_s": 900, "sim.engine.fault": {"kind": fault, "at_s": AT_S}}
     kit = load_kit("restore-stall", overrides)
-    result = run_virtual_arm(kit, "fix", "sim:fix", tmp_path)
+    result = run_virtual_arm(kit, "fix", parse_spec("sim:fix"), tmp_path)
     assert result.stalled and result.end_reason == "stall_stop"
     [stall] = _stalls(tmp_path)
     mon = kit.monitor
@@ -43,11 +44,10 @@ def test_a_twin_arm_refuses_a_fault(tmp_path: Path) -> None:
 
     kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "freeze", "at_s": 1}})
     with pytest.raises(EngineError, match="cannot play"):
-        run_virtual_arm(kit, "stock", "twin:stock", tmp_path)
+        run_virtual_arm(kit, "stock", parse_spec("twin:stock"), tmp_path)
 
 
 def test_a_plan_with_a_twin_arm_and_a_fault_is_refused_before_anything_runs() -> None:
-    from stallkit.engine import parse_spec
     from stallkit.kits.arm.cores import check_twin_arms
     from stallkit.kits.errors import KitError
 
@@ -61,7 +61,7 @@ def test_the_twin_refuses_a_fault_by_one_rule_wherever_it_runs(tmp_path: Path) -
     """An arm's core, the plan's check and `kit sim serve --core` give the same refusal."""
     import logging
 
-    from stallkit.engine import EngineError, parse_spec
+    from stallkit.engine import EngineError
     from stallkit.engine.serve.server import ServeOptions, make_core
     from stallkit.engine.sim.config import Fault, SimConfig
     from stallkit.engine.twin.config import FAULT_HINT

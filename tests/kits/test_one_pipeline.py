@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from stallkit.engine import parse_spec
 from stallkit.kits.ab.plan import Plan
 from stallkit.kits.arm.virtual import run_virtual_arm
-from stallkit.kits.arm.wall import RunContext, run_arm
+from stallkit.kits.arm.wall import RunContext, WallArm, run_arm
 
 pytestmark = pytest.mark.slow
 
@@ -60,11 +61,12 @@ def _structure(arm_dir: Path) -> dict[str, Any]:
 
 def _wall_arm(out: Path) -> Path:
     plan = Plan.build("restore-stall", {"fix": "sim:fix"}, out, OVERRIDES, [], clock="wall")
-    (arm,) = plan.arms
+    (planned,) = plan.arms
+    arm = WallArm(planned.name, planned.spec, planned.dir, plan.kit)
     console = Console(file=io.StringIO(), width=100)
     run = RunContext()
     try:
-        asyncio.run(run_arm(arm, plan, run, console, dashboard=False))
+        asyncio.run(run_arm(arm, run, console, dashboard=False))
     finally:
         for launcher in run.launchers:
             launcher.stop()
@@ -77,7 +79,7 @@ def test_a_virtual_and_an_http_arm_write_the_same_files_through_one_recorder(
     plan = Plan.build(
         "restore-stall", {"fix": "sim:fix"}, tmp_path / "virtual", OVERRIDES, [], clock="virtual"
     )
-    virtual = run_virtual_arm(plan.kit, "fix", "sim:fix", tmp_path / "virtual")
+    virtual = run_virtual_arm(plan.kit, "fix", parse_spec("sim:fix"), tmp_path / "virtual")
     assert virtual.end_reason == "duration"
     wall_dir = _wall_arm(tmp_path / "wall")
     got = {"virtual": _structure(tmp_path / "virtual"), "wall": _structure(wall_dir)}

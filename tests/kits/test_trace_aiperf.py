@@ -22,6 +22,7 @@ import pytest
 
 from stallkit.contract.records import read_records
 from stallkit.contract.trace import MooncakeLine, write_trace
+from stallkit.engine import parse_spec
 from stallkit.kits.arm.virtual import run_virtual_arm
 from stallkit.kits.kit import load_kit
 from stallkit.loadgen import mooncake_lines
@@ -87,7 +88,9 @@ def _served_tokens(url: str) -> tuple[float, float, float]:
 
 
 def test_aiperf_and_stallkit_replay_the_same_trace_alike(tmp_path: Path) -> None:
-    run_virtual_arm(load_kit("restore-stall", SMALL), "fix", "sim:fix", tmp_path / "arm")
+    run_virtual_arm(
+        load_kit("restore-stall", SMALL), "fix", parse_spec("sim:fix"), tmp_path / "arm"
+    )
     lines = [_in_wall_time(x) for x in mooncake_lines(read_records(tmp_path / "arm"), 512)]
     trace = tmp_path / "trace.jsonl"
     write_trace(trace, lines)

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from stallkit.contract.records import read_records
 from stallkit.contract.trace import MooncakeLine, read_trace, write_trace
+from stallkit.engine import parse_spec
 from stallkit.kits.arm.virtual import run_virtual_arm
 from stallkit.kits.cli import app
 from stallkit.kits.kit import load_kit
@@ -46,7 +47,7 @@ def _shape(lines: list[MooncakeLine]) -> list[tuple[Any, ...]]:
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[MooncakeLine]]:
     """A synthetic virtual-clock run and its export."""
     root = tmp_path_factory.mktemp("recorded")
-    run_virtual_arm(load_kit("restore-stall", SMALL), "fix", "sim:fix", root / "arm")
+    run_virtual_arm(load_kit("restore-stall", SMALL), "fix", parse_spec("sim:fix"), root / "arm")
     lines = mooncake_lines(read_records(root / "arm"), 512)
     write_trace(root / "trace.jsonl", lines)
     return root, lines
@@ -61,7 +62,7 @@ def test_a_run_exported_and_replayed_gives_the_same_requests(
     first_blocks = [x.hash_ids[0] for x in lines if x.timestamp is not None and x.hash_ids]
     assert len(sessions) > 4 and len(set(first_blocks)) == 1  # the system prompt is shared
     kit = load_kit("restore-stall", {**REPLAY, "load.trace": str(root / "trace.jsonl")})
-    run_virtual_arm(kit, "fix", "sim:fix", tmp_path)
+    run_virtual_arm(kit, "fix", parse_spec("sim:fix"), tmp_path)
     records = read_records(tmp_path)
     # the requests in flight when the run ended are in the trace, and end the replay the same way
     assert {r.outcome for r in records} == {"ok", "aborted"}
@@ -81,7 +82,7 @@ def test_the_restore_stall_workload_and_its_run_as_traces_livelock_as_the_kit_do
     """The kit's workload as a sessions trace, and the stalled run exported as a
     mooncake_trace: both replays reach the base livelock at the same engine second."""
     kit = load_kit("restore-stall", {"load.duration_s": 1200})
-    synthetic = run_virtual_arm(kit, "base", "sim:base", tmp_path / "synthetic")
+    synthetic = run_virtual_arm(kit, "base", parse_spec("sim:base"), tmp_path / "synthetic")
     assert synthetic.stalled
     sizes = [(r.prompt_tokens, r.completion_tokens) for r in read_records(tmp_path / "synthetic")]
     write_trace(tmp_path / "workload.jsonl", workload_calls(kit.load, 60))
@@ -89,7 +90,7 @@ def test_the_restore_stall_workload_and_its_run_as_traces_livelock_as_the_kit_do
     for name in ("workload", "run"):
         trace = str(tmp_path / f"{name}.jsonl")
         replayed_kit = load_kit("restore-stall", {"load.duration_s": 1200, "load.trace": trace})
-        replayed = run_virtual_arm(replayed_kit, "base", "sim:base", tmp_path / name)
+        replayed = run_virtual_arm(replayed_kit, "base", parse_spec("sim:base"), tmp_path / name)
         assert replayed.stalled, name
         assert (replayed.end_reason, replayed.engine_s) == (
             synthetic.end_reason,
@@ -239,9 +240,9 @@ def test_a_kits_trace_window_and_salt_on_the_virtual_clock(
             "load.trace_start_offset_ms": int(firsts[2]), "load.trace_auto_offset": True}  # fmt: skip
     kit = load_kit("restore-stall", keys)
     assert kit.load.agents == sum(1 for t in firsts if t >= int(firsts[2]))
-    run_virtual_arm(kit, "base", "sim:base", tmp_path / "base")
-    run_virtual_arm(kit, "fix", "sim:fix", tmp_path / "fix")
-    run_virtual_arm(kit, "base", "sim:base", tmp_path / "again")
+    run_virtual_arm(kit, "base", parse_spec("sim:base"), tmp_path / "base")
+    run_virtual_arm(kit, "fix", parse_spec("sim:fix"), tmp_path / "fix")
+    run_virtual_arm(kit, "base", parse_spec("sim:base"), tmp_path / "again")
     metas = [json.loads((tmp_path / d / "meta.json").read_text()) for d in ("base", "fix", "again")]
     assert metas[0]["trace"] == metas[1]["trace"] == metas[2]["trace"]
     assert metas[0]["trace"]["left_out"] > 0 and metas[0]["trace"]["text_salt"]
@@ -250,7 +251,7 @@ def test_a_kits_trace_window_and_salt_on_the_virtual_clock(
     first = min(read_records(tmp_path / "base"), key=lambda r: r.t_start)
     assert first.t_start < 1.0  # auto offset: the slice's first session starts the run
     other = load_kit("restore-stall", {**keys, "load.seed": 1})
-    run_virtual_arm(other, "base", "sim:base", tmp_path / "seed1")
+    run_virtual_arm(other, "base", parse_spec("sim:base"), tmp_path / "seed1")
     salt = json.loads((tmp_path / "seed1" / "meta.json").read_text())["trace"]["text_salt"]
     assert salt != metas[0]["trace"]["text_salt"]
 

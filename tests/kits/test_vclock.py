@@ -19,6 +19,7 @@ import pytest
 
 from stallkit.contract.forensics import BundleManifest
 from stallkit.contract.jsonl import read_json
+from stallkit.engine import parse_spec
 from stallkit.engine.serve.app import build_app
 from stallkit.engine.serve.driver import EngineDriver
 from stallkit.engine.sim.config import SimConfig
@@ -63,7 +64,7 @@ async def test_virtual_sample_equals_the_http_fronts_metrics() -> None:
 
 def test_fix_arm_runs_its_duration_without_a_stall(tmp_path: Path) -> None:
     kit = load_kit("restore-stall", {"load.seed": SEED, "load.duration_s": 1800})
-    result = run_virtual_arm(kit, "fix", "sim:fix", tmp_path)
+    result = run_virtual_arm(kit, "fix", parse_spec("sim:fix"), tmp_path)
     assert result.end_reason == "duration" and not result.stalled
     assert result.engine_s >= 1800
     meta = json.loads((tmp_path / "meta.json").read_text())
@@ -82,7 +83,7 @@ def test_base_stall_lasts_until_read_timeouts_abort_then_generation_resumes(
 ) -> None:
     """The incident's shape: spinning with work pending and 0 tok/s until the clients abort."""
     kit = load_kit("restore-stall", {"load.seed": SEED, "load.duration_s": 1800})
-    result = run_virtual_arm(kit, "base", "sim:base", tmp_path, stop_on_stall=False)
+    result = run_virtual_arm(kit, "base", parse_spec("sim:base"), tmp_path, stop_on_stall=False)
     assert result.end_reason == "duration"
     events = _events(tmp_path)
     started = [e for e in events if e["type"] == "stall_started"]
@@ -108,7 +109,7 @@ def test_a_virtual_stall_keeps_a_bundle_of_the_scheduler_at_the_verdict(tmp_path
     """In engine time, as deterministic as the arm: the state the detector judged, its inputs."""
     kit = load_kit("restore-stall", {"load.seed": SEED, "load.duration_s": 1800})
     first = tmp_path / "first"
-    result = run_virtual_arm(kit, "base", "sim:base", first)
+    result = run_virtual_arm(kit, "base", parse_spec("sim:base"), first)
     assert result.stalled and result.end_reason == "stall_stop"
     started = next(e for e in _events(first) if e["type"] == "stall_started")
     (bundle,) = (first / "forensics").iterdir()
@@ -129,7 +130,7 @@ def test_a_virtual_stall_keeps_a_bundle_of_the_scheduler_at_the_verdict(tmp_path
     assert min(x["t"] for x in inputs) >= started["t"] - kit.monitor.stall_after_s
     # the same arm again writes the same bundle
     again = tmp_path / "again"
-    run_virtual_arm(kit, "base", "sim:base", again)
+    run_virtual_arm(kit, "base", parse_spec("sim:base"), again)
     for name in [*manifest.files, "manifest.json"]:
         assert (again / "forensics" / bundle.name / name).read_bytes() == (
             bundle / name
@@ -178,7 +179,7 @@ def test_other_seeds_give_other_runs(tmp_path: Path) -> None:
     kit = load_kit("restore-stall", {"load.duration_s": 300, "load.agents": 4})
     for seed in (3, 4):
         seeded = kit.model_copy(update={"load": kit.load.model_copy(update={"seed": seed})})
-        run_virtual_arm(seeded, "fix", "sim:fix", tmp_path / str(seed))
+        run_virtual_arm(seeded, "fix", parse_spec("sim:fix"), tmp_path / str(seed))
     assert _turns(tmp_path / "3") != _turns(tmp_path / "4")
 
 
@@ -186,7 +187,7 @@ def test_other_seeds_give_other_runs(tmp_path: Path) -> None:
 def test_a_light_load_never_stalls(tmp_path: Path, policy: str) -> None:
     overrides = {"load.agents": 2, "load.duration_s": 600, "load.think_min_s": 5}
     kit = load_kit("restore-stall", overrides)
-    result = run_virtual_arm(kit, policy, f"sim:{policy}", tmp_path)
+    result = run_virtual_arm(kit, policy, parse_spec(f"sim:{policy}"), tmp_path)
     assert not result.stalled and result.end_reason == "duration"
     turns = _turns(tmp_path)
     assert sum(t["outcome"] == "ok" for t in turns) > 5
@@ -272,7 +273,7 @@ GOLDEN: dict[tuple[str, int], tuple[str, float, dict[str, Any]]] = {
 @pytest.mark.parametrize(("policy", "seed"), sorted(GOLDEN))
 def test_runs_match_their_pinned_digest(tmp_path: Path, policy: str, seed: int) -> None:
     kit = load_kit("restore-stall", {"load.seed": seed, "load.duration_s": 1500})
-    result = run_virtual_arm(kit, policy, f"sim:{policy}", tmp_path)
+    result = run_virtual_arm(kit, policy, parse_spec(f"sim:{policy}"), tmp_path)
     end_reason, engine_s, digest = GOLDEN[policy, seed]
     assert (result.end_reason, round(result.engine_s, 3)) == (end_reason, engine_s)
     assert _digest(tmp_path) == digest
@@ -286,7 +287,7 @@ def test_a_shared_system_prompt_is_one_cached_prefix_on_the_virtual_clock_too(
     for shared in (False, True):
         overrides = {"load.duration_s": 300, "load.agents": 4, "load.shared_system_prompt": shared}
         kit = load_kit("restore-stall", overrides)
-        run_virtual_arm(kit, "fix", "sim:fix", tmp_path / str(shared))
+        run_virtual_arm(kit, "fix", parse_spec("sim:fix"), tmp_path / str(shared))
         firsts = [
             t for t in _turns(tmp_path / str(shared)) if t["turn"] == 0 and t["cached_tokens"]
         ]

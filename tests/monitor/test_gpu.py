@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import stat
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from stallkit.monitor.signals.gpu import (
     gpu_source,
     parse_dcgm,
     parse_smi_csv,
+    resolve_gpu_source,
 )
 
 _LABELS = 'UUID="GPU-{uuid}",device="nvidia{i}",modelName="NVIDIA H100 80GB HBM3",Hostname="n7"'
@@ -114,3 +118,47 @@ async def test_unreachable_dcgm_exporter_is_a_start_error() -> None:
             await source.start()
     finally:
         await source.close()
+
+
+class _DcgmPage(BaseHTTPRequestHandler):
+    """An engine that serves DCGM GPU utilisation at its DCGM path, as the simulator does."""
+
+    def do_GET(self) -> None:
+        found = self.path == "/dcgm/metrics"
+        body = DCGM_PAGE.encode() if found else b"not here"
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def engine_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _DcgmPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_auto_is_resolved_in_one_place_named_launchers_then_the_engine(engine_url: str) -> None:
+    page = GpuSource("dcgm", url=f"{engine_url}/dcgm/metrics")
+    smi, nvml = GpuSource("smi", (1,)), GpuSource("nvml", (0, 1))
+    auto = GpuSource("auto")
+    # a named source is taken as it is, whatever the launcher knows or the engine serves
+    assert resolve_gpu_source(smi, engine_url, nvml) == (smi, "")
+    # auto: the launcher's source where it knows one, even `none` (no GPUs pinned)
+    assert resolve_gpu_source(auto, engine_url, nvml) == (nvml, "")
+    assert resolve_gpu_source(auto, engine_url, GpuSource("none")) == (GpuSource("none"), "")
+    # else the engine is asked: no launcher (`kit monitor URL`), or one that cannot know (url:)
+    served = (page, "the engine serves DCGM")
+    assert resolve_gpu_source(auto, engine_url) == served
+    assert resolve_gpu_source(auto, engine_url, auto) == served
+    missing = resolve_gpu_source(auto, engine_url + "/v2", auto)
+    assert missing == (GpuSource("none"), f"no DCGM page at {engine_url}/v2/dcgm/metrics")

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stallkit.engine import parse_spec
 from stallkit.engine.launch.vllm import vllm_installed
 from stallkit.kits.arm.virtual import run_virtual_arm
 from stallkit.kits.kit import Kit, load_kit
@@ -48,11 +49,11 @@ def _events(arm_dir: Path, kind: str) -> list[dict[str, object]]:
 
 
 def test_base_spins_and_fix_runs_its_duration(tmp_path: Path) -> None:
-    base = run_virtual_arm(_short_kit(), "base", "twin:patched:base", tmp_path / "base")
+    base = run_virtual_arm(_short_kit(), "base", parse_spec("twin:patched:base"), tmp_path / "base")
     assert base.stalled and base.end_reason == "stall_stop"
     started = _events(tmp_path / "base", "stall_started")
     assert [row["kind"] for row in started] == ["spinning"]
-    fix = run_virtual_arm(_short_kit(), "fix", "twin:patched:fix", tmp_path / "fix")
+    fix = run_virtual_arm(_short_kit(), "fix", parse_spec("twin:patched:fix"), tmp_path / "fix")
     assert not fix.stalled and fix.end_reason == "duration" and fix.engine_s >= 30
     turns = (tmp_path / "fix" / "turns.jsonl").read_text(encoding="utf-8").splitlines()
     outcomes = [json.loads(line)["outcome"] for line in turns]
@@ -69,7 +70,7 @@ def test_base_spins_and_fix_runs_its_duration(tmp_path: Path) -> None:
 
 def test_the_same_seed_gives_the_same_files(tmp_path: Path) -> None:
     for name in ("one", "two"):
-        run_virtual_arm(_short_kit(10.0), "fix", "twin:patched:fix", tmp_path / name)
+        run_virtual_arm(_short_kit(10.0), "fix", parse_spec("twin:patched:fix"), tmp_path / name)
     for file in ("turns.jsonl", "timeline.jsonl"):
         first = (tmp_path / "one" / file).read_text(encoding="utf-8")
         assert first == (tmp_path / "two" / file).read_text(encoding="utf-8"), file
