@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.monitor.backtest.replay import backtest_file as backtest_file
     from stallkit.monitor.backtest.sources import backtest_openmetrics as backtest_openmetrics
     from stallkit.monitor.backtest.sources import backtest_prometheus as backtest_prometheus
+    from stallkit.monitor.backtest.sources import history_text as history_text
     from stallkit.monitor.backtest.sources import replay_alerts as replay_alerts
     from stallkit.monitor.config import MonitorConfig as MonitorConfig
     from stallkit.monitor.config import monitor_config as monitor_config

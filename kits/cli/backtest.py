@@ -104,28 +104,10 @@ def backtest(
     )
 
 
-def history_text(path: Path) -> str:
-    """A history file as OpenMetrics text: as it is, or a run's timeline.jsonl converted (its
-    engine named by its directory, its times the timeline's seconds)."""
-    import json
-
-    from stallkit.contract.errors import read_text
-    from stallkit.monitor import openmetrics_text
-
-    text = read_text(path)
-    if path.suffix != ".jsonl":
-        return text
-    try:
-        records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except ValueError as exc:
-        raise fail(f"{path}: not JSON lines: {exc}", "give a run's timeline.jsonl") from None
-    return openmetrics_text({path.parent.name or path.stem: records}, 0.0)
-
-
 def _from_file(
     path: Path, query: FleetQuery, config: MonitorConfig
 ) -> tuple[BacktestTally, float, float]:
-    from stallkit.monitor import FleetQuery, backtest_openmetrics
+    from stallkit.monitor import FleetQuery, backtest_openmetrics, history_text
 
     if path.suffix == ".jsonl":
         query = FleetQuery(group_by="instance", gpu=query.gpu)  # the converted file's label

@@ -47,8 +47,8 @@ def rules_backtest(
         t_start, t_end = _range(start, end)
         alerts = _evaluate(prometheus.strip(), settings, t_start, t_end, label)
     else:
-        from stallkit.kits.cli.backtest import history_text
         from stallkit.kits.rules.tsdb import serving_history
+        from stallkit.monitor import history_text
 
         assert from_file is not None
         text = history_text(from_file)

@@ -16,12 +16,15 @@ the same way (Prometheus evaluates each alert's expression; `stallkit.monitor.pr
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from stallkit.contract import names
+from stallkit.contract.errors import read_text
 from stallkit.contract.fleet import AlertFiring
 from stallkit.monitor.backtest.replay import BacktestTally, fill_gaps, replay_engine
 from stallkit.monitor.config import MonitorConfig
@@ -38,6 +41,7 @@ from stallkit.monitor.prometheus.queries import (
     readings,
     split_range,
 )
+from stallkit.monitor.prometheus.series import openmetrics_text
 
 Progress = Callable[[int, int], None]
 
@@ -184,3 +188,19 @@ async def replay_alerts(
                 replay.feed(result, grid(w_start, w_end, step_s))
             out.extend(replay.finish())
     return sorted(out, key=lambda a: (a.active, a.alert, a.engine))
+
+
+def history_text(path: Path) -> str:
+    """A history file as OpenMetrics text: as it is, or a run's timeline.jsonl converted (its
+    engine named by its directory, its times the timeline's seconds). MonitorError (one line
+    with a hint) for a file that cannot be read or a timeline that is not JSON lines."""
+    text = read_text(path, MonitorError)
+    if path.suffix != ".jsonl":
+        return text
+    try:
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise MonitorError(
+            f"{path}: not JSON lines: {exc}", "give a run's timeline.jsonl"
+        ) from None
+    return openmetrics_text({path.parent.name or path.stem: records}, 0.0)
