@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-import httpx
 from asyncio_throttle.throttler import Throttler
 
 from stallkit.loadgen import text
 from stallkit.loadgen.agent import Done, Wait
 from stallkit.loadgen.config import LoadConfig
 from stallkit.loadgen.conversation import ChatConversation, new_parts, replay_parts
-from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
+from stallkit.loadgen.http.client import StreamingClient, StreamResult, make_client, stream_chat
 from stallkit.loadgen.preflight import ServerInfo, auth_headers, make_counter
 from stallkit.loadgen.records import TURNS_FILE, PromptPart, RecordWriter, TurnRecord
 from stallkit.loadgen.tokens import Message, PromptSizer, TokenCounter, TokenizeFailed
@@ -91,7 +90,7 @@ class _Run:
         self,
         info: ServerInfo,
         cfg: LoadConfig,
-        client: httpx.AsyncClient,
+        client: StreamingClient,
         writer: RecordWriter | None,
         workload: Workload,
     ) -> None:

@@ -2,9 +2,9 @@
 
 :class:`SseDecoder` is pure: it is fed the response body in whatever pieces the network
 delivers, each with its arrival time, and records every event into a :class:`StreamResult`
-(per-chunk token counts and times, the text, the usage, ``[DONE]``, or the first fault). Both
-wires under the client (the fast HTTP/1.1 path and plain httpx) feed the same decoder, so they
-record the same chunks, tokens, TTFT and outcome. The decoder calls the result's
+(per-chunk token counts and times, the text, the usage, ``[DONE]``, or the first fault). It
+knows nothing of the network: the streaming client feeds it each read's body, and a test can
+feed it the body as any other client receives it. The decoder calls the result's
 ``on_first_token`` hook once, when it records the first token: the load generator resolves a
 future there, so a queued request wakes its agent only when its first token has arrived.
 

@@ -1,16 +1,18 @@
-"""The fast wire for streamed replies: one HTTP/1.1 request per connection, parsed in C.
+"""The one HTTP/1.1 stack: a request on its own connection, its response parsed in C as it arrives.
 
-A token stream arrives as one small socket read per token, so the cost per read decides how
-many streams one process can feed. Here the whole response is handled inside an asyncio
-``Protocol``: ``data_received`` stamps the arrival time, feeds httptools' C parser, and hands
-the body straight to the SSE decoder, which records the chunk. No coroutine wakes per chunk;
-the request's coroutine sleeps until the stream ends, fails or times out. The read timeout is
-one timer that is re-armed lazily: when it fires it checks the time of the last byte, so a
-chunk costs no timer work.
+Both faces of the load generator's HTTP sit on it: the streamed chat completions
+(:mod:`stallkit.loadgen.http.client`, which records each SSE chunk into the turn's result) and
+the httpx transport (:mod:`stallkit.loadgen.http.transport`, for the model list and
+``/tokenize``). A token stream arrives as one small socket read per token, so the cost per read
+decides how many streams one process can feed: the whole response is handled inside an asyncio
+``Protocol`` whose ``data_received`` stamps the arrival time, feeds httptools' C parser and
+hands the read's body to the face at once. No coroutine wakes per read unless the face asks.
 
-Every failure is recorded on the result, named by what happened: no connection, the connection
-closed before a response, a non-200 status, a 200 that is not an SSE stream, the connection
-closed mid-stream, or no byte within the read timeout.
+The timeouts and the naming of failures live here and only here. The connect timeout bounds
+opening the connection; the read timeout is one timer, re-armed lazily from the time of the
+last byte, so a read costs no timer work. Whatever goes wrong reaches the face once, as a
+:data:`Fault` with its detail, and each face words it in its own terms (a turn's outcome, an
+httpx exception).
 """
 
 from __future__ import annotations
@@ -19,199 +21,216 @@ import asyncio
 import functools
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable
+from typing import Literal
 
 import httptools
+import httpx
 
-from stallkit.loadgen.http.sse import ERROR_EXCERPT_CHARS, SseDecoder, StreamResult
+__all__ = ["Exchange", "Fault", "Target", "default_tls"]
+
+#: what went wrong: ``connect`` no connection (the detail says why), ``connect_timeout`` none
+#: within the connect timeout, ``invalid`` a response httptools cannot parse (the detail says
+#: why), ``closed`` the connection closed before the response or before a framed body's end (the
+#: detail is ``""`` or ``": <reason>"``), ``timeout`` no byte within the read timeout
+Fault = Literal["connect", "connect_timeout", "invalid", "closed", "timeout"]
 
 
 class Target:
-    """Where a stream goes: host, port, path and the request head sent before the body."""
+    """Where a request goes, and its head: the request line and headers, without a length."""
 
     __slots__ = ("head", "host", "port", "tls")
 
-    def __init__(
-        self, scheme: str, host: str, port: int, path: str, headers: Mapping[str, str]
-    ) -> None:
-        self.host, self.port, self.tls = host, port, scheme == "https"
-        default = 443 if self.tls else 80
-        authority = host if port == default else f"{host}:{port}"
-        if ":" in host:  # an IPv6 literal
-            authority = f"[{host}]" if port == default else f"[{host}]:{port}"
-        lines = [
-            f"POST {path} HTTP/1.1",
-            f"Host: {authority}",
-            "Content-Type: application/json",
-            "Accept: text/event-stream",
-            *(f"{k}: {v}" for k, v in headers.items()),
-        ]
-        self.head = "\r\n".join(lines).encode("latin-1")
+    def __init__(self, url: httpx.URL, method: str, headers: Iterable[tuple[bytes, bytes]]) -> None:
+        self.host, self.tls = url.host, url.scheme == "https"
+        self.port = url.port or (443 if self.tls else 80)
+        lines = [b"%s %s HTTP/1.1" % (method.encode("ascii"), url.raw_path)]
+        lines += [b"%s: %s" % (name, value) for name, value in headers]
+        self.head = b"\r\n".join(lines)
 
 
-class _Reply(asyncio.Protocol):
-    """Parses one response as it arrives and records it; ``finished`` resolves at the end."""
+@functools.cache
+def default_tls() -> ssl.SSLContext:
+    """One verifying TLS context for every https request (building one loads the CA store)."""
+    return ssl.create_default_context()
 
-    def __init__(self, result: StreamResult, finished: asyncio.Future[None]) -> None:
-        self.result, self.finished = result, finished
-        self.decoder = SseDecoder(result)
+
+class Exchange(asyncio.Protocol):
+    """One request and its response as it arrives; the response ends or fails exactly once.
+
+    A face subclasses it and is called back: ``head`` when the status and headers are in,
+    ``received`` after a read that brought body (in ``pieces``; the face takes them), ``ended``
+    when the body is complete, ``failed`` with the :data:`Fault` that ended it instead. After
+    the end (``over``) nothing more is taken. A face may end the response early with ``stop``;
+    ``wait`` sleeps until the end, or until the face's own ``wake``.
+    """
+
+    def __init__(self, read_timeout_s: float | None) -> None:
         self.parser = httptools.HttpResponseParser(self)
-        self.timer: asyncio.TimerHandle | None = None
-        self.last_byte = self.now = 0.0
-        self.sse = True
-        # a body with a length or chunked framing: EOF before its end is a loss
-        self.framed = False
-        self.excerpt: bytes | None = None  # collecting the body of a failed response
-        self.complete = False
-        self._header = b""
-        self._body: list[bytes] = []  # SSE body pieces of the current read, decoded together
+        self.read_timeout_s = read_timeout_s
+        self.connect_timeout_s: float | None = None
+        self.target: Target | None = None
+        self.status: int | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.pieces: list[bytes] = []
+        self.last_byte = 0.0
+        self.over = False
+        self._framed = False  # a length or chunked framing: EOF before its end is a loss
+        self._complete = False
+        self._transport: asyncio.Transport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
-    def data_received(self, data: bytes) -> None:
-        if self.finished.done():
+    # -- the face's callbacks ------------------------------------------------------------------
+    def head(self) -> None:
+        """The status and headers are in."""
+
+    def received(self) -> None:
+        """A read brought body, now in ``pieces``."""
+
+    def ended(self) -> None:
+        """The body is complete."""
+
+    def failed(self, fault: Fault, detail: str) -> None:
+        """The response failed (the fault's detail is described at :data:`Fault`)."""
+
+    # -- the request ---------------------------------------------------------------------------
+    async def open(
+        self, target: Target, body: bytes | None, connect_timeout_s: float | None
+    ) -> bool:
+        """Connect and send the request (``body`` None: no body, no length); False on a fault."""
+        self.target, self.connect_timeout_s = target, connect_timeout_s
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(connect_timeout_s):
+                transport, _ = await loop.create_connection(
+                    lambda: self,
+                    target.host,
+                    target.port,
+                    ssl=default_tls() if target.tls else None,
+                    server_hostname=target.host if target.tls else None,
+                )
+        except TimeoutError:
+            self.fail("connect_timeout", "")
+            return False
+        except OSError as exc:  # ssl.SSLError is one
+            self.fail("connect", str(exc))
+            return False
+        self._transport = transport
+        self.last_byte = time.perf_counter()
+        if body is None:
+            transport.write(target.head + b"\r\n\r\n")
+        else:  # one writev on uvloop, and a large body is not copied
+            transport.writelines(
+                (b"%s\r\nContent-Length: %d\r\n\r\n" % (target.head, len(body)), body)
+            )
+        if self.read_timeout_s is not None:
+            self._timer = loop.call_later(self.read_timeout_s, self._watch)
+        return True
+
+    async def run(
+        self, target: Target, body: bytes | None, connect_timeout_s: float | None
+    ) -> None:
+        """Send the request and sleep until its response ends or fails; then close.
+
+        Cancelling the caller closes the connection at once; the face keeps what it took.
+        """
+        try:
+            if await self.open(target, body, connect_timeout_s):
+                while not self.over:
+                    await self.wait()
+        finally:
+            self.close()
+
+    async def wait(self) -> None:
+        """Sleep until the response is over, or the face wakes the waiter."""
+        if self.over:
             return
-        self.last_byte = stamp = time.perf_counter()
-        self.now = stamp - self.result.started
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def stop(self) -> None:
+        """Take nothing more (the face has what it needs, or the response ended)."""
+        self.over = True
+        self.wake()
+
+    def fail(self, fault: Fault, detail: str) -> None:
+        if not self.over:
+            self.failed(fault, detail)
+            self.stop()
+
+    def close(self) -> None:
+        """Close the connection; nothing more is taken or recorded."""
+        self.over = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _watch(self) -> None:
+        """The read timeout: fires once per timeout and re-arms from the last byte's time."""
+        if self.over or self.read_timeout_s is None:
+            return
+        quiet = time.perf_counter() - self.last_byte
+        if quiet >= self.read_timeout_s:
+            self.fail("timeout", "")
+        else:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.read_timeout_s - quiet, self._watch)
+
+    # -- asyncio and httptools -----------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if self.over:
+            return
+        self.last_byte = time.perf_counter()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            if self.result.status is None:
-                self.result.fail("connect_error", f"no valid HTTP response: {exc}")
-            else:
-                self._decode()
-                self.result.fail("stream_error", f"malformed HTTP response: {exc}")
-            self._finish()
-        else:
-            self._decode()
-            if self.complete:
-                self._end_of_body()
-
-    def _decode(self) -> None:
-        """Decode this read's body pieces at once: one split for every event they hold."""
-        body = self._body
-        if body and not self.finished.done():
-            piece = body[0] if len(body) == 1 else b"".join(body)
-            body.clear()
-            if self.decoder.feed(piece, self.now):
-                self._finish()
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        lower = name.lower()
-        if lower in (b"content-length", b"transfer-encoding"):
-            self.framed = True
-        elif lower == b"content-type":
-            self._header = value.lower()
-
-    def on_headers_complete(self) -> None:
-        status = self.result.status = self.parser.get_status_code()
-        if status != 200 or (self._header and not self._header.startswith(b"text/event-stream")):
-            self.excerpt = b""
-            self.sse = False
-
-    def on_body(self, body: bytes) -> None:
-        if self.sse:
-            self._body.append(body)
-        elif self.excerpt is not None:
-            self.excerpt += body
-            if len(self.excerpt) >= ERROR_EXCERPT_CHARS:
-                self.complete = True
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-
-    def _end_of_body(self) -> None:
-        if self.finished.done():
+            if self.pieces:  # the body parsed before the fault still counts
+                self.received()
+            self.fail("invalid", str(exc))
             return
-        result = self.result
-        if self.sse:
-            self.decoder.end(self.now)
-        else:
-            excerpt = (self.excerpt or b"")[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace")
-            if result.status != 200:
-                result.fail("http_error", f"HTTP {result.status}: {excerpt.strip()}")
-            else:
-                kind = self._header.decode("latin-1")
-                result.fail("stream_error", f"not an SSE stream: a {kind} body: {excerpt.strip()}")
-        self._finish()
+        if self.pieces:
+            self.received()
+        if self._complete:
+            self._end()
+
+    def _end(self) -> None:
+        if not self.over:
+            self.ended()
+            self.stop()
 
     def eof_received(self) -> bool:
         self.connection_lost(None)
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.finished.done():
+        if self.over:
             return
-        result = self.result
-        why = f": {exc}" if exc is not None else ""
-        if result.status is None:
-            result.fail("connect_error", f"no response: the connection closed{why}")
-        elif not self.framed:  # the body ran to the end of the connection
-            self._end_of_body()
+        if self.status is not None and not self._framed:
+            self._end()  # the body ran to the end of the connection
         else:
-            tokens = result.streamed_tokens
-            result.fail("stream_error", f"connection closed mid-stream after {tokens} tokens{why}")
-        self._finish()
+            self.fail("closed", f": {exc}" if exc is not None else "")
 
-    def _finish(self) -> None:
-        if not self.finished.done():
-            self.finished.set_result(None)
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+        lower = name.lower()
+        if lower == b"content-length" or lower == b"transfer-encoding":
+            self._framed = True
 
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        self.head()
 
-@functools.cache
-def default_tls() -> ssl.SSLContext:
-    """One verifying TLS context for every https stream (building one loads the CA store)."""
-    return ssl.create_default_context()
+    def on_body(self, body: bytes) -> None:
+        self.pieces.append(body)
 
-
-def _watch(reply: _Reply, timeout_s: float, loop: asyncio.AbstractEventLoop) -> None:
-    """The read timeout: fires once per timeout and re-arms from the last byte's time."""
-    if reply.finished.done():
-        return
-    quiet = time.perf_counter() - reply.last_byte
-    if quiet >= timeout_s:
-        tokens = reply.result.streamed_tokens
-        reply.result.fail("timeout", f"no byte within the read timeout (after {tokens} tokens)")
-        reply._finish()
-    else:
-        reply.timer = loop.call_later(timeout_s - quiet, _watch, reply, timeout_s, loop)
-
-
-async def stream_post(
-    target: Target,
-    body: bytes,
-    result: StreamResult,
-    read_timeout_s: float,
-    connect_timeout_s: float,
-    tls: ssl.SSLContext | None = None,
-) -> None:
-    """Send one POST and record its streamed reply into ``result`` (which never raises).
-
-    Cancelling the caller closes the connection at once; ``result`` keeps what was measured.
-    """
-    loop = asyncio.get_running_loop()
-    finished: asyncio.Future[None] = loop.create_future()
-    reply = _Reply(result, finished)
-    try:
-        async with asyncio.timeout(connect_timeout_s):
-            transport, _ = await loop.create_connection(
-                lambda: reply,
-                target.host,
-                target.port,
-                ssl=(tls or default_tls()) if target.tls else None,
-                server_hostname=target.host if target.tls else None,
-            )
-    except TimeoutError:
-        result.fail("connect_error", f"connect timeout after {connect_timeout_s} s")
-        return
-    except (OSError, ssl.SSLError) as exc:
-        result.fail("connect_error", f"no response: cannot connect: {exc}")
-        return
-    try:
-        reply.last_byte = time.perf_counter()
-        transport.write(b"%s\r\nContent-Length: %d\r\n\r\n" % (target.head, len(body)))
-        transport.write(body)
-        reply.timer = loop.call_later(read_timeout_s, _watch, reply, read_timeout_s, loop)
-        await finished
-    finally:
-        if reply.timer is not None:
-            reply.timer.cancel()
-        transport.abort()
+    def on_message_complete(self) -> None:
+        self._complete = True

@@ -35,10 +35,7 @@ async def test_next_item_returns_events_and_times_out() -> None:
 
 
 #: known uses of asyncio.wait_for still to replace, and why they are still here
-KNOWN_WAIT_FOR = {
-    # the streaming transport's write drain; being rewritten with the client
-    "loadgen/http/transport.py",
-}
+KNOWN_WAIT_FOR: set[str] = set()
 
 
 def test_no_package_waits_with_wait_for() -> None:

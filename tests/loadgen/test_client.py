@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
-
-import httpx
 
 from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
 
@@ -117,16 +116,24 @@ async def test_nothing_listening_is_a_connect_error(closed_port_url: str) -> Non
 
 async def test_usage_total_rescales_estimated_chunk_counts() -> None:
     """A chunk's words are only an estimate off the simulator; usage has the exact total."""
+    events = (
+        b'data: {"choices":[{"delta":{"content":"hello world"}}]}\n\n'
+        b'data: {"choices":[{"delta":{"content":"!"}}]}\n\n'
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":6}}\n\n'
+        b"data: [DONE]\n\n"
+    )
 
-    async def stream() -> Any:
-        yield b'data: {"choices":[{"delta":{"content":"hello world"}}]}\n\n'
-        yield b'data: {"choices":[{"delta":{"content":"!"}}]}\n\n'
-        yield b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":6}}\n\n'
-        yield b"data: [DONE]\n\n"
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(int(head.lower().split(b"content-length: ")[1].split(b"\r")[0]))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n" + events)
+        await writer.drain()
+        writer.close()
 
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, content=stream()))
-    async with httpx.AsyncClient(transport=transport) as client:
-        result = await stream_chat(client, "http://test/v1/chat/completions", BODY, StreamResult())
+    server = await asyncio.start_server(reply, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/chat/completions"
+    async with server, make_client(5.0, 2.0) as client:
+        result = await stream_chat(client, url, BODY, StreamResult())
     assert result.outcome == "ok"
     assert [n for _, n in result.chunks] == [4, 2]  # 2:1 estimate scaled to 6
 

@@ -1,13 +1,15 @@
-"""The fast wire records what httpx records, fault by fault, and names each fault.
+"""The stack records what httpx records, fault by fault, and names each fault.
 
-Every misbehaviour of the hostile server is streamed three ways: on the fast wire (the client
-``make_client`` returns), through stock httpx (httpcore's parser, the way the client streamed
-before the fast wire) and through httpx on the lean transport. The chunks, tokens, TTFT,
-usage, text and outcome must agree.
+Every misbehaviour of the hostile server is streamed three ways: by ``stream_chat`` (the
+client ``make_client`` returns), and by a reference streamer written here on httpx, once
+through stock httpx (httpcore's parser: an independent HTTP/1.1 implementation) and once
+through httpx on the lean transport (the stack's httpx face). The chunks, tokens, TTFT, usage,
+text and outcome must agree.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +17,7 @@ import httpx
 import pytest
 
 from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
-from stallkit.loadgen.http.sse import SseDecoder
+from stallkit.loadgen.http.sse import ERROR_EXCERPT_CHARS, SseDecoder, rescale
 from stallkit.loadgen.http.transport import LeanTransport
 
 from .conftest import BEHAVIOURS
@@ -57,8 +59,51 @@ async def _three_ways(
         seen.append(_seen(await stream_chat(fast, url, BODY, new_result())))
     for transport in (None, LeanTransport()):
         async with httpx.AsyncClient(timeout=timeout, transport=transport) as plain:
-            seen.append(_seen(await stream_chat(plain, url, BODY, new_result())))
+            seen.append(_seen(await _reference(plain, url, new_result())))
     return seen
+
+
+async def _reference(client: httpx.AsyncClient, url: str, result: StreamResult) -> StreamResult:
+    """The oracle: stream with httpx, feed the same decoder, name faults by httpx's exceptions."""
+    result.started = time.perf_counter()
+    try:
+        async with client.stream("POST", url, json=BODY) as response:
+            result.status = response.status_code
+            kind = response.headers.get("content-type", "").lower()
+            if response.status_code != 200:
+                result.fail(
+                    "http_error", f"HTTP {response.status_code}: {await _excerpt(response)}"
+                )
+            elif kind and not kind.startswith("text/event-stream"):
+                result.fail("stream_error", f"not an SSE stream: a {kind} body")
+            else:
+                decoder = SseDecoder(result)
+                async for piece in response.aiter_bytes():
+                    if decoder.feed(piece, time.perf_counter() - result.started):
+                        break
+                else:
+                    decoder.end(time.perf_counter() - result.started)
+    except httpx.TimeoutException:
+        tokens = result.streamed_tokens
+        result.fail("timeout", f"no byte within the read timeout (after {tokens} tokens)")
+    except httpx.TransportError as exc:
+        if result.status is None:
+            result.fail("connect_error", f"no response: {exc!r}")
+        else:
+            tokens = result.streamed_tokens
+            result.fail("stream_error", f"connection closed mid-stream after {tokens} tokens")
+    result.elapsed_s = time.perf_counter() - result.started
+    if result.outcome is None:
+        result.outcome = "ok"
+        rescale(result)
+    return result
+
+
+async def _excerpt(response: httpx.Response) -> str:
+    body = b""
+    async for piece in response.aiter_bytes():
+        body += piece
+    return body[:ERROR_EXCERPT_CHARS].decode("utf-8", "replace").strip()
 
 
 @pytest.mark.parametrize("behaviour", BEHAVIOURS)
@@ -190,3 +235,23 @@ async def test_json_post_on_the_wire_answers_like_httpx(hostile: Any, closed_por
             await fast.post(closed_port_url + "/tokenize", json={"messages": messages})
     assert ours.status_code == 404
     assert server.requests.count("POST /tokenize") == 2
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "error", "words"),
+    [
+        ("silent", httpx.ReadTimeout, "no data within the read timeout"),
+        ("drop", httpx.RemoteProtocolError, "the server closed the connection before the response"),
+        ("dropmid", httpx.RemoteProtocolError, "the server closed the connection mid-body"),
+    ],
+)
+async def test_the_httpx_face_raises_httpx_errors_named_by_what_happened(
+    hostile: Any, behaviour: str, error: type[httpx.TransportError], words: str
+) -> None:
+    async with hostile(**OPTIONS) as server, make_client(READ_TIMEOUT_S, 2.0) as client:
+        url = f"{server.url}/{behaviour}/v1/chat/completions"
+        with pytest.raises(error, match=words):  # the JSON post's short way
+            await client.post(url, json=BODY)
+        with pytest.raises(error, match=words):  # httpx's own way, on the lean transport
+            await client.request("POST", url, json=BODY)
+    assert server.requests.count(f"POST /{behaviour}/v1/chat/completions") == 2
