@@ -6,7 +6,10 @@ pinned to the second core, with ``-c`` concurrent streams and ``-n`` requests:
 
 - ``floor``: raw asyncio sockets, HTTP/1.1 chunked decoding by hand, ``json.loads`` per event;
   nothing recorded. How cheap streaming can be in Python.
-- ``httpx``: stock ``httpx.AsyncClient`` streaming, ``aiter_lines`` and ``json.loads``.
+- ``httpx``: stock ``httpx.AsyncClient`` streaming, ``aiter_lines`` and ``json.loads``;
+  ``httpx-lean`` (not run unless named) the same on the project's stack
+  (``stallkit.loadgen.http.transport.LeanTransport``): what streaming through the httpx face
+  would cost.
 - ``stallkit``: the project's client (``stallkit.loadgen.http.client.stream_chat`` on ``make_client``), each
   turn kept as a ``TurnRecord`` with every chunk's time and appended to a ``turns.jsonl``.
 - ``vllm``: ``vllm bench serve`` (when vLLM is installed), with the tiny model's tokenizer.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import functools
 import json
 import multiprocessing
 import os
@@ -182,14 +186,19 @@ async def floor_client(url: str, concurrency: int, requests: int, tokens: int) -
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def httpx_client(url: str, concurrency: int, requests: int, tokens: int) -> None:
-    """Stock httpx: stream, aiter_lines, json.loads per data line."""
+async def httpx_client(
+    url: str, concurrency: int, requests: int, tokens: int, lean: bool = False
+) -> None:
+    """httpx: stream, aiter_lines, json.loads per data line (``lean``: on the project's stack)."""
     import httpx
+
+    from stallkit.loadgen.http.transport import LeanTransport
 
     body = {"model": "bench", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": tokens, "stream": True}  # fmt: skip
     left = [requests]
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+    transport = LeanTransport() if lean else None
+    async with httpx.AsyncClient(timeout=600, limits=limits, transport=transport) as client:
 
         async def worker() -> None:
             while left[0] > 0:
@@ -446,7 +455,8 @@ def main() -> None:
         level = kept_up_level(args.url, args.level, args.tokens, args.rate, ramp_s=2.0)
         run(level, args.asyncio)
     elif args.client:
-        clients = {"floor": floor_client, "httpx": httpx_client, "stallkit": stallkit_client}
+        clients = {"floor": floor_client, "httpx": httpx_client, "stallkit": stallkit_client,
+                   "httpx-lean": functools.partial(httpx_client, lean=True)}  # fmt: skip
         client = clients[args.client.removesuffix("-asyncio")]
         run(client(args.url, args.c, args.n, args.tokens), args.client.endswith("-asyncio"))
     else:
