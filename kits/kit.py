@@ -202,6 +202,33 @@ class TwinSection(BaseModel):
         default_factory=dict,
         description="vLLM's --additional-config for a `twin:MODULE:CLASS` scheduler",
     )
+    kv_link_latency_s: float | None = Field(
+        None,
+        ge=0,
+        description="with a --kv-transfer-config in the engine arguments: seconds a KV transfer "
+        "waits before its first block moves, per direction (default: the twin's, 10 us)",
+    )
+    kv_seconds_per_block: float | None = Field(
+        None,
+        ge=0,
+        description="with a --kv-transfer-config: seconds one KV block takes over the host link, "
+        "per direction (default: the twin's, 6 ms, a 147 MB block over PCIe Gen4 x16)",
+    )
+    kv_host_blocks: int | None = Field(
+        None,
+        gt=0,
+        description="with a --kv-transfer-config: KV blocks the host tier holds (default: the "
+        "twin's, 1024); replaces the connector's cpu_bytes_to_use",
+    )
+
+    def kv_settings(self) -> dict[str, float | int]:
+        """The host-link settings this kit sets (the twin's defaults for the rest)."""
+        fields = {
+            "kv_link_latency_s": self.kv_link_latency_s,
+            "kv_seconds_per_block": self.kv_seconds_per_block,
+            "kv_host_blocks": self.kv_host_blocks,
+        }
+        return {name: value for name, value in fields.items() if value is not None}
 
     def overlay_for(self, arm: str) -> str | None:
         """The source tree an arm's worker imports vLLM from (None: the installed one)."""

@@ -187,17 +187,23 @@ def make_scheduler(config: TwinConfig) -> Any:
     cache_config = CacheConfig(
         block_size=config.block_size, enable_prefix_caching=config.enable_prefix_caching
     )
+    spec = FullAttentionSpec(
+        block_size=config.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
+    )
+    connector: dict[str, Any] = {}
+    if config.kv_transfer_config is not None:
+        from stallkit.engine.twin.kv.vllm_config import vllm_kv_transfer
+
+        connector["kv_transfer_config"] = vllm_kv_transfer(config, spec.page_size_bytes)
     vllm_config = VllmConfig(
         scheduler_config=scheduler_config,
         model_config=model_config,
         cache_config=cache_config,
         additional_config=dict(config.additional_config),
+        **connector,
     )
     pool = config.num_blocks + 1  # one more for vLLM's null block
     cache_config.num_gpu_blocks = pool
-    spec = FullAttentionSpec(
-        block_size=config.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
-    )
     kv_cache_config = KVCacheConfig(
         num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
     )

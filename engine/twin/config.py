@@ -87,6 +87,30 @@ class TwinConfig(BaseModel):
     overlay: str | None = Field(
         None, description="A source tree whose modules shadow the installed ones (a fork's vLLM)."
     )
+    kv_transfer_config: dict[str, Any] | None = Field(
+        None,
+        description="vLLM's --kv-transfer-config (a JSON object) from the engine arguments: the "
+        "KV connector the scheduler runs (None: none)",
+    )
+    kv_link_latency_s: float = Field(
+        1e-5,
+        ge=0,
+        description="Engine seconds a KV transfer waits before its first block moves, per "
+        "direction (default about 10 us: a DMA copy's launch over PCIe)",
+    )
+    kv_seconds_per_block: float = Field(
+        0.006,
+        ge=0,
+        description="Engine seconds one KV block takes over the host link, per direction "
+        "(default: an 896-token block of a Llama-3-70B-class model at TP2, 160 KiB of KV per "
+        "token per GPU, about 147 MB, at PCIe Gen4 x16's 25 GB/s effective)",
+    )
+    kv_host_blocks: int = Field(
+        1024,
+        gt=0,
+        description="KV blocks the host tier holds (default: about 150 GB of host memory per "
+        "GPU at the default block, a 1.2 TB host shared by 8 GPUs)",
+    )
 
     @property
     def max_request_tokens(self) -> int:

@@ -10,6 +10,11 @@ step that left the scheduler's state as the one before it (same requests, same c
 same free blocks, same scalar state of the scheduler and its controller), the next steps would
 be the same: `advance` skips them to its horizon, counting each one, which is the signature a
 livelock leaves. Implements `stallkit.engine.core.protocol.EngineCore`, plus `step` for the HTTP front.
+
+With a `kv_transfer_config`, the scheduler runs that KV connector (vLLM's own code) and each
+step makes the model runner's connector calls around it (`stallkit.engine.twin.kv.driver`): its
+transfers move on engine time, their completions ride on the step's `kv_connector_output`, and
+the empty-step skip stops short of the next completion instead of running to its horizon.
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ class TwinEngine:
         self._now = 0.0
         route_vllm_logging(self.log)
         self._sched = make_scheduler(config)
+        self._kv: Any = None
+        if config.kv_transfer_config is not None:  # the connector's worker half, bytes simulated
+            from stallkit.engine.twin.kv.driver import KvDriver
+
+            self._kv = KvDriver(self._sched, config.kv_link_latency_s, config.kv_seconds_per_block)
         if hasattr(self._sched, "clock"):  # the plugin times its steps with this clock
             self._sched.clock = lambda: self._now
         self._tokens = TokenMap()
@@ -155,6 +165,8 @@ class TwinEngine:
         prefills, decodes, sampled = self._work(out, ids)
         scheduled = out.total_num_scheduled_tokens
         duration = cost.step_s(prefills, decodes) if scheduled else self.config.empty_step_s
+        if self._kv is not None:  # a flush the connector asks for holds the forward back
+            duration += self._kv.begin(out, now_s)
         prefill_tokens = sum(tokens for tokens, _ in prefills)
         end_s = now_s + duration
         self._now = end_s
@@ -163,6 +175,9 @@ class TwinEngine:
             req_id_to_index={r: i for i, r in enumerate(ids)},
             sampled_token_ids=sampled,
         )
+        if self._kv is not None:
+            runner.kv_connector_output = self._kv.end(out, end_s)
+            c.restores_done += len(runner.kv_connector_output.finished_recving or ())
         engine_outputs = sched.update_from_output(out, runner)
         preempted = len(out.preempted_req_ids or ())
         for rid in out.preempted_req_ids or ():
@@ -317,15 +332,29 @@ class TwinEngine:
                 continue
             fingerprint = self._fingerprint()
             if fingerprint is not None and fingerprint == self._fixed_point and t < until_s:
-                skipped = math.ceil((until_s - t) / self.config.empty_step_s)
+                horizon = math.ceil((until_s - t) / self.config.empty_step_s)
+                skipped = horizon if self._kv is None else self._kv_skip(t, horizon)
                 self._skip(skipped)
                 t += skipped * self.config.empty_step_s
                 steps += skipped
                 empty += skipped
-                break
+                if skipped == horizon:
+                    break
+                continue  # a transfer completes: the next step sees it
             self._fixed_point = fingerprint
         self._now = t
         return AdvanceResult(t, steps, empty, gen, last_token, last_busy, finished)
+
+    def _kv_skip(self, t: float, horizon: int) -> int:
+        """Empty steps to skip from `t`, at most `horizon`: none may end at or after the next
+        transfer's completion (the step that ends there reports it to the scheduler)."""
+        if not self._kv.settled:
+            return 0
+        done: float | None = self._kv.next_done_s
+        if done is None:
+            return horizon
+        before = math.ceil((done - t) / self.config.empty_step_s) - 1
+        return max(0, min(horizon, before))
 
     def _skip(self, count: int) -> None:
         """Count `count` more empty steps like the last one (the state is a fixed point)."""

@@ -47,6 +47,8 @@ from stallkit.engine import (
     vllm_sizes,
     with_fault,
 )
+from stallkit.engine.twin.kv import kv_transfer_from_args
+from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit
 from stallkit.monitor import TargetKind
 
@@ -65,6 +67,11 @@ def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
         **vllm_sizes(kit.engine.engine_args_for(arm)),
     }
     twin = kit.twin
+    try:
+        kv_transfer = kv_transfer_from_args(kit.engine.engine_args_for(arm))
+    except EngineError as exc:
+        raise KitError(f"{arm}: [engine] engine_args: {exc}", exc.hint) from None
+    connector = {} if kv_transfer is None else {"kv_transfer_config": kv_transfer}
     return twin_config_for(
         spec,
         sizes,
@@ -75,6 +82,8 @@ def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
         skip_empty_steps=twin.skip_empty_steps,
         num_gpus=sim.num_gpus,
         overlay=twin.overlay_for(arm),
+        **connector,
+        **twin.kv_settings(),
     )
 
 

@@ -1,0 +1,111 @@
+"""The model runner's half of a KV connector, in the twin: its calls, in vLLM's order.
+
+A real engine's model runner, each step (vLLM 0.32's `execute_model` and
+`KVConnectorModelRunnerMixin._get_kv_connector_output`, empty steps included): the
+connector's `handle_preemptions` (submits the stores deferred from the last step, flushes the
+ones the scheduler asks for), `bind_connector_metadata`, `start_load_kv`, the forward,
+`wait_for_save`, `get_transfer_results`, then a `KVConnectorOutput` on the
+`ModelRunnerOutput`, whose completions `update_from_output` hands to the connector's scheduler
+half. `KvDriver` makes those calls on a worker-role connector built by vLLM's own factory,
+with `SimOffloadingWorker` as its byte mover. Imports vLLM.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+from vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector import (
+    OffloadingConnector,
+)
+from vllm.v1.outputs import KVConnectorOutput
+
+from stallkit.engine.errors import EngineError
+from stallkit.engine.twin.kv.worker import SimOffloadingWorker
+
+__all__ = ["KvDriver"]
+
+
+class KvDriver:
+    """The worker half of the scheduler's connector, stepped with the twin."""
+
+    def __init__(self, sched: Any, latency_s: float, seconds_per_block: float) -> None:
+        connector = KVConnectorFactory.create_connector(
+            sched.vllm_config, KVConnectorRole.WORKER, sched.kv_cache_config
+        )
+        if not isinstance(connector, OffloadingConnector) or connector.connector_worker is None:
+            raise EngineError(
+                f"the twin has no byte mover for {type(connector).__name__}",
+                "the twin runs OffloadingConnector",
+            )
+        self.worker = SimOffloadingWorker(latency_s, seconds_per_block)
+        # the one seam: vLLM's worker half keeps its bookkeeping, the twin moves the bytes
+        # (register_kv_caches would want real tensors and a GPU)
+        connector.connector_worker.worker = self.worker
+        self.connector: Any = connector  # vLLM's worker-role calls are untyped there
+        #: loads completed (requests restored from the host tier) and stores completed
+        self.restores = 0
+        self.stores_done = 0
+        #: engine seconds steps waited on flushes
+        self.flush_wait_s = 0.0
+        #: store jobs the last step queued, submitted when the next one starts
+        self.queued_stores = 0
+        #: whether the last step reported completions to the scheduler
+        self.delivered = False
+
+    def begin(self, out: Any, now_s: float) -> float:
+        """A step's start at `now_s`: the connector's calls before the forward. Returns the
+        seconds the step waits before its forward (a flush of stores it must not overtake)."""
+        worker, meta = self.worker, out.kv_connector_metadata
+        worker.now_s = worker.wait_until_s = now_s
+        self.connector.handle_preemptions(meta)
+        waited = max(0.0, worker.wait_until_s - now_s)
+        self.flush_wait_s += waited
+        worker.now_s = now_s + waited
+        self.connector.bind_connector_metadata(meta)
+        self.connector.start_load_kv(None)  # loads start as the forward is launched
+        return waited
+
+    def end(self, out: Any, end_s: float) -> KVConnectorOutput:
+        """A step's end at `end_s`: what the model runner reports to the scheduler."""
+        connector = self.connector
+        self.worker.now_s = end_s
+        connector.wait_for_save()
+        # queued for the next step's start (vLLM defers stores past token sampling)
+        self.queued_stores = len(getattr(out.kv_connector_metadata, "store_jobs", ()))
+        results = connector.get_transfer_results(out.finished_req_ids)
+        output = KVConnectorOutput(
+            finished_sending=results.finished_sending,
+            finished_recving=results.finished_recving,
+            failed_recving=results.failed_recving,
+            invalid_block_ids=connector.get_block_ids_with_load_errors(),
+            kv_connector_stats=connector.get_kv_connector_stats(),
+            kv_cache_events=connector.get_kv_connector_kv_cache_events(),
+            kv_connector_worker_meta=connector.build_connector_worker_meta(),
+        )
+        connector.clear_connector_metadata()
+        # completions change the scheduler's state only at its next schedule() (a loaded
+        # request is promoted there), so the step after this one is not a fixed point
+        self.delivered = bool(output.finished_recving or output.kv_connector_worker_meta)
+        self.restores += len(results.finished_recving or ())
+        meta = output.kv_connector_worker_meta
+        completed = getattr(meta, "completed_jobs", None) or {}
+        self.stores_done += len(completed) - len(results.finished_recving or ())
+        return output
+
+    @property
+    def next_done_s(self) -> float | None:
+        """When the next transfer completes (None: nothing is in flight)."""
+        return self.worker.next_done_s
+
+    @property
+    def settled(self) -> bool:
+        """Whether the next empty step is like the last: it submits nothing (no store is
+        queued for it) and the last step reported no completion."""
+        return self.queued_stores == 0 and not self.delivered
+
+    @property
+    def host_chunks(self) -> int:
+        """Chunks of the host tier (vLLM's manager, from the scheduler half's spec)."""
+        return int(self.connector.connector_worker.spec.num_chunks)

@@ -1,0 +1,60 @@
+"""vLLM's `KVTransferConfig` for a twin: the kit's `--kv-transfer-config`, its host tier sized
+in blocks.
+
+OffloadingConnector sizes its host tier in bytes (`cpu_bytes_to_use`), chunks of
+`blocks_per_chunk` blocks each rounded up to a memory page. The twin's KV pages are a token
+stand-in (no model, a few bytes a block), so bytes from a real engine's command line would
+mean a different number of blocks here: the twin sets `cpu_bytes_to_use` to hold
+`kv_host_blocks` blocks of its own pages, whatever the command line said. Imports vLLM.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+from typing import Any
+
+from pydantic import ValidationError
+
+from stallkit.contract.errors import validation_message
+from stallkit.engine.errors import EngineError
+from stallkit.engine.twin.config import TwinConfig
+from stallkit.engine.twin.kv.settings import check_kv_transfer
+
+__all__ = ["vllm_kv_transfer"]
+
+log = logging.getLogger("stallkit.engine.twin")
+
+
+def _blocks_per_chunk(extra: dict[str, Any], block_size: int) -> int:
+    if "blocks_per_chunk" in extra:
+        return max(1, int(extra["blocks_per_chunk"]))
+    if "block_size" in extra:  # tokens per chunk, a multiple of the GPU block
+        return max(1, int(extra["block_size"]) // block_size)
+    return 1
+
+
+def vllm_kv_transfer(config: TwinConfig, page_bytes: int) -> Any:
+    """The `KVTransferConfig` of `config.kv_transfer_config`, its host tier set to
+    `config.kv_host_blocks` blocks of `page_bytes` each; EngineError when vLLM refuses it."""
+    from vllm.config import KVTransferConfig
+
+    raw = dict(config.kv_transfer_config or {})
+    check_kv_transfer(raw)
+    extra = dict(raw.get("kv_connector_extra_config") or {})
+    per_chunk = _blocks_per_chunk(extra, config.block_size)
+    chunk_bytes = -(-page_bytes * per_chunk // mmap.PAGESIZE) * mmap.PAGESIZE
+    chunks = max(1, config.kv_host_blocks // per_chunk)
+    if "cpu_bytes_to_use" in extra:
+        log.info("twin: the host tier is [twin] kv_host_blocks, not cpu_bytes_to_use")
+    extra["cpu_bytes_to_use"] = chunks * chunk_bytes
+    raw["kv_connector_extra_config"] = extra
+    hint = "check the JSON against vLLM's KVTransferConfig fields"
+    try:
+        return KVTransferConfig(**raw)
+    except ValidationError as exc:
+        message = validation_message(exc, default="")
+        raise EngineError(f"vLLM refused --kv-transfer-config ({message})", hint) from None
+    except (TypeError, ValueError) as exc:  # an unknown field, vLLM's own checks
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise EngineError(f"vLLM refused --kv-transfer-config ({first})", hint) from None

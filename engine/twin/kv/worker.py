@@ -1,0 +1,73 @@
+"""The twin's byte mover for vLLM's OffloadingConnector: an `OffloadingWorker` on engine time.
+
+vLLM's `OffloadingConnectorWorker` (real) hands its store and load jobs to an
+`OffloadingWorker`; on a GPU that is `CPUOffloadingWorker`, CUDA copies between the KV pool
+and pinned host memory. Here it is two `Link`s, GPU to host and host to GPU: a job completes
+when its link gets to it, and `get_finished` reports the jobs done by the engine time the
+driver set (`now_s`). `wait` (a flush before blocks are reused) records how long the step
+must wait. Imports vLLM: used only where a twin runs with a connector.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vllm.v1.kv_offload.base import (
+    GPULoadStoreSpec,
+    LoadStoreSpec,
+    OffloadingWorker,
+    TransferResult,
+)
+
+from stallkit.engine.twin.kv.link import Link
+
+__all__ = ["SimOffloadingWorker"]
+
+
+class SimOffloadingWorker(OffloadingWorker):
+    """Stores on one link, loads on the other, both FIFO on engine time."""
+
+    def __init__(self, latency_s: float, seconds_per_block: float) -> None:
+        self.store_link = Link(latency_s, seconds_per_block)
+        self.load_link = Link(latency_s, seconds_per_block)
+        #: engine time now (the driver moves it: submissions and completions happen at it)
+        self.now_s = 0.0
+        #: the latest time a `wait` has to reach (a flush holds the step until then)
+        self.wait_until_s = 0.0
+
+    @staticmethod
+    def _blocks(spec: Any) -> int:
+        return len(spec.block_ids)
+
+    def submit_store(
+        self, job_id: int, src_spec: GPULoadStoreSpec, dst_spec: LoadStoreSpec
+    ) -> bool:
+        self.store_link.submit(job_id, self._blocks(src_spec), self.now_s)
+        return True
+
+    def submit_load(self, job_id: int, src_spec: LoadStoreSpec, dst_spec: GPULoadStoreSpec) -> bool:
+        self.load_link.submit(job_id, self._blocks(dst_spec), self.now_s)
+        return True
+
+    def get_finished(self) -> list[TransferResult]:
+        done = self.store_link.finished(self.now_s) + self.load_link.finished(self.now_s)
+        done.sort(key=lambda t: (t.done_s, t.job_id))
+        return [TransferResult(job_id=t.job_id, success=True) for t in done]
+
+    def wait(self, job_ids: set[int]) -> None:
+        for link in (self.store_link, self.load_link):
+            done = link.done_s(job_ids)
+            if done is not None:
+                self.wait_until_s = max(self.wait_until_s, done)
+
+    @property
+    def next_done_s(self) -> float | None:
+        """When the next job on either link completes (None: both are idle)."""
+        times = [
+            t for t in (self.store_link.next_done_s, self.load_link.next_done_s) if t is not None
+        ]
+        return min(times) if times else None
+
+    @property
+    def pending(self) -> int:
+        return self.store_link.pending + self.load_link.pending
