@@ -8,8 +8,8 @@ after a short warm-up arm in the same process (vLLM's import and configs exclude
 spread, and the median's ratio to the goal of 50x, and the CPU per step the twin ran (steps
 skipped as a fixed point not counted). `--kv-transfer-config JSON` adds vLLM's flag to the
 kit's engine arguments (the twin then runs that KV connector); `--with-kv` runs the spec both
-without and with `{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}`. `--profile` prints where one arm's CPU goes
-(cProfile, top functions by own time and by cumulative time). Beside it, the same arm's `sim:`
+without and with `{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}`. `--profile`
+prints where one arm's CPU goes (cProfile, top functions by own time and by cumulative time). Beside it, the same arm's `sim:`
 counterpart for scale (`--with-sim`).
 
     python benchmarks/twin_speed.py [--kit restore-stall] [--spec twin:patched:fix]
