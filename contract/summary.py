@@ -8,7 +8,7 @@ The function lives here, in the contract, rather than in the load generator, so 
 summarise a saved run's `turns.jsonl` themselves instead of reading `summary.json`: the turn
 records are flushed line by line and survive a crash or a kill that a summary written at the
 end of the run may not, and old run directories summarise the same way as new ones. The load
-generator re-exports it (`stallkit.loadgen.summary`) and writes its result as `summary.json`.
+generator writes its result as `summary.json`.
 """
 
 from __future__ import annotations

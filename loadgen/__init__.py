@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from stallkit.contract.faces import public_face
 
 if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
+    from stallkit.contract.summary import LoadSummary as LoadSummary
+    from stallkit.contract.summary import summarize as summarize
     from stallkit.loadgen.agent import Action as Action
     from stallkit.loadgen.agent import AgentMachine as AgentMachine
     from stallkit.loadgen.agent import Done as Done
@@ -38,8 +40,6 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.loadgen.records import RecordWriter as RecordWriter
     from stallkit.loadgen.records import TurnRecord as TurnRecord
     from stallkit.loadgen.records import read_records as read_records
-    from stallkit.loadgen.summary import LoadSummary as LoadSummary
-    from stallkit.loadgen.summary import summarize as summarize
     from stallkit.loadgen.traces.export import mooncake_lines as mooncake_lines
     from stallkit.loadgen.traces.export import workload_calls as workload_calls
     from stallkit.loadgen.traces.replay import Workload as Workload

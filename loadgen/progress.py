@@ -2,7 +2,7 @@
 
 Both only describe: :class:`LoadProgress` folds events into counters and renders them (elapsed
 time, outcomes so far, each agent's state); :func:`summary_table` renders a
-:class:`~stallkit.loadgen.summary.LoadSummary`. One rich console (the CLI's) does the writing, and tests
+:class:`~stallkit.contract.summary.LoadSummary`. One rich console (the CLI's) does the writing, and tests
 render them into a string.
 """
 
@@ -18,8 +18,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from stallkit.contract.summary import LoadSummary, Percentiles
 from stallkit.loadgen.agents import AgentState, LoadEvent, RunFinished, State, TurnFinished
-from stallkit.loadgen.summary import LoadSummary, Percentiles
 
 STATE_STYLES: dict[State, str] = {
     "waiting": "dim",

@@ -41,13 +41,13 @@ from stallkit.engine import (
     check_local_vllm,
     check_no_fault,
     free_port,
+    kv_transfer_from_args,
     load_calibration,
     resolve_model,
     twin_config_for,
     vllm_sizes,
     with_fault,
 )
-from stallkit.engine.twin.kv import kv_transfer_from_args
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit
 from stallkit.monitor import TargetKind

@@ -6,11 +6,11 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from stallkit.contract.summary import summarize
 from stallkit.loadgen.agents import RunFinished, run_agents
 from stallkit.loadgen.config import LoadConfig
 from stallkit.loadgen.preflight import preflight
 from stallkit.loadgen.records import read_records
-from stallkit.loadgen.summary import summarize
 
 SIM = {"policy": "fix", "time_scale": 200.0, "block_size": 16, "num_blocks": 8000}
 

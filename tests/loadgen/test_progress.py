@@ -6,10 +6,10 @@ import io
 
 from rich.console import Console
 
+from stallkit.contract.summary import summarize
 from stallkit.loadgen.agents import AgentState, RunFinished, TurnFinished
 from stallkit.loadgen.progress import LoadProgress, live_progress, summary_table
 from stallkit.loadgen.records import Outcome, TurnRecord
-from stallkit.loadgen.summary import summarize
 
 
 def _render(renderable: object) -> str:

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 import stallkit.loadgen.agents
+from stallkit.contract.summary import summarize
 from stallkit.loadgen.agents import AgentState, LoadEvent, RunFinished, TurnFinished, run_agents
 from stallkit.loadgen.config import LoadConfig
 from stallkit.loadgen.errors import LoadError
 from stallkit.loadgen.preflight import preflight
 from stallkit.loadgen.records import read_records
-from stallkit.loadgen.summary import summarize
 
 SMALL = {
     "min_context": 200,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from stallkit.contract.summary import percentiles, summarize
 from stallkit.loadgen.records import RecordWriter, TurnRecord, read_records
-from stallkit.loadgen.summary import percentiles, summarize
 
 
 def _record(**fields: Any) -> TurnRecord:
