@@ -239,7 +239,8 @@ class KitMonitor(MonitorConfig):
     """The monitor's settings plus where its GPU readings come from."""
 
     gpu_source: GpuSourceField = Field(
-        GpuSource("auto"), description="auto (the launcher's), none, nvml:0,1, smi:0,1 or dcgm:URL"
+        GpuSource("auto"),
+        description="auto (the launcher's, else the engine's own DCGM page), none, nvml:0,1, smi:0,1 or dcgm:URL",
     )
 
 
