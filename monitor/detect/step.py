@@ -4,9 +4,10 @@
 None with the error when the scrape failed; the GPUs' utilisation, or None with its error; the
 engine's cumulative CPU seconds) at time `t`, and returns the events in the order consumers
 expect: the GPU reading, `Down`/`Up`, the `Sample` with its rates, the detector's events, and
-the `Verdict`. Both drivers call it: the HTTP watch loop (`stallkit.monitor.live.watch`) with what it scraped,
-and the virtual clock with the sample it builds from the engine core's counters, so the two
-clocks judge stalls by one piece of code.
+the `Verdict`. Every source calls it: one engine watched over HTTP (`stallkit.monitor.live.watch`)
+with what it scraped, each engine of a fleet (`stallkit.monitor.fleet.bank`) with what
+Prometheus answered, and the virtual clock with the sample it builds from the engine core's
+counters, so every source and both clocks judge stalls by one piece of code.
 
 A simulator states its own engine clock on its page, which falls behind its time scale when
 it is starved of CPU: the detector measures quiet periods on that clock (in the unit of `t`,
