@@ -5,7 +5,9 @@ The settings live under one key, `patched_scheduler`:
     --additional-config '{"patched_scheduler": {"policy": "fix", "prefill_compute_share": 0.9}}'
 
 `policy` (`base` or `fix`) is required; `prefill_compute_share` is a number in (0, 1) and
-defaults to the fork's 0.4; `allow_untested_vllm` (default false) lets the plugin load on a
+defaults to the fork's 0.4; `restore_max_wait_s` (default 60, as the fork's) is how long a
+restore from a KV connector's host tier waits for capacity before its prompt is recomputed;
+`allow_untested_vllm` (default false) lets the plugin load on a
 vLLM release other than the ones it was tested with (as does the environment variable
 `STALLKIT_ALLOW_UNTESTED_VLLM=1`). Anything else is an error: a bad value fails the engine
 start instead of running with a silent default. Standard library only, so that the vLLM
@@ -26,7 +28,8 @@ CONFIG_KEY = "patched_scheduler"
 TESTED_VLLM_VERSIONS = ("0.30.0", "0.31.0", "0.32.0")
 ALLOW_UNTESTED_ENV = "STALLKIT_ALLOW_UNTESTED_VLLM"
 DEFAULT_PREFILL_SHARE = 0.4
-_KEYS = ("policy", "prefill_compute_share", "allow_untested_vllm")
+DEFAULT_RESTORE_MAX_WAIT_S = 60.0
+_KEYS = ("policy", "prefill_compute_share", "allow_untested_vllm", "restore_max_wait_s")
 _EXAMPLE = '{"patched_scheduler": {"policy": "fix", "prefill_compute_share": 0.4}}'
 
 
@@ -41,6 +44,7 @@ class PatchedConfig:
     policy: Policy
     prefill_compute_share: float = DEFAULT_PREFILL_SHARE
     allow_untested_vllm: bool = False
+    restore_max_wait_s: float = DEFAULT_RESTORE_MAX_WAIT_S
 
     def to_additional_config(self) -> str:
         """The `--additional-config` JSON that configures a vLLM engine this way."""
@@ -50,6 +54,8 @@ class PatchedConfig:
         }
         if self.allow_untested_vllm:
             section["allow_untested_vllm"] = True
+        if self.restore_max_wait_s != DEFAULT_RESTORE_MAX_WAIT_S:
+            section["restore_max_wait_s"] = self.restore_max_wait_s
         return json.dumps({CONFIG_KEY: section}, separators=(",", ":"))
 
 
@@ -65,6 +71,14 @@ def _share(value: object) -> float:
             "0 would switch the controller off and 1 would starve decodes"
         )
     return share
+
+
+def _max_wait(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise PatchedConfigError(
+            f"restore_max_wait_s must be a number of seconds >= 0, not {value!r}"
+        )
+    return float(value)
 
 
 def parse_config(additional: Mapping[str, Any] | None) -> PatchedConfig:
@@ -87,7 +101,8 @@ def parse_config(additional: Mapping[str, Any] | None) -> PatchedConfig:
     if not isinstance(allow, bool):
         raise PatchedConfigError(f"allow_untested_vllm must be true or false, not {allow!r}")
     share = _share(fields.get("prefill_compute_share", DEFAULT_PREFILL_SHARE))
-    return PatchedConfig(policy, share, allow)
+    max_wait = _max_wait(fields.get("restore_max_wait_s", DEFAULT_RESTORE_MAX_WAIT_S))
+    return PatchedConfig(policy, share, allow, max_wait)
 
 
 def check_version(version: str, allow_untested: bool) -> str | None:

@@ -18,6 +18,8 @@ scheduling, vLLM's default on GPU) share one mixin over vLLM's own scheduler, so
    slots are full. A step that scheduled nothing is counted (`turn`, `empty="true"`) but charges
    nothing, so the controller picks the same prefill turn again: the livelock under `base`.
 3. `update_from_output` charges the contended step's wall time to its class.
+4. With a KV connector (`--kv-transfer-config`), restores from its host tier go through the
+   fork's restore admission (`stallkit.engine.vllm_plugin.restore`); without one, nothing.
 
 Pass order: the fork's prefill turn runs the prefill chunks, then the waiting pass, then the
 leftover decodes; vLLM runs the running pass (chunks and decodes in admission order) first
@@ -57,6 +59,7 @@ from stallkit.engine.vllm_plugin.config import (
     parse_config,
 )
 from stallkit.engine.vllm_plugin.metrics import SchedulerMetrics
+from stallkit.engine.vllm_plugin.restore import RestoreAdmission
 
 logger = logging.getLogger("vllm.stallkit.patched")
 LOG_PREFIX = "stallkit patched scheduler"
@@ -111,6 +114,12 @@ class PatchedSchedulingMixin(_Base):
         self._pending: dict[int, tuple[Turn, float]] = {}
         self._last_update_s = 0.0
         self._wrap_allocate_slots()
+        self.restores: RestoreAdmission | None = None
+        if getattr(self, "connector", None) is not None:
+            # the fork's restore admission over the connector's host tier
+            max_wait = self.patched_config.restore_max_wait_s
+            self.restores = RestoreAdmission(self, max_wait, lambda: self.clock())
+            self.restores.wrap(self.connector)
         logger.info(
             "%s: policy %s, prefill compute share %s (vLLM %s, %s)",
             LOG_PREFIX,
@@ -152,6 +161,8 @@ class PatchedSchedulingMixin(_Base):
             output = super().schedule(*args, **kwargs)
         finally:
             self._in_schedule = self._allocation_failed = False
+        if self.restores is not None:
+            self.restores.forget_admitted()
         empty = output.total_num_scheduled_tokens == 0
         self.patched_metrics.step(self._turn, empty)
         if self._contended and not empty:

@@ -184,6 +184,7 @@ def test_plugin_imports_nothing_of_the_tool_but_itself_and_the_controller() -> N
         "stallkit.engine.vllm_plugin",
         "stallkit.engine.vllm_plugin.config",
         "stallkit.engine.vllm_plugin.metrics",
+        "stallkit.engine.vllm_plugin.restore",
         "stallkit.engine.vllm_plugin.scheduler",
         "stallkit.engine.policy",
         "stallkit.engine.policy.controller",
