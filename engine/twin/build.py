@@ -204,8 +204,15 @@ def make_scheduler(config: TwinConfig) -> Any:
     )
     pool = config.num_blocks + 1  # one more for vLLM's null block
     cache_config.num_gpu_blocks = pool
+    tensors: list[Any] = []
+    if config.kv_transfer_config is not None:
+        from stallkit.engine.twin.kv.vllm_config import kv_cache_tensors
+
+        tensors = kv_cache_tensors(config, spec.page_size_bytes, pool)
     kv_cache_config = KVCacheConfig(
-        num_blocks=pool, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)]
+        num_blocks=pool,
+        kv_cache_tensors=tensors,
+        kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)],
     )
     init_none_hash(sha256)
     try:

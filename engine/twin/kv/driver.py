@@ -7,7 +7,9 @@ ones the scheduler asks for), `bind_connector_metadata`, `start_load_kv`, the fo
 `wait_for_save`, `get_transfer_results`, then a `KVConnectorOutput` on the
 `ModelRunnerOutput`, whose completions `update_from_output` hands to the connector's scheduler
 half. `KvDriver` makes those calls on a worker-role connector built by vLLM's own factory,
-with `SimOffloadingWorker` as its byte mover. Imports vLLM.
+with the twin's byte mover: `SimOffloadingWorker` for OffloadingConnector, `SimCopyBackend`
+for SimpleCPUOffloadConnector. Loads the mover makes fail (`LoadFaults`) are reported in
+`invalid_block_ids`, as a model runner reports the connector's load errors. Imports vLLM.
 """
 
 from __future__ import annotations
@@ -19,9 +21,14 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 from vllm.distributed.kv_transfer.kv_connector.v1.offloading_connector import (
     OffloadingConnector,
 )
+from vllm.distributed.kv_transfer.kv_connector.v1.simple_cpu_offload_connector import (
+    SimpleCPUOffloadConnector,
+)
 from vllm.v1.outputs import KVConnectorOutput
 
 from stallkit.engine.errors import EngineError
+from stallkit.engine.twin.kv.faults import LoadFaults
+from stallkit.engine.twin.kv.simple import SimCopyBackend, attach_simple_mover, no_cuda_stream
 from stallkit.engine.twin.kv.worker import SimOffloadingWorker
 
 __all__ = ["KvDriver"]
@@ -30,19 +37,16 @@ __all__ = ["KvDriver"]
 class KvDriver:
     """The worker half of the scheduler's connector, stepped with the twin."""
 
-    def __init__(self, sched: Any, latency_s: float, seconds_per_block: float) -> None:
+    def __init__(
+        self, sched: Any, latency_s: float, seconds_per_block: float, load_failure_every: int = 0
+    ) -> None:
         connector = KVConnectorFactory.create_connector(
             sched.vllm_config, KVConnectorRole.WORKER, sched.kv_cache_config
         )
-        if not isinstance(connector, OffloadingConnector) or connector.connector_worker is None:
-            raise EngineError(
-                f"the twin has no byte mover for {type(connector).__name__}",
-                "the twin runs OffloadingConnector",
-            )
-        self.worker = SimOffloadingWorker(latency_s, seconds_per_block)
-        # the one seam: vLLM's worker half keeps its bookkeeping, the twin moves the bytes
-        # (register_kv_caches would want real tensors and a GPU)
-        connector.connector_worker.worker = self.worker
+        self.faults = LoadFaults(load_failure_every)
+        self.worker, self._simple = _attach_mover(
+            connector, latency_s, seconds_per_block, self.faults
+        )
         self.connector: Any = connector  # vLLM's worker-role calls are untyped there
         #: loads completed (requests restored from the host tier) and stores completed
         self.restores = 0
@@ -59,6 +63,8 @@ class KvDriver:
         seconds the step waits before its forward (a flush of stores it must not overtake)."""
         worker, meta = self.worker, out.kv_connector_metadata
         worker.now_s = worker.wait_until_s = now_s
+        if isinstance(worker, SimCopyBackend):
+            worker.launched = 0
         self.connector.handle_preemptions(meta)
         waited = max(0.0, worker.wait_until_s - now_s)
         self.flush_wait_s += waited
@@ -71,15 +77,13 @@ class KvDriver:
         """A step's end at `end_s`: what the model runner reports to the scheduler."""
         connector = self.connector
         self.worker.now_s = end_s
-        connector.wait_for_save()
-        # queued for the next step's start (vLLM defers stores past token sampling)
-        self.queued_stores = len(getattr(out.kv_connector_metadata, "store_jobs", ()))
+        self._save(out)
         results = connector.get_transfer_results(out.finished_req_ids)
         output = KVConnectorOutput(
             finished_sending=results.finished_sending,
             finished_recving=results.finished_recving,
             failed_recving=results.failed_recving,
-            invalid_block_ids=connector.get_block_ids_with_load_errors(),
+            invalid_block_ids=connector.get_block_ids_with_load_errors() | self.faults.due(end_s),
             kv_connector_stats=connector.get_kv_connector_stats(),
             kv_cache_events=connector.get_kv_connector_kv_cache_events(),
             kv_connector_worker_meta=connector.build_connector_worker_meta(),
@@ -87,12 +91,31 @@ class KvDriver:
         connector.clear_connector_metadata()
         # completions change the scheduler's state only at its next schedule() (a loaded
         # request is promoted there), so the step after this one is not a fixed point
-        self.delivered = bool(output.finished_recving or output.kv_connector_worker_meta)
+        self.delivered = bool(
+            output.finished_recving or output.kv_connector_worker_meta or output.invalid_block_ids
+        )
         self.restores += len(results.finished_recving or ())
-        meta = output.kv_connector_worker_meta
-        completed = getattr(meta, "completed_jobs", None) or {}
-        self.stores_done += len(completed) - len(results.finished_recving or ())
+        self.stores_done += self._stores_done(output)
         return output
+
+    def _stores_done(self, output: KVConnectorOutput) -> int:
+        """Store jobs (store copies, for SimpleCPUOffloadConnector) this output completes."""
+        meta = output.kv_connector_worker_meta
+        if self._simple:
+            return len(getattr(meta, "completed_store_events", None) or {})
+        completed = getattr(meta, "completed_jobs", None) or {}
+        return len(completed) - len(output.finished_recving or ())
+
+    def _save(self, out: Any) -> None:
+        """The connector's `wait_for_save`, and what it leaves for the next step to submit."""
+        if isinstance(self.worker, SimCopyBackend):  # stores launch now: not settled if any did
+            with no_cuda_stream():
+                self.connector.wait_for_save()
+            self.queued_stores = self.worker.launched
+            return
+        self.connector.wait_for_save()
+        # queued for the next step's start (vLLM defers stores past token sampling)
+        self.queued_stores = len(getattr(out.kv_connector_metadata, "store_jobs", ()))
 
     @property
     def next_done_s(self) -> float | None:
@@ -109,3 +132,22 @@ class KvDriver:
     def host_chunks(self) -> int:
         """Chunks of the host tier (vLLM's manager, from the scheduler half's spec)."""
         return int(self.connector.connector_worker.spec.num_chunks)
+
+
+def _attach_mover(
+    connector: Any, latency_s: float, seconds_per_block: float, faults: LoadFaults
+) -> tuple[SimOffloadingWorker | SimCopyBackend, bool]:
+    """The twin's byte mover, set into a worker-role connector; whether it is
+    SimpleCPUOffloadConnector's (its stores launch in the step, not the next one)."""
+    if isinstance(connector, SimpleCPUOffloadConnector):
+        return attach_simple_mover(connector, latency_s, seconds_per_block, faults), True
+    if not isinstance(connector, OffloadingConnector) or connector.connector_worker is None:
+        raise EngineError(
+            f"the twin has no byte mover for {type(connector).__name__}",
+            "the twin runs OffloadingConnector and SimpleCPUOffloadConnector",
+        )
+    worker = SimOffloadingWorker(latency_s, seconds_per_block, faults)
+    # the one seam: vLLM's worker half keeps its bookkeeping, the twin moves the bytes
+    # (register_kv_caches would want real tensors and a GPU)
+    connector.connector_worker.worker = worker
+    return worker, False

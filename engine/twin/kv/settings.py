@@ -13,15 +13,17 @@ from typing import Any
 
 from stallkit.engine.errors import EngineError
 
-__all__ = ["SUPPORTED_CONNECTORS", "check_kv_transfer", "kv_transfer_from_args"]
+__all__ = ["SIMPLE", "SUPPORTED_CONNECTORS", "check_kv_transfer", "kv_transfer_from_args"]
 
+#: vLLM's SimpleCPUOffloadConnector (its copy thread and CUDA events simulated)
+SIMPLE = "SimpleCPUOffloadConnector"
 #: connectors whose byte mover the twin simulates
-SUPPORTED_CONNECTORS = ("OffloadingConnector",)
+SUPPORTED_CONNECTORS = ("OffloadingConnector", SIMPLE)
 _FLAGS = ("--kv-transfer-config", "--kv_transfer_config")
 _HINT = (
     "the twin runs --kv-transfer-config "
-    '\'{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}\' (vLLM\'s CPU offloading); '
-    "run other connectors on a real engine"
+    '\'{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}\' (vLLM\'s CPU offloading) '
+    "or SimpleCPUOffloadConnector; run other connectors on a real engine"
 )
 
 
@@ -67,9 +69,23 @@ def check_kv_transfer(config: dict[str, Any]) -> None:
     extra = config.get("kv_connector_extra_config", {})
     if not isinstance(extra, dict):
         raise EngineError("kv_connector_extra_config is not a JSON object", _HINT)
+    if name == SIMPLE:
+        _check_simple(extra)
+        return
     spec = extra.get("spec_name", "CPUOffloadingSpec")
     if spec != "CPUOffloadingSpec" or extra.get("spec_module_path"):
         raise EngineError(
             f"the twin runs OffloadingConnector's CPUOffloadingSpec only, not {spec!r}",
             "drop spec_name and spec_module_path from kv_connector_extra_config",
+        )
+
+
+def _check_simple(extra: dict[str, Any]) -> None:
+    """EngineError unless SimpleCPUOffloadConnector's host tier is CPU memory (the twin has no
+    disk tier)."""
+    backend = extra.get("kv_offload_backend", "cpu")
+    if backend != "cpu":
+        raise EngineError(
+            f"the twin runs SimpleCPUOffloadConnector's CPU backend only, not {backend!r}",
+            "drop kv_offload_backend from kv_connector_extra_config",
         )

@@ -5,7 +5,9 @@ OffloadingConnector sizes its host tier in bytes (`cpu_bytes_to_use`), chunks of
 `blocks_per_chunk` blocks each rounded up to a memory page. The twin's KV pages are a token
 stand-in (no model, a few bytes a block), so bytes from a real engine's command line would
 mean a different number of blocks here: the twin sets `cpu_bytes_to_use` to hold
-`kv_host_blocks` blocks of its own pages, whatever the command line said. Imports vLLM.
+`kv_host_blocks` blocks of its own pages, whatever the command line said.
+SimpleCPUOffloadConnector sizes its host tier against the KV pool's tensor
+(`kv_cache_tensors`), which the twin lays out as one layer's. Imports vLLM.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from pydantic import ValidationError
 from stallkit.contract.errors import validation_message
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.config import TwinConfig
-from stallkit.engine.twin.kv.settings import check_kv_transfer
+from stallkit.engine.twin.kv.settings import SIMPLE, check_kv_transfer
 
-__all__ = ["vllm_kv_transfer"]
+__all__ = ["kv_cache_tensors", "vllm_kv_transfer"]
 
 log = logging.getLogger("stallkit.engine.twin")
 
@@ -34,6 +36,29 @@ def _blocks_per_chunk(extra: dict[str, Any], block_size: int) -> int:
     return 1
 
 
+def _host_bytes(
+    raw: dict[str, Any], extra: dict[str, Any], config: TwinConfig, page_bytes: int
+) -> int:
+    """`cpu_bytes_to_use` for a host tier of `config.kv_host_blocks` blocks."""
+    if raw.get("kv_connector") == SIMPLE:  # blocks = GPU blocks * bytes // the GPU pool's bytes
+        return config.kv_host_blocks * page_bytes
+    per_chunk = _blocks_per_chunk(extra, config.block_size)
+    chunk_bytes = -(-page_bytes * per_chunk // mmap.PAGESIZE) * mmap.PAGESIZE
+    chunks = max(1, config.kv_host_blocks // per_chunk)
+    return chunks * chunk_bytes
+
+
+def kv_cache_tensors(config: TwinConfig, page_bytes: int, pool: int) -> list[Any]:
+    """The KV pool's tensors, as a GPU worker would lay them out: one for the twin's one layer
+    where the connector sizes its host tier from it (SimpleCPUOffloadConnector), else none."""
+    from vllm.v1.kv_cache_interface import KVCacheTensor
+
+    if (config.kv_transfer_config or {}).get("kv_connector") != SIMPLE:
+        return []
+    size = page_bytes * pool
+    return [KVCacheTensor(size=size, layers=["layer"], layer_stride=size, block_stride=page_bytes)]
+
+
 def vllm_kv_transfer(config: TwinConfig, page_bytes: int) -> Any:
     """The `KVTransferConfig` of `config.kv_transfer_config`, its host tier set to
     `config.kv_host_blocks` blocks of `page_bytes` each; EngineError when vLLM refuses it."""
@@ -42,12 +67,10 @@ def vllm_kv_transfer(config: TwinConfig, page_bytes: int) -> Any:
     raw = dict(config.kv_transfer_config or {})
     check_kv_transfer(raw)
     extra = dict(raw.get("kv_connector_extra_config") or {})
-    per_chunk = _blocks_per_chunk(extra, config.block_size)
-    chunk_bytes = -(-page_bytes * per_chunk // mmap.PAGESIZE) * mmap.PAGESIZE
-    chunks = max(1, config.kv_host_blocks // per_chunk)
     if "cpu_bytes_to_use" in extra:
         log.info("twin: the host tier is [twin] kv_host_blocks, not cpu_bytes_to_use")
-    extra["cpu_bytes_to_use"] = chunks * chunk_bytes
+    extra.pop("cpu_bytes_to_use_per_rank", None)
+    extra["cpu_bytes_to_use"] = _host_bytes(raw, extra, config, page_bytes)
     raw["kv_connector_extra_config"] = extra
     hint = "check the JSON against vLLM's KVTransferConfig fields"
     try:

@@ -19,6 +19,7 @@ from vllm.v1.kv_offload.base import (
     TransferResult,
 )
 
+from stallkit.engine.twin.kv.faults import LoadFaults
 from stallkit.engine.twin.kv.link import Link
 
 __all__ = ["SimOffloadingWorker"]
@@ -27,7 +28,10 @@ __all__ = ["SimOffloadingWorker"]
 class SimOffloadingWorker(OffloadingWorker):
     """Stores on one link, loads on the other, both FIFO on engine time."""
 
-    def __init__(self, latency_s: float, seconds_per_block: float) -> None:
+    def __init__(
+        self, latency_s: float, seconds_per_block: float, faults: LoadFaults | None = None
+    ) -> None:
+        self.faults = faults if faults is not None else LoadFaults(0)
         self.store_link = Link(latency_s, seconds_per_block)
         self.load_link = Link(latency_s, seconds_per_block)
         #: engine time now (the driver moves it: submissions and completions happen at it)
@@ -46,7 +50,8 @@ class SimOffloadingWorker(OffloadingWorker):
         return True
 
     def submit_load(self, job_id: int, src_spec: LoadStoreSpec, dst_spec: GPULoadStoreSpec) -> bool:
-        self.load_link.submit(job_id, self._blocks(dst_spec), self.now_s)
+        transfer = self.load_link.submit(job_id, self._blocks(dst_spec), self.now_s)
+        self.faults.on_load(transfer.done_s, dst_spec.block_ids)
         return True
 
     def get_finished(self) -> list[TransferResult]:
