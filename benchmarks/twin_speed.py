@@ -7,9 +7,10 @@ after a short warm-up arm in the same process (vLLM's import and configs exclude
 (`time.process_time`, steadier on a shared machine) for every repetition, their median and
 spread, and the median's ratio to the goal of 50x, and the CPU per step the twin ran (steps
 skipped as a fixed point not counted). `--kv-transfer-config JSON` adds vLLM's flag to the
-kit's engine arguments (the twin then runs that KV connector); `--with-kv` runs the spec both
-without and with `{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}`. `--profile`
-prints where one arm's CPU goes (cProfile, top functions by own time and by cumulative time). Beside it, the same arm's `sim:`
+kit's engine arguments (the twin then runs that KV connector); `--with-kv` runs the spec
+without a connector, then with `{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}` and
+with SimpleCPUOffloadConnector.
+`--profile` prints where one arm's CPU goes (cProfile, top functions by own time and by cumulative time). Beside it, the same arm's `sim:`
 counterpart for scale (`--with-sim`).
 
     python benchmarks/twin_speed.py [--kit restore-stall] [--spec twin:patched:fix]
@@ -33,6 +34,7 @@ from pathlib import Path
 
 GOAL = 50.0
 OFFLOADING = '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'
+SIMPLE = '{"kv_connector":"SimpleCPUOffloadConnector","kv_role":"kv_both"}'
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -113,7 +115,7 @@ def main() -> None:
         _child(args)
         return
     specs = [(args.spec, args.kv_transfer_config)]
-    specs += [(args.spec, OFFLOADING)] if args.with_kv else []
+    specs += [(args.spec, OFFLOADING), (args.spec, SIMPLE)] if args.with_kv else []
     specs += [("sim:" + args.spec.rpartition(":")[2], None)] if args.with_sim else []
     for spec, kv in specs:
         runs = [_run(args, spec, False, kv) for _ in range(args.repeat)]
