@@ -70,6 +70,11 @@ DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 SIM_ENGINE_TIME = "stallkit_sim_engine_time_seconds"
 #: The simulator's nominal time scale (engine seconds per wall second), read by `url:` arms.
 SIM_TIME_SCALE = "stallkit_sim_time_scale"
+#: Counter with label `outcome` (loaded / recomputed): restores from the host tier, loaded or
+#: recomputed after their max wait (simulator and twin only; vLLM counts neither).
+SIM_RESTORES = "stallkit_sim_restores_total"
+#: Gauge: KV blocks the host tier holds (the simulator's, or a twin's KV connector's).
+SIM_HOST_TIER_BLOCKS = "stallkit_sim_host_tier_blocks"
 
 # -- the stall exporter's families (labels `engine`, `arm`) ----------------------------------
 STALL_ACTIVE = "stallkit_stall_active"

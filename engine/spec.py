@@ -186,6 +186,13 @@ class TwinSpec(_Spec):
             return self.policy or "fix"
         return self.cls or "stock"
 
+    def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
+        # the plugin admits restores over a KV connector's host tier (no connector: none)
+        kv = any(
+            a.partition("=")[0].replace("_", "-") == "--kv-transfer-config" for a in engine_args
+        )
+        return {"restore_admission": True} if self.scheduler == "patched" and kv else {}
+
 
 EngineSpec = Annotated[
     SimSpec | DockerSpec | UrlSpec | VllmSpec | PatchedSpec | TwinSpec,

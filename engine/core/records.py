@@ -164,6 +164,7 @@ class EngineStats:
     #: engine seconds of compute by class ("prefill", "decode")
     compute_s: dict[str, float]
     prefill_compute_share: float
+    #: restores loaded from the host tier (the simulator's, a twin's KV connector's)
     restores_done: int
     #: restores that waited `restore_max_wait_s` and were admitted to recompute
     restores_recomputed: int
@@ -178,6 +179,8 @@ class EngineStats:
     #: False once the engine core died behind a live server (fault `dead_core`): the page
     #: then carries none of the engine's own series
     core_alive: bool = True
+    #: KV blocks the host tier holds now (0: no host tier)
+    host_tier_blocks: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ and renders `/metrics` from those plus the core's `EngineStats`, through prometh
 exposition so the text parses with its parser. Every family carries the labels `model_name`
 and `engine` ("0"), counters end in `_total`. `stallkit.contract.names.SIM_VLLM_FAMILIES` lists the
 golden vLLM families the simulator fills (tests check it against the golden file and the
-served text).
+served text). Beside its engine clock the page has two families of its own, for the host tier
+vLLM does not count: restores by outcome (`stallkit_sim_restores_total`) and the blocks the
+tier holds (`stallkit_sim_host_tier_blocks`); a twin with a KV connector fills them too.
 `/dcgm/metrics` renders `DCGM_FI_DEV_GPU_UTIL` per simulated GPU: the share of the recent
 engine time spent in steps that ran work (0 while idle, spinning or frozen).
 """
@@ -251,6 +253,8 @@ class SimMetrics:
             (names.GENERATION_TOKENS, "Generation tokens processed.", stats.generation_tokens),
             (names.PROMPT_TOKENS_CACHED, "Cached prompt tokens.", stats.prompt_tokens_cached),
         ]  # fmt: skip
+        gauges.insert(-2, (names.SIM_HOST_TIER_BLOCKS, "Simulator and twin only: KV blocks the "
+                           "host tier holds.", stats.host_tier_blocks))  # fmt: skip
         cache_info = f.info(
             names.CACHE_CONFIG_INFO, "Information of the LLMEngine CacheConfig.", cache
         )
@@ -276,6 +280,10 @@ class SimMetrics:
                        {"prefill": 0.0, "decode": 0.0} | stats.compute_s),
             f.histogram(names.ITERATION_TOKENS, "Tokens per engine step.",
                         iteration.buckets(), iteration.sum),
+            f.labelled(CounterMetricFamily, names.SIM_RESTORES, "Simulator and twin only: "
+                       "restores from the host tier, loaded or recomputed after their max wait.",
+                       "outcome", {"loaded": stats.restores_done,
+                                   "recomputed": stats.restores_recomputed}),
         ]  # fmt: skip
         if self.steps is not None:
             steps = CounterMetricFamily(

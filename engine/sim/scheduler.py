@@ -163,6 +163,7 @@ class Scheduler:
             share=self.cfg.prefill_compute_share,
             gpu_busy=self.gpu_busy,
             vruntimes=(self.ctl.vruntime_prefill, self.ctl.vruntime_decode),
+            host_tier_blocks=self.pool.host_size,
         )
 
     def describe(self) -> dict[str, object]:

@@ -61,6 +61,7 @@ class Counters:
         share: float,
         gpu_busy: bool,
         vruntimes: tuple[float, float],
+        host_tier_blocks: int = 0,
     ) -> EngineStats:
         """Freeze the counters together with the engine's gauges."""
         cumulative = tuple(accumulate(self.iteration_counts))
@@ -100,4 +101,5 @@ class Counters:
             gpu_busy=gpu_busy,
             vruntime_prefill=vruntimes[0],
             vruntime_decode=vruntimes[1],
+            host_tier_blocks=host_tier_blocks,
         )

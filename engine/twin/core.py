@@ -35,7 +35,7 @@ from stallkit.engine.core.records import (
     output_words,
 )
 from stallkit.engine.sim.stats import Counters
-from stallkit.engine.twin.build import make_scheduler, route_vllm_logging
+from stallkit.engine.twin.build import kv_cache_usage, make_scheduler, route_vllm_logging
 from stallkit.engine.twin.config import TwinConfig
 from stallkit.engine.twin.state import TwinRequest, engine_stats, scheduler_state
 from stallkit.engine.twin.tokens import TokenMap
@@ -46,6 +46,14 @@ __all__ = ["TwinEngine"]
 _PER_STEP = frozenset({"current_step", "_last_update_s"})
 #: finished requests remembered for their info (the driver asks after they finish)
 _KEEP_FINISHED = 4096
+
+
+def _parked_queues(sched: Any) -> tuple[Any, ...]:
+    """The waiting queues beside `waiting` that hold requests across steps: 0.32's
+    `kv_holding_waiting`, or 0.22's and 0.23's `skipped_waiting` (loads in flight among them)."""
+    return tuple(
+        getattr(sched, name) for name in ("kv_holding_waiting", "skipped_waiting") if hasattr(sched, name)
+    )
 
 
 class TwinEngine:
@@ -61,7 +69,12 @@ class TwinEngine:
         if config.kv_transfer_config is not None:  # the connector's worker half, bytes simulated
             from stallkit.engine.twin.kv.driver import KvDriver
 
-            self._kv = KvDriver(self._sched, config.kv_link_latency_s, config.kv_seconds_per_block)
+            self._kv = KvDriver(
+                self._sched,
+                config.kv_link_latency_s,
+                config.kv_seconds_per_block,
+                config.kv_load_fail_every,
+            )
         if hasattr(self._sched, "clock"):  # the plugin times its steps with this clock
             self._sched.clock = lambda: self._now
         self._tokens = TokenMap()
@@ -201,7 +214,7 @@ class TwinEngine:
             decode_tokens=len(decodes),
             preemptions=preempted,
             restores_polled=0,
-            kv_usage=float(sched.get_kv_cache_usage()) if detail else 0.0,
+            kv_usage=kv_cache_usage(sched) if detail else 0.0,
             gpu_busy=scheduled > 0,
             vruntime_prefill=vp,
             vruntime_decode=vd,
@@ -249,7 +262,10 @@ class TwinEngine:
                 if count:
                     if req.words == 0:
                         req.first_token_s = end_s
-                        c.count_prompt(req.prompt_tokens, req.cached, 0)
+                        # vLLM's split of the cached prompt: what a connector loaded
+                        stats = getattr(item, "prefill_stats", None)
+                        loaded = min(req.cached, getattr(stats, "num_external_cached_tokens", 0))
+                        c.count_prompt(req.prompt_tokens, req.cached - loaded, loaded)
                     if detail:
                         outputs[rid] = output_words(rid, req.words, count)
                     req.words += count
@@ -268,6 +284,12 @@ class TwinEngine:
             self._c.prefix_cache_queries += queries
             self._c.prefix_cache_hits += hits
             self._last_empty = (queries, hits)
+        external = getattr(self._sched, "connector_prefix_cache_stats", None)
+        if external is not None and (external.requests or external.preempted_requests):
+            # vLLM's external_prefix_cache_* count first lookups only (not a preempted one's)
+            self._c.external_queries += external.queries
+            self._c.external_hits += external.hits
+            self._sched.connector_prefix_cache_stats = type(external)()  # as make_stats does
 
     def _turn(self) -> tuple[str, float, float]:
         turn = getattr(self._sched, "turn", None)
@@ -287,7 +309,7 @@ class TwinEngine:
         sched = self._sched
         step = getattr(sched, "current_step", None)
         rows: list[tuple[Any, ...]] = []
-        for queue in (sched.running, sched.waiting, getattr(sched, "kv_holding_waiting", ())):
+        for queue in (sched.running, sched.waiting, *_parked_queues(sched)):
             for r in queue:
                 eligible = getattr(r, "next_decode_eligible_step", None)
                 if isinstance(eligible, int) and isinstance(step, int) and eligible > step:

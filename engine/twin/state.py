@@ -6,7 +6,11 @@ request (`TwinRequest`) and the simulator's counters (`stallkit.engine.sim.stats
 empty steps, busy time, preemptions, prefix-cache queries and hits, tokens, finished
 requests, the iteration-size histogram). `engine_stats` and `scheduler_state` read those and
 the scheduler into the simulator's records (`EngineStats`, `SimState`), so the virtual clock,
-the monitor and the forensics bundle treat the twin as any other engine core.
+the monitor and the forensics bundle treat the twin as any other engine core. With a KV
+connector they also read what vLLM and the plugin keep of it: the waiting requests vLLM skips
+(`deferred_waiting`: loads in flight, restores the plugin defers) as `deferred`, the plugin's
+restores recomputed, and the host tier's blocks in use. Every read tolerates an older vLLM
+that lacks the attribute (the figure is then what it was before: 0).
 """
 
 from __future__ import annotations
@@ -17,9 +21,17 @@ from typing import Any
 from stallkit.contract.scheduler_state import SimState
 from stallkit.engine.core.records import EngineStats
 from stallkit.engine.sim.stats import Counters
+from stallkit.engine.twin.build import kv_cache_usage
 from stallkit.engine.twin.config import TwinConfig
 
-__all__ = ["TwinRequest", "engine_stats", "scheduler_state"]
+__all__ = [
+    "TwinRequest",
+    "deferred_waiting",
+    "engine_stats",
+    "host_tier_blocks",
+    "restores_recomputed",
+    "scheduler_state",
+]
 
 
 @dataclass
@@ -48,6 +60,48 @@ def _compute_seconds(sched: Any) -> dict[str, float]:
     return metrics.compute_seconds() if metrics is not None else {}
 
 
+def _parked(sched: Any) -> list[Any]:
+    """Waiting queues beside `waiting` (0.32's `kv_holding_waiting`, 0.22's `skipped_waiting`)."""
+    return [
+        getattr(sched, n) for n in ("kv_holding_waiting", "skipped_waiting") if hasattr(sched, n)
+    ]
+
+
+def deferred_waiting(sched: Any) -> int:
+    """Waiting requests vLLM skips for now, its `num_requests_waiting_by_reason{reason=
+    "deferred"}` (0.32: `deferred_waiting`, loads in flight and restores the plugin defers;
+    0.22 and 0.23: the `skipped_waiting` queue); else the plugin's deferred restores."""
+    for name in ("deferred_waiting", "skipped_waiting"):  # 0.32, then 0.22's and 0.23's
+        skipped = getattr(sched, name, None)
+        if skipped is not None:
+            return len(skipped)
+    restores = getattr(sched, "restores", None)
+    if restores is None:
+        return 0
+    return len(set(restores.deferred_since) - restores.recompute)
+
+
+def restores_recomputed(sched: Any) -> int:
+    """Restores the plugin let recompute after `restore_max_wait_s` (0 without its admission)."""
+    restores = getattr(sched, "restores", None)
+    return int(getattr(restores, "restores_recomputed", 0))
+
+
+def host_tier_blocks(sched: Any) -> int:
+    """KV blocks the connector's host tier holds now (0 without a connector or a known tier)."""
+    connector = getattr(sched, "connector", None)
+    offloading = getattr(connector, "connector_scheduler", None)
+    manager = getattr(offloading, "manager", None)
+    if manager is not None and hasattr(manager, "_num_allocated_chunks"):  # OffloadingConnector
+        chunks = manager._num_allocated_chunks - len(manager._free_list)
+        per_chunk = getattr(getattr(offloading, "config", None), "blocks_per_chunk", 1)
+        return int(chunks * per_chunk)
+    simple = getattr(connector, "scheduler_manager", None)  # SimpleCPUOffloadConnector
+    pool = getattr(simple, "cpu_block_pool", None)
+    cached = getattr(pool, "cached_block_hash_to_block", None)
+    return len(getattr(cached, "_cache", ())) if cached is not None else 0
+
+
 def engine_stats(sched: Any, c: Counters, now_s: float, gpu_busy: bool) -> EngineStats:
     """The counters and gauges now, as the simulator's core hands them out."""
     running, waiting = sched.get_request_counts()
@@ -57,19 +111,21 @@ def engine_stats(sched: Any, c: Counters, now_s: float, gpu_busy: bool) -> Engin
         c,
         compute_prefill_s=charged.get("prefill", 0.0),
         compute_decode_s=charged.get("decode", 0.0),
+        restores_recomputed=restores_recomputed(sched),
     )
     return counters.snapshot(
         now_s=now_s,
         running=running,
         waiting=waiting,
-        deferred=0,
-        kv_usage=float(sched.get_kv_cache_usage()),
+        deferred=min(waiting, deferred_waiting(sched)),
+        kv_usage=kv_cache_usage(sched),
         share=float(getattr(controller, "share", 0.0)),
         gpu_busy=gpu_busy,
         vruntimes=(
             float(getattr(controller, "vruntime_prefill", 0.0)),
             float(getattr(controller, "vruntime_decode", 0.0)),
         ),
+        host_tier_blocks=host_tier_blocks(sched),
     )
 
 
@@ -86,6 +142,9 @@ def scheduler_state(
     manager = sched.kv_cache_manager
     controller = _controller(sched)
     running = list(sched.running)
+    skipped = set(getattr(sched, "deferred_waiting", ())) | set(
+        getattr(sched, "skipped_waiting", ())
+    )
 
     def row(request: Any) -> dict[str, Any]:
         blocks = manager.get_block_ids(request.request_id) if request in running else ()
@@ -115,10 +174,14 @@ def scheduler_state(
             "pool": {
                 "num_blocks": config.num_blocks,
                 "free": manager.block_pool.get_num_free_blocks(),
-                "usage": float(sched.get_kv_cache_usage()),
-                "host_blocks": 0,
+                "usage": kv_cache_usage(sched),
+                "host_blocks": host_tier_blocks(sched),
             },
             "running": [row(r) for r in running],
-            "waiting": [row(r) | {"reason": "capacity"} for r in sched.waiting],
+            "waiting": [
+                row(r) | {"reason": "deferred" if r in skipped else "capacity"}
+                for queue in (sched.waiting, *_parked(sched))
+                for r in queue
+            ],
         }
     )
