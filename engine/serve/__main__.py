@@ -71,6 +71,7 @@ def parser(prog: str = PROG) -> _Parser:
     option("--log-level", "log_level", choices=LOG_LEVELS)
     option("--core", "core", metavar="SPEC")
     option("--calibration", "calibration", "(twin cores)", metavar="NAME|FILE")
+    option("--kv-transfer-config", "kv_transfer_config", metavar="JSON")
     return p
 
 
@@ -101,6 +102,7 @@ def _serve(args: argparse.Namespace, p: _Parser) -> int:
             log_level=args.log_level,
             core=args.core,
             calibration=args.calibration,
+            kv_transfer_config=args.kv_transfer_config,
         )
         return run(opts)
     except EngineError as exc:

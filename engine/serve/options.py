@@ -69,6 +69,12 @@ class ServeOptions(BaseModel):
         min_length=1,
         description="The twin's step cost: a shipped calibration or a `kit engine calibrate` file.",
     )
+    kv_transfer_config: str | None = Field(
+        None,
+        min_length=1,
+        description="vLLM's --kv-transfer-config JSON for a twin core (OffloadingConnector or "
+        "SimpleCPUOffloadConnector); its host tier holds the config's host_tier_blocks blocks.",
+    )
 
     def sim_config(self) -> SimConfig:
         """The engine's config, with `freeze_at_s` as its fault."""

@@ -111,6 +111,12 @@ class _Server(uvicorn.Server):
 def make_core(opts: ServeOptions) -> SteppedCore | None:
     """The twin core that `--core twin:...` names (None: the simulator's own)."""
     if opts.core == "sim":
+        if opts.kv_transfer_config is not None:
+            raise EngineError(
+                "--kv-transfer-config is for a twin core (the simulator's host tier is its "
+                "config's host_tier_blocks)",
+                "add --core twin:stock (or twin:patched:base|fix), or drop --kv-transfer-config",
+            )
         return None
     from stallkit.engine.spec import parse_spec
     from stallkit.engine.twin.build import vllm_importable
@@ -147,8 +153,21 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
         prefill_compute_share=cfg.prefill_compute_share,
         model_name=cfg.model_name,
         num_gpus=cfg.num_gpus,
+        **_kv_fields(opts),
     )
     return TwinEngine(twin, log)
+
+
+def _kv_fields(opts: ServeOptions) -> dict[str, Any]:
+    """The twin's connector settings from --kv-transfer-config (none without one): vLLM's
+    JSON, checked in one line, and the config's host tier as the connector's."""
+    from stallkit.engine.twin.kv import kv_transfer_from_args
+
+    if opts.kv_transfer_config is None:
+        return {}
+    connector = kv_transfer_from_args(["--kv-transfer-config", opts.kv_transfer_config])
+    blocks = opts.config.host_tier_blocks
+    return {"kv_transfer_config": connector} | ({"kv_host_blocks": blocks} if blocks else {})
 
 
 @contextlib.asynccontextmanager

@@ -123,6 +123,9 @@ def serve(
     calibration: str = field_option(
         ServeOptions, "calibration", note="(twin cores)", metavar="NAME|FILE"
     ),
+    kv_transfer_config: str | None = field_option(
+        ServeOptions, "kv_transfer_config", "--kv-transfer-config", metavar="JSON"
+    ),
 ) -> None:
     """Serve the simulated engine like vLLM: chat/completions, /tokenize, /metrics, DCGM.
 
@@ -147,6 +150,7 @@ def serve(
             log_level=LogLevelChoice(log_level).value,
             core=core,
             calibration=calibration,
+            kv_transfer_config=kv_transfer_config,
         )
     except ValidationError as exc:
         message = validation_message(exc, names=flags_by_field(ctx, ServeOptions))
