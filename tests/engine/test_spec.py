@@ -109,3 +109,19 @@ def test_a_patched_arm_runs_on_the_kit_gpus() -> None:
     assert on_cpu.capabilities.gpu is False
     on_gpus = arm_spec("base", parse_spec("patched:base"), load_kit("gpu-patched", {}))
     assert on_gpus.capabilities.gpu is True and on_gpus.capabilities.step_counter
+
+
+@pytest.mark.parametrize(
+    ("kit_name", "raw", "admits"),
+    [
+        ("restore-stall-twin", "twin:patched:base", True),  # the plugin over the connector
+        ("restore-stall-twin", "twin:stock", False),  # vLLM's own: no restore admission
+        ("restore-stall", "twin:patched:fix", False),  # no connector, no restores to admit
+    ],
+)
+def test_a_twin_arm_has_restore_admission_only_with_the_plugin_and_a_connector(
+    kit_name: str, raw: str, admits: bool
+) -> None:
+    spec = arm_spec("base", parse_spec(raw), load_kit(kit_name, {}))
+    assert spec.capabilities.restore_admission is admits
+    assert spec.capabilities.step_counter and spec.capabilities.gpu is False

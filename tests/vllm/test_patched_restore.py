@@ -27,8 +27,9 @@ OFFLOAD = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
 PROMPT = [f"a{i}" for i in range(100)]
 
 
-def _run(max_wait_s: float, b_tokens: int) -> tuple[Any, list[tuple[float, str, bool]]]:
-    """The scenario above; the engine, and `a2`'s (time, status, deferred) after each slice."""
+def _run(max_wait_s: float, b_tokens: int) -> tuple[Any, list[tuple[float, str, bool, int]]]:
+    """The scenario above; the engine, and `a2`'s (time, status, deferred) after each slice
+    with the engine's waiting requests read `deferred` then."""
     from stallkit.engine.twin.config import PATCHED_SCHEDULER, TwinConfig
     from stallkit.engine.twin.core import TwinEngine
 
@@ -49,25 +50,29 @@ def _run(max_wait_s: float, b_tokens: int) -> tuple[Any, list[tuple[float, str, 
     t = engine.advance(t, t + 0.05).now_s
     engine.add_request("a2", [*PROMPT, *(f"n{i}" for i in range(20))], 8, t)
     sched = engine._sched  # vLLM's own scheduler object, the plugin over it
-    seen: list[tuple[float, str, bool]] = []
+    seen: list[tuple[float, str, bool, int]] = []
     while engine.has_work():
         t = engine.advance(t, t + 0.01).now_s
         request = sched.requests.get("a2")
         if request is not None:
-            seen.append((t, request.status.name, "a2" in sched.restores.deferred_since))
+            waits = "a2" in sched.restores.deferred_since
+            deferred = engine.stats.waiting_by_reason["deferred"]
+            seen.append((t, request.status.name, waits, deferred))
     return engine, seen
 
 
 def test_a_restore_without_room_waits_and_is_restored_when_room_frees() -> None:
     engine, seen = _run(60.0, 40)
-    deferred = [t for t, status, waits in seen if waits]
-    assert deferred and all(status == "WAITING" for _, status, waits in seen if waits)
+    deferred = [t for t, _, waits, _ in seen if waits]
+    assert deferred and all(status == "WAITING" for _, status, waits, _ in seen if waits)
+    # the engine's page reads the deferred restore as vLLM's deferred waiting request
+    assert all(gauge == 1 for _, _, waits, gauge in seen if waits)
     b_done = engine.request_info("b").finished_s
     assert max(deferred) <= b_done  # it waited exactly while `b` held the pool
     a2 = engine.request_info("a2")
     assert a2.first_scheduled_s >= b_done
     assert a2.state == "finished" and a2.cached_prompt_tokens == 96  # six blocks loaded
-    assert engine._sched.restores.restores_recomputed == 0
+    assert engine._sched.restores.restores_recomputed == engine.stats.restores_recomputed == 0
     assert engine.stats.restores_done == 1
 
 
@@ -81,7 +86,7 @@ def test_a_restore_that_waits_past_its_max_wait_recomputes_with_one_warning(
     a2 = engine.request_info("a2")
     assert a2.first_scheduled_s - a2.arrival_s >= 0.05
     assert a2.state == "finished" and a2.cached_prompt_tokens == 0  # recomputed
-    assert engine._sched.restores.restores_recomputed == 1
+    assert engine._sched.restores.restores_recomputed == engine.stats.restores_recomputed == 1
     assert engine.stats.restores_done == 0
 
 
