@@ -82,6 +82,15 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.twin.emptystep import time_empty_step as time_empty_step
     from stallkit.engine.twin.kv.settings import kv_transfer_from_args as kv_transfer_from_args
     from stallkit.engine.twin.overlay import install_overlay as install_overlay
+    from stallkit.engine.twin.release.build import check_release as check_release
+    from stallkit.engine.twin.release.build import ensure_env as ensure_env
+    from stallkit.engine.twin.release.build import index_releases as index_releases
+    from stallkit.engine.twin.release.client import ReleasePool as ReleasePool
+    from stallkit.engine.twin.release.env import EnvMarker as EnvMarker
+    from stallkit.engine.twin.release.env import ReleaseEnv as ReleaseEnv
+    from stallkit.engine.twin.release.env import built_releases as built_releases
+    from stallkit.engine.twin.release.env import cache_root as cache_root
+    from stallkit.engine.twin.release.env import check_release_here as check_release_here
     from stallkit.engine.vllm_plugin import renamed_plugin_path as renamed_plugin_path
     from stallkit.engine.vllm_plugin.config import PatchedConfig as PatchedConfig
 

