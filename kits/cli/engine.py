@@ -1,5 +1,5 @@
-"""`kit engine ...`: commands that prepare engines: the tiny model for real vLLM on CPU, and
-the engine image built offline."""
+"""`kit engine ...`: commands that prepare engines: the tiny model for real vLLM on CPU, the
+engine image built offline, and the environments of other vLLM releases for the twin."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 from stallkit.kits.cli.calibrate import calibrate
 from stallkit.kits.cli.common import err_console, help_when_bare, user_errors
 from stallkit.kits.cli.conformance import conformance
+from stallkit.kits.cli.release import release_app
 
 #: where `kit engine image` caches the Debian root file system (STALLKIT_IMAGE_CACHE overrides)
 DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
@@ -18,7 +19,8 @@ DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
 engine_app = typer.Typer(
     name="engine",
     help="Prepare engines: the tiny local model real vLLM serves on CPU, the engine image, "
-    "the twin's calibrated step cost, and vLLM's own scheduler tests against a scheduler class.",
+    "the twin's calibrated step cost, vLLM's own scheduler tests against a scheduler class, and "
+    "the environments that run the twin on other vLLM releases.",
     invoke_without_command=True,
     callback=help_when_bare,
 )
@@ -139,6 +141,7 @@ engine_app.command("calibrate", short_help="Fit the twin's step cost model on a 
 engine_app.command(
     "conformance", short_help="vLLM's own scheduler tests on stock and on a scheduler class."
 )(conformance)
+engine_app.add_typer(release_app)
 
 
 def register(app: typer.Typer) -> None:
