@@ -220,6 +220,13 @@ class TwinSection(BaseModel):
         description="with a --kv-transfer-config: KV blocks the host tier holds (default: the "
         "twin's, 1024); replaces the connector's cpu_bytes_to_use",
     )
+    kv_load_fail_every: int | None = Field(
+        None,
+        ge=0,
+        description="with a --kv-transfer-config: every Nth KV load fails, its blocks reported "
+        "as lost (vLLM's invalid_block_ids; its kv_load_failure_policy decides what follows); "
+        "default 0, none",
+    )
 
     def kv_settings(self) -> dict[str, float | int]:
         """The host-link settings this kit sets (the twin's defaults for the rest)."""
@@ -227,6 +234,7 @@ class TwinSection(BaseModel):
             "kv_link_latency_s": self.kv_link_latency_s,
             "kv_seconds_per_block": self.kv_seconds_per_block,
             "kv_host_blocks": self.kv_host_blocks,
+            "kv_load_fail_every": self.kv_load_fail_every,
         }
         return {name: value for name, value in fields.items() if value is not None}
 

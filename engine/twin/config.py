@@ -111,6 +111,13 @@ class TwinConfig(BaseModel):
         description="KV blocks the host tier holds (default: about 150 GB of host memory per "
         "GPU at the default block, a 1.2 TB host shared by 8 GPUs)",
     )
+    kv_load_fail_every: int = Field(
+        0,
+        ge=0,
+        description="Every Nth KV load the byte mover makes fails, its blocks reported to the "
+        "scheduler as vLLM's invalid_block_ids (0: none; vLLM's kv_load_failure_policy decides "
+        "what follows)",
+    )
 
     @property
     def max_request_tokens(self) -> int:
