@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.reports.ab_figures import ABReport as ABReport
     from stallkit.reports.ab_rich import ab_table as ab_table
     from stallkit.reports.backtest_html import write_backtest_html as write_backtest_html
+    from stallkit.reports.corpus_rich import corpus_table as corpus_table
+    from stallkit.reports.corpus_rich import engine_cell as engine_cell
     from stallkit.reports.errors import DamagedRunError as DamagedRunError
     from stallkit.reports.errors import ReportError as ReportError
     from stallkit.reports.sweep_figures import arm_seed_row as arm_seed_row

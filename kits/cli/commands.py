@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schema": ("schema", "The JSON Schemas of a run directory's files."),
     "sweep": ("sweep", "Sweep a kit's settings x seeds x arms on the virtual clock: stall maps."),
     "hunt": ("sweep", "Search a space of kit settings for one where an arm stalls; shrink it."),
+    "corpus": ("corpus", "Known stalls (the fork's, vLLM's, LMCache's) replayed and checked."),
     "sim": ("sim", "The embedded simulated engine: serve it, or trace its steps."),
     "trace": ("trace", "Traces: their numbers, a run or a kit's workload written as one."),
     "engine": (

@@ -451,7 +451,18 @@ ENGINE = [
 ]
 TOP = [case("nope"), case("--nope"), case("ab --dry-run extra-arg")]
 
+CORPUS = [
+    case("corpus nope"),
+    case("corpus show"),
+    case("corpus show nosuchcase"),
+    case("corpus run nosuchcase"),
+    case("corpus run fork-livelock --json dir", "dir/"),
+    case("corpus run fork-livelock --json missing-dir/out.json"),
+    case("corpus run fork-livelock --out latin1.toml", "latin1.toml"),
+]
+
 CASES = [
+    *CORPUS,
     *AB, *RUN, *REPORT, *LOAD, *MONITOR, *RULES, *BACKTEST, *SCHEMA, *SWEEP, *HUNT, *SIM,
     *TRACE, *ENGINE, *TOP,
 ]  # fmt: skip

@@ -1,0 +1,184 @@
+"""`kit corpus`: list, show and replay the known stalls (`stallkit.kits.corpus`).
+
+Thin: cases are `stallkit.kits.corpus.case`'s, running them `stallkit.kits.corpus.execute`'s,
+the table the reports' `corpus_table` (`stallkit.reports.corpus_rich`), the JSON file `stallkit.contract.corpus`'s model.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from stallkit.kits.cli.common import fail, help_when_bare, user_errors
+
+if TYPE_CHECKING:
+    from stallkit.contract.corpus import CaseOutcome
+    from stallkit.kits.corpus.case import Case
+
+CORPUS_HELP = (
+    "Known stalls, replayed: the fork's livelock and upstream vLLM and LMCache reports, each a "
+    "kit plus the engine that stalls and the engine that does not (a vLLM release, the fixing "
+    "PR's files as an overlay, or the plugin's base and fix), run on the virtual clock."
+)
+
+#: exit code when a case did not reproduce (as `kit ab --strict`'s)
+EXIT_NOT_REPRODUCED = 1
+#: exit code after Ctrl-C
+EXIT_INTERRUPTED = 130
+
+corpus_app = typer.Typer(help=CORPUS_HELP, invoke_without_command=True, callback=help_when_bare)
+
+
+@corpus_app.command("list", short_help="The cases: name, upstream report, what stalls.")
+@user_errors
+def list_cases() -> None:
+    """Each case with its upstream report, the stall kind expected, and what it needs."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from stallkit.kits.corpus.case import all_cases, missing_extras
+
+    table = Table(show_edge=False)
+    table.add_column("case", no_wrap=True)
+    for column in ("report", "fixed by", "expect", "what stalls"):
+        table.add_column(column, overflow="fold")
+    for case in all_cases():
+        needs = "".join(f" [yellow](needs {extra})[/]" for extra, _ in missing_extras(case))
+        table.add_row(case.name, case.report, case.fixed_by, case.expect, case.title + needs)
+    Console().print(table)
+
+
+@corpus_app.command("show", short_help="One case: its report, engines, kit and why it stalls.")
+@user_errors
+def show(
+    case: Annotated[str, typer.Argument(help="A case's name (see `kit corpus list`).")],
+) -> None:
+    """The case's upstream report, what went wrong and what fixed it, its engines and its kit."""
+    from stallkit.kits.corpus.case import load_case
+    from stallkit.kits.kit import load_kit
+
+    found = load_case(case)
+    kit = load_kit(found.kit_ref())
+    lines = [
+        f"{found.name}: {found.title}",
+        f"report:   {found.report}  {found.report_url}".rstrip(),
+        f"fixed by: {found.fixed_by}",
+        f"why:      {found.why}",
+        f"buggy:    {found.buggy.spec}" + _overlay(found.buggy.overlay),
+        f"fixed:    {found.fixed.spec}" + _overlay(found.fixed.overlay),
+        f"expect:   {found.expect}, in at least 1 of {found.seeds} seeds; fixed in none",
+        f"kit:      {kit.name} ({found.kit_ref()}): {kit.description}",
+    ]
+    if found.requires:
+        lines.append(f"requires: {', '.join(found.requires)}")
+    typer.echo("\n".join(lines))
+
+
+def _overlay(name: str) -> str:
+    return f" with overlay {name}" if name else ""
+
+
+def _write_json(path: Path, outcomes: list[CaseOutcome]) -> None:
+    from stallkit.contract.corpus import CorpusFile
+
+    text = CorpusFile(cases=outcomes).model_dump_json(indent=2)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def _check_json_path(path: Path) -> None:
+    """Refuse a --json path that cannot be written, before anything runs."""
+    if path.is_dir():
+        raise fail(f"--json {path} is a directory", "give a file path, e.g. corpus.json")
+    if not path.parent.is_dir():
+        raise fail(f"--json {path}: {path.parent} does not exist", "create it, or write elsewhere")
+
+
+def _selected(names: list[str]) -> list[Case]:
+    from stallkit.kits.corpus.case import all_cases, load_case, missing_extras
+
+    if not names:
+        return all_cases()
+    cases = [load_case(name) for name in dict.fromkeys(names)]
+    for case in cases:  # named by the user: what it needs is an error, not a skip
+        for extra, how in missing_extras(case):
+            raise fail(f"case {case.name} needs {extra}, which is not installed", how)
+    return cases
+
+
+@corpus_app.command("run", short_help="Replay cases; a table; exit 1 when one does not reproduce.")
+@user_errors
+def run(
+    cases: Annotated[
+        list[str] | None,
+        typer.Argument(help="Cases to run (default: every case whose extras are installed)."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory for the cases' A/B runs (default ./kit-runs/<time>-corpus/)",
+        ),
+    ] = None,
+    json_file: Annotated[
+        Path | None, typer.Option("--json", help="Also write the outcomes as JSON to this file.")
+    ] = None,
+) -> None:
+    """Replay each case: its kit as an A/B on the virtual clock, the buggy engine as base and the
+    fixed engine as fix, over the case's seeds. A case reproduces when the buggy engine stalls
+    in at least one seed with the expected kind and the fixed engine runs every seed to its end
+    without a stall. Prints one row per case; exits 1 when a case does not reproduce, 2 on bad
+    input (before anything runs), 130 on Ctrl-C (what ran is kept)."""
+    from rich.console import Console
+
+    from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR
+    from stallkit.kits.corpus.execute import run_cases
+    from stallkit.reports import corpus_table, engine_cell
+
+    if json_file is not None:
+        _check_json_path(json_file)
+    selected = _selected(cases or [])
+    out_dir = (
+        out if out is not None else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-corpus"
+    )
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise fail(f"{out_dir} already holds files", "choose a new --out; nothing is overwritten")
+    console = Console(log_path=False)
+    outcomes: list[CaseOutcome] = []
+
+    def started(case: Case) -> None:
+        console.log(f"{case.name}: {case.buggy.spec} vs {case.fixed.spec}, {case.seeds} seeds")
+
+    def finished(outcome: CaseOutcome) -> None:
+        outcomes.append(outcome)
+        if outcome.status == "skipped":
+            console.log(f"{outcome.case}: skipped ({outcome.reason})")
+            return
+        console.log(
+            f"{outcome.case}: buggy {engine_cell(outcome.buggy, True)}, fixed "
+            f"{engine_cell(outcome.fixed, False)}, {outcome.wall_s:.0f} s: "
+            f"{outcome.status.replace('_', ' ')}"
+        )
+
+    try:
+        completed = run_cases(selected, out_dir, started, finished)
+    except KeyboardInterrupt:  # between two cases' arms: what ran is on disk
+        completed = False
+    console.print(corpus_table(outcomes))
+    if json_file is not None:
+        _write_json(json_file, outcomes)
+        console.print(f"[dim]wrote {json_file}; runs in {out_dir}[/]")
+    if not completed:
+        raise fail(
+            f"interrupted; the cases run so far are kept in {out_dir}", code=EXIT_INTERRUPTED
+        )
+    if any(o.status == "not_reproduced" for o in outcomes):
+        raise typer.Exit(EXIT_NOT_REPRODUCED)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `kit corpus` (list, show, run) to the top-level app."""
+    app.add_typer(corpus_app, name="corpus")
