@@ -1,7 +1,8 @@
 """A source tree's modules ahead of the installed ones, file by file, in this process.
 
-`--overlay TREE` for a twin arm: a module whose source file exists under TREE (for
-`vllm.v1.core.sched.scheduler`, `TREE/vllm/v1/core/sched/scheduler.py`) is loaded from there;
+`--overlay TREE` for a twin arm: a module of vLLM or of LMCache (`OVERLAY_PACKAGES`) whose
+source file exists under TREE (for `vllm.v1.core.sched.scheduler`,
+`TREE/vllm/v1/core/sched/scheduler.py`) is loaded from there;
 every other module comes from the installed package as before. So a fork's checkout runs its
 own `scheduler.py` over the installed vLLM's compiled parts, and a tree that holds only the
 changed files works as well as a whole checkout (the docker overlay's bind mount does the
@@ -21,7 +22,10 @@ from types import ModuleType
 
 from stallkit.engine.errors import EngineError
 
-__all__ = ["install_overlay"]
+__all__ = ["OVERLAY_PACKAGES", "install_overlay"]
+
+#: the packages an overlay may shadow: vLLM, and LMCache (its vLLM connector's other half)
+OVERLAY_PACKAGES = ("vllm", "lmcache")
 
 
 class _TreeFinder(importlib.abc.MetaPathFinder):
@@ -61,12 +65,13 @@ class _TreeFinder(importlib.abc.MetaPathFinder):
         return installed
 
 
-def install_overlay(tree: str | Path, packages: tuple[str, ...] = ("vllm",)) -> Path:
+def install_overlay(tree: str | Path, packages: tuple[str, ...] = OVERLAY_PACKAGES) -> Path:
     """Put `tree`'s modules of `packages` ahead of the installed ones (EngineError if it cannot)."""
     root = Path(tree).expanduser().resolve()
     if not root.is_dir():
         raise EngineError(
-            f"overlay {tree} is not a directory", "pass a source tree holding e.g. vllm/v1/..."
+            f"overlay {tree} is not a directory",
+            "pass a source tree holding e.g. vllm/v1/... or lmcache/v1/...",
         )
     if not any((root / name).exists() or (root / f"{name}.py").exists() for name in packages):
         raise EngineError(

@@ -25,6 +25,7 @@ from stallkit.engine import (
     check_release,
     vllm_importable,
 )
+from stallkit.engine.twin.overlay import OVERLAY_PACKAGES
 from stallkit.kits.arm.kinds import kind_of, twin_config
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit
@@ -70,9 +71,11 @@ def check_twin_arms(kit: Kit, specs: dict[str, EngineSpec]) -> None:
         )
     for name, spec in twins.items():
         tree = kit.twin.overlay_for(name)
-        if tree is not None and not (Path(tree).expanduser() / "vllm").is_dir():
+        if tree is not None and not any(
+            (Path(tree).expanduser() / package).is_dir() for package in OVERLAY_PACKAGES
+        ):
             raise KitError(
-                f"{name}: overlay {tree} holds no vllm/ directory",
+                f"{name}: overlay {tree} holds no vllm/ or lmcache/ directory",
                 "point it at a tree holding vllm/... (a fork's checkout, or its changed files)",
             )
         try:

@@ -56,7 +56,11 @@ def test_no_kv_transfer_config_is_none() -> None:
         ("{not json", "is not JSON"),
         ("[1, 2]", "is not a JSON object"),
         ('{"kv_connector": "NixlConnector", "kv_role": "kv_both"}', "'NixlConnector'"),
-        ('{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}', "'LMCacheConnectorV1'"),
+        (  # vLLM's own copy of LMCache's adapter (or lmcache missing): refused either way
+            '{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both",'
+            ' "kv_connector_extra_config": {"use_native": true}}',
+            "LMCacheConnectorV1",
+        ),
         (
             '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both",'
             ' "kv_connector_module_path": "my.mod"}',

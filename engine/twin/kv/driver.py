@@ -8,13 +8,15 @@ ones the scheduler asks for), `bind_connector_metadata`, `start_load_kv`, the fo
 `ModelRunnerOutput`, whose completions `update_from_output` hands to the connector's scheduler
 half. `KvDriver` makes those calls on a worker-role connector built by vLLM's own factory,
 with the twin's byte mover: `SimOffloadingWorker` for OffloadingConnector, `SimCopyBackend`
-for SimpleCPUOffloadConnector. Loads the mover makes fail (`LoadFaults`) are reported in
-`invalid_block_ids`, as a model runner reports the connector's load errors. Imports vLLM.
+for SimpleCPUOffloadConnector; for LMCacheConnectorV1, whose worker builds a GPU engine,
+`LMCacheWorkerSim` takes the worker-role connector's place (`lmcache_worker.py`). Loads the
+mover makes fail (`LoadFaults`) are reported in `invalid_block_ids`, as a model runner
+reports the connector's load errors. Imports vLLM.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
@@ -28,8 +30,12 @@ from vllm.v1.outputs import KVConnectorOutput
 
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.kv.faults import LoadFaults
+from stallkit.engine.twin.kv.settings import LMCACHE
 from stallkit.engine.twin.kv.simple import SimCopyBackend, attach_simple_mover, no_cuda_stream
 from stallkit.engine.twin.kv.worker import SimOffloadingWorker
+
+if TYPE_CHECKING:
+    from stallkit.engine.twin.kv.lmcache_worker import LMCacheWorkerSim
 
 __all__ = ["KvDriver"]
 
@@ -40,19 +46,34 @@ class KvDriver:
     def __init__(
         self, sched: Any, latency_s: float, seconds_per_block: float, load_failure_every: int = 0
     ) -> None:
-        connector = KVConnectorFactory.create_connector(
-            sched.vllm_config, KVConnectorRole.WORKER, sched.kv_cache_config
-        )
         self.faults = LoadFaults(load_failure_every)
-        self.worker, self._simple = _attach_mover(
-            connector, latency_s, seconds_per_block, self.faults
-        )
+        self._simple = False
+        self.worker: SimOffloadingWorker | SimCopyBackend | LMCacheWorkerSim
+        if type(sched.connector).__name__ == LMCACHE:
+            from stallkit.engine.twin.kv.lmcache_config import HOST_BLOCKS_KEY
+            from stallkit.engine.twin.kv.lmcache_worker import attach_lmcache
+
+            extra = sched.vllm_config.kv_transfer_config.kv_connector_extra_config
+            host_blocks = int(extra[HOST_BLOCKS_KEY])
+            self.worker = attach_lmcache(
+                sched.connector, host_blocks, latency_s, seconds_per_block, self.faults
+            )
+            connector: Any = self.worker
+        else:
+            connector = KVConnectorFactory.create_connector(
+                sched.vllm_config, KVConnectorRole.WORKER, sched.kv_cache_config
+            )
+            self.worker, self._simple = _attach_mover(
+                connector, latency_s, seconds_per_block, self.faults
+            )
         self.connector: Any = connector  # vLLM's worker-role calls are untyped there
         #: loads completed (requests restored from the host tier) and stores completed
         self.restores = 0
         self.stores_done = 0
         #: engine seconds steps waited on flushes
         self.flush_wait_s = 0.0
+        #: engine seconds steps waited on synchronous loads (LMCache's)
+        self.load_wait_s = 0.0
         #: store jobs the last step queued, submitted when the next one starts
         self.queued_stores = 0
         #: whether the last step reported completions to the scheduler
@@ -71,7 +92,10 @@ class KvDriver:
         worker.now_s = now_s + waited
         self.connector.bind_connector_metadata(meta)
         self.connector.start_load_kv(None)  # loads start as the forward is launched
-        return waited
+        # synchronous loads (LMCache's) hold the forward back until they are done
+        loads = max(0.0, worker.wait_until_s - worker.now_s)
+        self.load_wait_s += loads
+        return waited + loads
 
     def end(self, out: Any, end_s: float) -> KVConnectorOutput:
         """A step's end at `end_s`: what the model runner reports to the scheduler."""

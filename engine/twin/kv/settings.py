@@ -7,23 +7,39 @@ half is vLLM's, their byte mover the twin's link (`stallkit.engine.twin.kv.link`
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from stallkit.engine.errors import EngineError
 
-__all__ = ["SIMPLE", "SUPPORTED_CONNECTORS", "check_kv_transfer", "kv_transfer_from_args"]
+__all__ = [
+    "LMCACHE",
+    "LMCACHE_INSTALL",
+    "SIMPLE",
+    "SUPPORTED_CONNECTORS",
+    "check_kv_transfer",
+    "kv_transfer_from_args",
+    "lmcache_installed",
+]
 
 #: vLLM's SimpleCPUOffloadConnector (its copy thread and CUDA events simulated)
 SIMPLE = "SimpleCPUOffloadConnector"
 #: connectors whose byte mover the twin simulates
-SUPPORTED_CONNECTORS = ("OffloadingConnector", SIMPLE)
+#: vLLM's wrapper of LMCache's connector (its scheduler half from the lmcache package)
+LMCACHE = "LMCacheConnectorV1"
+#: connectors whose byte mover the twin simulates
+SUPPORTED_CONNECTORS = ("OffloadingConnector", SIMPLE, LMCACHE)
+#: how to install what LMCacheConnectorV1's scheduler half imports (lmcache's own requirements
+#: pull CUDA packages and pins that conflict with vLLM's CPU build)
+LMCACHE_INSTALL = "pip install --no-deps lmcache==0.5.6 sortedcontainers aiofile caio"
+_LMCACHE_MODULES = ("lmcache", "sortedcontainers", "aiofile", "caio")
 _FLAGS = ("--kv-transfer-config", "--kv_transfer_config")
 _HINT = (
     "the twin runs --kv-transfer-config "
     '\'{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}\' (vLLM\'s CPU offloading) '
-    "or SimpleCPUOffloadConnector; run other connectors on a real engine"
+    "SimpleCPUOffloadConnector or LMCacheConnectorV1; run other connectors on a real engine"
 )
 
 
@@ -72,6 +88,9 @@ def check_kv_transfer(config: dict[str, Any]) -> None:
     if name == SIMPLE:
         _check_simple(extra)
         return
+    if name == LMCACHE:
+        _check_lmcache(extra)
+        return
     spec = extra.get("spec_name", "CPUOffloadingSpec")
     if spec != "CPUOffloadingSpec" or extra.get("spec_module_path"):
         raise EngineError(
@@ -89,3 +108,34 @@ def _check_simple(extra: dict[str, Any]) -> None:
             f"the twin runs SimpleCPUOffloadConnector's CPU backend only, not {backend!r}",
             "drop kv_offload_backend from kv_connector_extra_config",
         )
+
+
+def lmcache_installed() -> bool:
+    """Whether what LMCacheConnectorV1's scheduler half imports is installed (not imported)."""
+    return all(importlib.util.find_spec(module) is not None for module in _LMCACHE_MODULES)
+
+
+#: LMCache settings that take the lookup or the loads out of the scheduler's process
+_LMCACHE_REFUSED = {
+    "use_native": "vLLM's own copy of the adapter",
+    "lmcache.enable_async_loading": "asynchronous loads",
+    "lmcache.external_lookup_client": "an external lookup client",
+    "lmcache.enable_p2p": "peer-to-peer sharing",
+    "lmcache.enable_pd": "prefill/decode disaggregation",
+}
+
+
+def _check_lmcache(extra: dict[str, Any]) -> None:
+    """EngineError unless lmcache is installed and the config keeps LMCache's synchronous
+    loads and its lookup in the scheduler (the twin simulates its worker from the metadata)."""
+    if not lmcache_installed():
+        raise EngineError(
+            f"{LMCACHE} needs the lmcache package, which is not installed",
+            f"install it with: {LMCACHE_INSTALL}",
+        )
+    for key, what in _LMCACHE_REFUSED.items():
+        if extra.get(key):
+            raise EngineError(
+                f"the twin runs {LMCACHE} with synchronous loads from a host tier, not {what}",
+                f"drop {key} from kv_connector_extra_config",
+            )

@@ -7,7 +7,9 @@ stand-in (no model, a few bytes a block), so bytes from a real engine's command 
 mean a different number of blocks here: the twin sets `cpu_bytes_to_use` to hold
 `kv_host_blocks` blocks of its own pages, whatever the command line said.
 SimpleCPUOffloadConnector sizes its host tier against the KV pool's tensor
-(`kv_cache_tensors`), which the twin lays out as one layer's. Imports vLLM.
+(`kv_cache_tensors`), which the twin lays out as one layer's. LMCacheConnectorV1's host tier
+is the twin's own (`lmcache_tier.py`), sized by `kv_host_blocks` when the driver builds it.
+Imports vLLM.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pydantic import ValidationError
 from stallkit.contract.errors import validation_message
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.config import TwinConfig
-from stallkit.engine.twin.kv.settings import SIMPLE, check_kv_transfer
+from stallkit.engine.twin.kv.settings import LMCACHE, SIMPLE, check_kv_transfer
 
 __all__ = ["kv_cache_tensors", "vllm_kv_transfer"]
 
@@ -67,10 +69,16 @@ def vllm_kv_transfer(config: TwinConfig, page_bytes: int) -> Any:
     raw = dict(config.kv_transfer_config or {})
     check_kv_transfer(raw)
     extra = dict(raw.get("kv_connector_extra_config") or {})
-    if "cpu_bytes_to_use" in extra:
+    if raw.get("kv_connector") == LMCACHE:  # its host tier is the twin's (kv_host_blocks)
+        from stallkit.engine.twin.kv.lmcache_config import lmcache_extra, prepare_lmcache
+
+        prepare_lmcache()
+        extra = lmcache_extra(extra, config.kv_host_blocks)
+    elif "cpu_bytes_to_use" in extra:
         log.info("twin: the host tier is [twin] kv_host_blocks, not cpu_bytes_to_use")
-    extra.pop("cpu_bytes_to_use_per_rank", None)
-    extra["cpu_bytes_to_use"] = _host_bytes(raw, extra, config, page_bytes)
+    if raw.get("kv_connector") != LMCACHE:
+        extra.pop("cpu_bytes_to_use_per_rank", None)
+        extra["cpu_bytes_to_use"] = _host_bytes(raw, extra, config, page_bytes)
     raw["kv_connector_extra_config"] = extra
     hint = "check the JSON against vLLM's KVTransferConfig fields"
     try:
