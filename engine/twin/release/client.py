@@ -104,12 +104,15 @@ class ReleasePool:
         self._idle: list[ReleaseWorker] = []
         self._all: list[ReleaseWorker] = []
         self._lock = threading.Lock()
+        self._interrupted = False
 
     def submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
         return self._threads.submit(self._call, fn, *args)
 
     def _call(self, fn: Callable[..., R], *args: Any) -> R:
         with self._lock:
+            if self._interrupted:  # taken from the queue as the caller was interrupted
+                raise KeyboardInterrupt
             worker = self._idle.pop() if self._idle else None
         if worker is None:
             worker = ReleaseWorker(self.env, self.overlay)
@@ -122,10 +125,11 @@ class ReleasePool:
                 self._idle.append(worker)
 
     def interrupt(self) -> None:
-        """Ctrl-C to every job running."""
+        """Ctrl-C to every job running; none starts from now on."""
         with self._lock:
-            busy = [w for w in self._all if w not in self._idle]
-        for worker in busy:
+            self._interrupted = True
+            workers = list(self._all)
+        for worker in workers:  # an idle one refuses the job it may be handed next
             worker.interrupt()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:

@@ -3,9 +3,10 @@
 It reads jobs from its standard input and writes results to what was its standard output,
 each a length-prefixed pickle: a job is `(fn, args)`, a result `("ok", value)` or
 `("error", exception)`; end of input ends the worker. Its own standard output goes to its
-standard error before any job runs, so a library's print cannot corrupt a result. An idle
-worker ignores Ctrl-C (the caller ends it by closing its input); a job sees Ctrl-C as
-KeyboardInterrupt, as a job in a pool worker does. Arguments: the release the environment
+standard error before any job runs, so a library's print cannot corrupt a result. A job sees
+Ctrl-C as KeyboardInterrupt, as a job in a pool worker does; Ctrl-C to an idle worker does not
+end it (the caller ends it by closing its input) but refuses every later job, so a job handed
+over as the caller was interrupted does not run. Arguments: the release the environment
 holds (checked against the vLLM it imports) and, optionally, a source tree whose `vllm/`
 modules come first (the arm's overlay).
 """
@@ -22,6 +23,16 @@ from typing import IO, Any
 __all__ = ["main", "read_frame", "write_frame"]
 
 _LENGTH = struct.Struct("!Q")
+
+
+class _Interrupts:
+    """Ctrl-C while no job runs: remembered, so later jobs end as interrupted at once."""
+
+    seen = False
+
+    @classmethod
+    def idle(cls, signum: int, frame: object) -> None:
+        cls.seen = True
 
 
 def write_frame(stream: IO[bytes], value: Any) -> None:
@@ -41,6 +52,8 @@ def read_frame(stream: IO[bytes]) -> tuple[bool, Any]:
 
 
 def _result(fn: Any, args: tuple[Any, ...]) -> tuple[str, Any]:
+    if _Interrupts.seen:
+        return "error", KeyboardInterrupt()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return "ok", fn(*args)
@@ -51,11 +64,11 @@ def _result(fn: Any, args: tuple[Any, ...]) -> tuple[str, Any]:
             exc = RuntimeError(f"{type(exc).__name__}: {exc}")
         return "error", exc
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _Interrupts.idle)
 
 
 def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, _Interrupts.idle)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     results = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # prints (vLLM's, a job's) go to standard error, never into a result
