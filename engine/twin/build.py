@@ -27,6 +27,7 @@ from stallkit.engine.twin.overlay import install_overlay
 __all__ = [
     "VLLM_MISSING",
     "import_vllm",
+    "kv_cache_usage",
     "make_scheduler",
     "quiet_vllm_logging",
     "route_vllm_logging",
@@ -152,6 +153,13 @@ def scheduler_class(name: str, *, allow_async: bool = False) -> type[Any]:
             "name its synchronous counterpart (e.g. PatchedScheduler, Scheduler)",
         )
     return cls
+
+
+def kv_cache_usage(sched: Any) -> float:
+    """The KV pool's usage, 0 to 1, as the scheduler reports it (vLLM 0.22 and 0.23 have no
+    `get_kv_cache_usage`: their KV cache manager's `usage`)."""
+    usage = getattr(sched, "get_kv_cache_usage", None)
+    return float(usage() if usage is not None else sched.kv_cache_manager.usage)
 
 
 def make_scheduler(config: TwinConfig) -> Any:

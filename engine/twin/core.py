@@ -51,9 +51,8 @@ _KEEP_FINISHED = 4096
 def _parked_queues(sched: Any) -> tuple[Any, ...]:
     """The waiting queues beside `waiting` that hold requests across steps: 0.32's
     `kv_holding_waiting`, or 0.22's and 0.23's `skipped_waiting` (loads in flight among them)."""
-    return tuple(
-        getattr(sched, name) for name in ("kv_holding_waiting", "skipped_waiting") if hasattr(sched, name)
-    )
+    names = ("kv_holding_waiting", "skipped_waiting")
+    return tuple(getattr(sched, name) for name in names if hasattr(sched, name))
 
 
 class TwinEngine:

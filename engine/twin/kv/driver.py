@@ -11,11 +11,18 @@ with the twin's byte mover: `SimOffloadingWorker` for OffloadingConnector, `SimC
 for SimpleCPUOffloadConnector; for LMCacheConnectorV1, whose worker builds a GPU engine,
 `LMCacheWorkerSim` takes the worker-role connector's place (`lmcache_worker.py`). Loads the
 mover makes fail (`LoadFaults`) are reported in `invalid_block_ids`, as a model runner
-reports the connector's load errors. Imports vLLM.
+reports the connector's load errors.
+
+The calls follow the installed release: where a connector has no `get_transfer_results`
+(vLLM 0.22, 0.23) its completions come from `get_finished`, and where the model runner's
+empty step skips `wait_for_save` (0.22, 0.23: `kv_connector_no_forward` passes
+`wait_for_save=False`) the twin's empty steps skip it too. Imports vLLM.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from typing import TYPE_CHECKING, Any
 
 from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
@@ -38,6 +45,20 @@ if TYPE_CHECKING:
     from stallkit.engine.twin.kv.lmcache_worker import LMCacheWorkerSim
 
 __all__ = ["KvDriver"]
+
+#: the fields this release's KVConnectorOutput has (failed_recving came after 0.23)
+_OUTPUT_FIELDS = frozenset(f.name for f in dataclasses.fields(KVConnectorOutput))
+
+
+def _empty_step_saves() -> bool:
+    """Whether this release's model runner calls `wait_for_save` on a step with no forward."""
+    from vllm.v1.worker.kv_connector_model_runner_mixin import KVConnectorModelRunnerMixin
+
+    try:
+        source = inspect.getsource(KVConnectorModelRunnerMixin.kv_connector_no_forward)
+    except (OSError, TypeError):  # no source shipped: the later releases' behaviour
+        return True
+    return "wait_for_save=False" not in source.replace(" ", "")
 
 
 class KvDriver:
@@ -78,6 +99,7 @@ class KvDriver:
         self.queued_stores = 0
         #: whether the last step reported completions to the scheduler
         self.delivered = False
+        self._empty_step_saves = _empty_step_saves()
 
     def begin(self, out: Any, now_s: float) -> float:
         """A step's start at `now_s`: the connector's calls before the forward. Returns the
@@ -101,12 +123,12 @@ class KvDriver:
         """A step's end at `end_s`: what the model runner reports to the scheduler."""
         connector = self.connector
         self.worker.now_s = end_s
-        self._save(out)
-        results = connector.get_transfer_results(out.finished_req_ids)
+        self._save(out, bool(out.total_num_scheduled_tokens) or self._empty_step_saves)
+        fields = self._transfer_results(out.finished_req_ids)
+        if isinstance(self.worker, SimCopyBackend):  # 0.22 and 0.23 launch copies in there
+            self.queued_stores = self.worker.launched
         output = KVConnectorOutput(
-            finished_sending=results.finished_sending,
-            finished_recving=results.finished_recving,
-            failed_recving=results.failed_recving,
+            **fields,
             invalid_block_ids=connector.get_block_ids_with_load_errors() | self.faults.due(end_s),
             kv_connector_stats=connector.get_kv_connector_stats(),
             kv_cache_events=connector.get_kv_connector_kv_cache_events(),
@@ -118,9 +140,25 @@ class KvDriver:
         self.delivered = bool(
             output.finished_recving or output.kv_connector_worker_meta or output.invalid_block_ids
         )
-        self.restores += len(results.finished_recving or ())
+        self.restores += len(output.finished_recving or ())
         self.stores_done += self._stores_done(output)
         return output
+
+    def _transfer_results(self, finished_req_ids: set[str]) -> dict[str, Any]:
+        """The connector's completed sends and receives (and failed receives, where the
+        release reports them), as KVConnectorOutput fields."""
+        connector = self.connector
+        if not hasattr(connector, "get_transfer_results"):  # vLLM 0.22, 0.23
+            sending, recving = connector.get_finished(finished_req_ids)
+            return {"finished_sending": sending, "finished_recving": recving}
+        results = connector.get_transfer_results(finished_req_ids)
+        fields = {
+            "finished_sending": results.finished_sending,
+            "finished_recving": results.finished_recving,
+        }
+        if "failed_recving" in _OUTPUT_FIELDS:
+            fields["failed_recving"] = results.failed_recving
+        return fields
 
     def _stores_done(self, output: KVConnectorOutput) -> int:
         """Store jobs (store copies, for SimpleCPUOffloadConnector) this output completes."""
@@ -130,14 +168,17 @@ class KvDriver:
         completed = getattr(meta, "completed_jobs", None) or {}
         return len(completed) - len(output.finished_recving or ())
 
-    def _save(self, out: Any) -> None:
-        """The connector's `wait_for_save`, and what it leaves for the next step to submit."""
+    def _save(self, out: Any, call: bool) -> None:
+        """The connector's `wait_for_save` (where the model runner `call`s it), and what it
+        leaves for the next step to submit."""
         if isinstance(self.worker, SimCopyBackend):  # stores launch now: not settled if any did
-            with no_cuda_stream():
-                self.connector.wait_for_save()
+            if call:
+                with no_cuda_stream():
+                    self.connector.wait_for_save()
             self.queued_stores = self.worker.launched
             return
-        self.connector.wait_for_save()
+        if call:
+            self.connector.wait_for_save()
         # queued for the next step's start (vLLM defers stores past token sampling)
         self.queued_stores = len(getattr(out.kv_connector_metadata, "store_jobs", ()))
 

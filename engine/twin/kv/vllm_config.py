@@ -5,7 +5,9 @@ OffloadingConnector sizes its host tier in bytes (`cpu_bytes_to_use`), chunks of
 `blocks_per_chunk` blocks each rounded up to a memory page. The twin's KV pages are a token
 stand-in (no model, a few bytes a block), so bytes from a real engine's command line would
 mean a different number of blocks here: the twin sets `cpu_bytes_to_use` to hold
-`kv_host_blocks` blocks of its own pages, whatever the command line said.
+`kv_host_blocks` blocks of its own pages, whatever the command line said. (In vLLM 0.22 and
+0.23 that spec takes its bytes per block from the KV pool's tensors, with no page rounding;
+the twin finds which in the spec's own code and lays the tensor out for it too.)
 SimpleCPUOffloadConnector sizes its host tier against the KV pool's tensor
 (`kv_cache_tensors`), which the twin lays out as one layer's. LMCacheConnectorV1's host tier
 is the twin's own (`lmcache_tier.py`), sized by `kv_host_blocks` when the driver builds it.
@@ -14,6 +16,9 @@ Imports vLLM.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import logging
 import mmap
 from typing import Any
@@ -38,6 +43,25 @@ def _blocks_per_chunk(extra: dict[str, Any], block_size: int) -> int:
     return 1
 
 
+@functools.cache
+def _offloading_sizes_from_tensors() -> bool:
+    """Whether this vLLM's OffloadingConnector CPU spec takes its bytes per block from the KV
+    pool's tensors (0.22, 0.23) instead of its page size rounded up to a memory page."""
+    from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
+
+    try:
+        return "kv_cache_tensors" in inspect.getsource(CPUOffloadingSpec.__init__)
+    except (OSError, TypeError):  # no source shipped: the later releases' sizing
+        return False
+
+
+def _from_tensors(raw: dict[str, Any]) -> bool:
+    """Whether the connector sizes its host tier from the KV pool's tensors."""
+    if raw.get("kv_connector") == SIMPLE:
+        return True
+    return raw.get("kv_connector") == "OffloadingConnector" and _offloading_sizes_from_tensors()
+
+
 def _host_bytes(
     raw: dict[str, Any], extra: dict[str, Any], config: TwinConfig, page_bytes: int
 ) -> int:
@@ -45,6 +69,8 @@ def _host_bytes(
     if raw.get("kv_connector") == SIMPLE:  # blocks = GPU blocks * bytes // the GPU pool's bytes
         return config.kv_host_blocks * page_bytes
     per_chunk = _blocks_per_chunk(extra, config.block_size)
+    if _offloading_sizes_from_tensors():  # chunks = bytes // (the pool's bytes per block * n)
+        return max(1, config.kv_host_blocks // per_chunk) * page_bytes * per_chunk
     chunk_bytes = -(-page_bytes * per_chunk // mmap.PAGESIZE) * mmap.PAGESIZE
     chunks = max(1, config.kv_host_blocks // per_chunk)
     return chunks * chunk_bytes
@@ -52,12 +78,17 @@ def _host_bytes(
 
 def kv_cache_tensors(config: TwinConfig, page_bytes: int, pool: int) -> list[Any]:
     """The KV pool's tensors, as a GPU worker would lay them out: one for the twin's one layer
-    where the connector sizes its host tier from it (SimpleCPUOffloadConnector), else none."""
+    where the connector sizes its host tier from it (SimpleCPUOffloadConnector; on vLLM 0.22
+    and 0.23 OffloadingConnector too), else none."""
     from vllm.v1.kv_cache_interface import KVCacheTensor
 
-    if (config.kv_transfer_config or {}).get("kv_connector") != SIMPLE:
+    if not _from_tensors(config.kv_transfer_config or {}):
         return []
     size = page_bytes * pool
+    names = {f.name for f in dataclasses.fields(KVCacheTensor)}
+    if "layers" not in names:  # vLLM 0.22, 0.23: the layers that share the tensor, no strides
+        older: dict[str, Any] = {"size": size, "shared_by": ["layer"]}
+        return [KVCacheTensor(**older)]
     return [KVCacheTensor(size=size, layers=["layer"], layer_stride=size, block_stride=page_bytes)]
 
 

@@ -6,26 +6,37 @@ and pinned host memory. Here it is two `Link`s, GPU to host and host to GPU: a j
 when its link gets to it, and `get_finished` reports the jobs done by the engine time the
 driver set (`now_s`). `wait` (a flush before blocks are reused) records how long the step
 must wait. Imports vLLM: used only where a twin runs with a connector.
+
+vLLM's seam moved between releases: later ones call an `OffloadingWorker` with
+`submit_store` / `submit_load`, earlier ones (0.22, 0.23) a worker that routes each
+`transfer_async(job_id, (src, dst))` to an `OffloadingHandler` by the two media. The class
+takes whichever base the installed vLLM has and answers both calls; a transfer whose
+destination is the GPU pool is a load.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from vllm.v1.kv_offload.base import (
-    GPULoadStoreSpec,
-    LoadStoreSpec,
-    OffloadingWorker,
-    TransferResult,
-)
+from vllm.v1.kv_offload import base as _base
+from vllm.v1.kv_offload.base import GPULoadStoreSpec, LoadStoreSpec
 
 from stallkit.engine.twin.kv.faults import LoadFaults
 from stallkit.engine.twin.kv.link import Link
 
 __all__ = ["SimOffloadingWorker"]
 
+if hasattr(_base, "OffloadingWorker"):  # submit_store / submit_load
+    _WorkerBase: Any = _base.OffloadingWorker
+    _Result: Any = _base.TransferResult
+else:  # transfer_async on a handler (vLLM 0.22, 0.23)
+    from vllm.v1.kv_offload.worker import worker as _handlers
 
-class SimOffloadingWorker(OffloadingWorker):
+    _WorkerBase = _handlers.OffloadingHandler
+    _Result = _handlers.TransferResult
+
+
+class SimOffloadingWorker(_WorkerBase):  # type: ignore[misc]
     """Stores on one link, loads on the other, both FIFO on engine time."""
 
     def __init__(
@@ -54,10 +65,21 @@ class SimOffloadingWorker(OffloadingWorker):
         self.faults.on_load(transfer.done_s, dst_spec.block_ids)
         return True
 
-    def get_finished(self) -> list[TransferResult]:
+    def transfer_async(self, job_id: int, spec: tuple[LoadStoreSpec, LoadStoreSpec]) -> bool:
+        """The earlier seam: one call for both directions, a load when it fills the GPU pool."""
+        src, dst = spec
+        if isinstance(dst, GPULoadStoreSpec):
+            return self.submit_load(job_id, src, dst)
+        assert isinstance(src, GPULoadStoreSpec)
+        return self.submit_store(job_id, src, dst)
+
+    def get_finished(self) -> list[Any]:
         done = self.store_link.finished(self.now_s) + self.load_link.finished(self.now_s)
         done.sort(key=lambda t: (t.done_s, t.job_id))
-        return [TransferResult(job_id=t.job_id, success=True) for t in done]
+        return [_Result(job_id=t.job_id, success=True) for t in done]
+
+    def shutdown(self) -> None:
+        """Nothing to stop: no thread runs."""
 
     def wait(self, job_ids: set[int]) -> None:
         for link in (self.store_link, self.load_link):
