@@ -32,5 +32,12 @@ class TokenMap:
         return token
 
     def ids(self, words: Sequence[str]) -> list[int]:
-        get = self._ids.get  # ids start at FIRST_ID, so 0 never stands for a known word
-        return [get(w) or self.id_of(w) for w in words]
+        """The ids of `words`, in order. A prompt is up to 100K words every turn, nearly all
+        seen before (the conversation so far): one C-level pass looks them all up, then only
+        the words from the first new one on are looked at one by one."""
+        ids: list[int | None] = list(map(self._ids.get, words))
+        if None in ids:
+            for i in range(ids.index(None), len(ids)):
+                if ids[i] is None:
+                    ids[i] = self.id_of(words[i])
+        return ids  # type: ignore[return-value]  # no None is left

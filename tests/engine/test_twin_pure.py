@@ -96,6 +96,14 @@ def test_token_ids_are_a_fixed_function_of_the_word() -> None:
     assert first[1] == FIRST_ID + zlib.crc32(b"cat") % (1 << 24)
 
 
+def test_a_map_that_knows_some_words_gives_the_ids_a_fresh_one_does() -> None:
+    seen = TokenMap()
+    seen.ids(["the", "cat"])
+    words = ["the", "dog", "cat", "ran", "dog"]  # known and new words, a new one twice
+    assert seen.ids(words) == TokenMap().ids(words) == [TokenMap().id_of(w) for w in words]
+    assert seen.ids(["mat"]) == [TokenMap().id_of("mat")] and seen.ids([]) == []
+
+
 def _package(root: Path, name: str, modules: dict[str, str]) -> None:
     for rel, body in modules.items():
         path = root / name / rel
