@@ -80,6 +80,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.twin.config import vllm_sizes as vllm_sizes
     from stallkit.engine.twin.core import TwinEngine as TwinEngine
     from stallkit.engine.twin.emptystep import time_empty_step as time_empty_step
+    from stallkit.engine.twin.kv.settings import LMCACHE_INSTALL as LMCACHE_INSTALL
     from stallkit.engine.twin.kv.settings import kv_transfer_from_args as kv_transfer_from_args
     from stallkit.engine.twin.overlay import OVERLAY_PACKAGES as OVERLAY_PACKAGES
     from stallkit.engine.twin.overlay import install_overlay as install_overlay

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stallkit.contract.errors import read_text, validation_message
 from stallkit.contract.timeline import StallKind
+from stallkit.engine import LMCACHE_INSTALL
 from stallkit.kits.errors import KitError
 
 __all__ = [
@@ -37,7 +38,7 @@ OVERLAYS_DIR = CORPUS_DIR / "overlays"
 #: an extra a case may require -> the module whose presence means it is installed, and how
 #: to install it
 EXTRAS: dict[str, tuple[str, str]] = {
-    "lmcache": ("lmcache", "pip install 'stallkit[lmcache]' (see the README's corpus section)"),
+    "lmcache": ("lmcache", LMCACHE_INSTALL),
 }
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
