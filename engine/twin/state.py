@@ -96,6 +96,10 @@ def host_tier_blocks(sched: Any) -> int:
         chunks = manager._num_allocated_chunks - len(manager._free_list)
         per_chunk = getattr(getattr(offloading, "config", None), "blocks_per_chunk", 1)
         return int(chunks * per_chunk)
+    if manager is not None and hasattr(manager, "_num_allocated_blocks"):  # 0.22's, 0.23's
+        held = manager._num_allocated_blocks - len(manager._free_list)
+        factor = getattr(getattr(offloading, "config", None), "block_size_factor", 1)
+        return int(held * factor)
     simple = getattr(connector, "scheduler_manager", None)  # SimpleCPUOffloadConnector
     pool = getattr(simple, "cpu_block_pool", None)
     cached = getattr(pool, "cached_block_hash_to_block", None)
