@@ -30,10 +30,10 @@ pytestmark = [
 ]
 
 
-def _scenario(release: str) -> dict[str, Any]:
-    """The harness's result in `release`'s own environment."""
+def _scenario(release: str, *connector: str) -> dict[str, Any]:
+    """The harness's result in `release`'s own environment (OffloadingConnector, unless named)."""
     done = subprocess.run(
-        [str(ReleaseEnv(release).python), str(HARNESS)],
+        [str(ReleaseEnv(release).python), str(HARNESS), *connector],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -52,6 +52,14 @@ def test_two_parked_loads_deadlock_the_buggy_release_and_not_the_fixed_one() -> 
     assert buggy["free_blocks"] == 6 and not buggy["moved"], buggy
     fixed = _scenario(FIXED)
     assert fixed["unfinished"] == [] and fixed["loads_done"] >= 1, fixed
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("release", [BUGGY, FIXED])
+def test_simple_cpu_offload_restores_on_both_releases(release: str) -> None:
+    # the release's SimpleCPUOffloadConnector runs in the twin: loads land, both turns end
+    result = _scenario(release, "SimpleCPUOffloadConnector")
+    assert result["unfinished"] == [] and result["loads_done"] >= 1, result
 
 
 @pytest.mark.timeout(600)

@@ -1,7 +1,8 @@
 """vLLM #45388's scenario on the twin, run by a release's own interpreter (no pytest there).
 
-`python twin_release_harness.py` in a `twin@RELEASE` environment prints one JSON line: what
-the twin (that release's scheduler, OffloadingConnector, simulated byte mover) holds after two
+`python twin_release_harness.py [CONNECTOR]` in a `twin@RELEASE` environment prints one JSON
+line: what the twin (that release's scheduler, its OffloadingConnector or the CONNECTOR named,
+simulated byte mover) holds after two
 turns whose prefixes were evicted to the host tier come back together. The first needs 20
 blocks of prefix and 50 blocks of new prompt, the second 70 of prefix and 3 new, over 96
 blocks: each fits the pool on its own when admitted, so a scheduler without #44560's
@@ -12,6 +13,7 @@ then needs 50 blocks with 6 free, and the second, which would fit, is never reac
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 #: tokens per block; the pool and the two turns' sizes in blocks (see the module's docstring)
@@ -20,7 +22,7 @@ POOL = 96
 STEPS = 3000
 
 
-def main() -> dict[str, Any]:
+def main(connector: str = "OffloadingConnector") -> dict[str, Any]:
     import vllm
 
     from stallkit.engine.twin.config import TwinConfig
@@ -29,7 +31,7 @@ def main() -> dict[str, Any]:
     config = TwinConfig(
         num_blocks=POOL, block_size=BLOCK, max_num_seqs=8, max_num_batched_tokens=512,
         max_model_len=4096, kv_host_blocks=1024, skip_empty_steps=False,
-        kv_transfer_config={"kv_connector": "OffloadingConnector", "kv_role": "kv_both"},
+        kv_transfer_config={"kv_connector": connector, "kv_role": "kv_both"},
     )  # fmt: skip
     engine = TwinEngine(config)
     clock = [0.0]
@@ -74,4 +76,4 @@ def main() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(main()), flush=True)
+    print("RESULT " + json.dumps(main(*sys.argv[1:2])), flush=True)
