@@ -19,6 +19,7 @@ the empty-step skip stops short of the next completion instead of running to its
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import OrderedDict
@@ -97,6 +98,8 @@ class TwinEngine:
             ModelRunnerOutput,
         )
         self._hasher = get_request_block_hasher(config.block_size, sha256)
+        # 0.34's ModelRunnerOutput has no req_id_to_index (its scheduler indexes req_ids)
+        self._indexed = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}
         self.log.info(
             "twin engine: %s over %d blocks of %d tokens, %d seqs, %d tokens per step",
             type(self._sched).__name__,
@@ -182,11 +185,10 @@ class TwinEngine:
         prefill_tokens = sum(tokens for tokens, _ in prefills)
         end_s = now_s + duration
         self._now = end_s
-        runner = self._output_cls(
-            req_ids=ids,
-            req_id_to_index={r: i for i, r in enumerate(ids)},
-            sampled_token_ids=sampled,
-        )
+        index: dict[str, Any] = {}
+        if self._indexed:
+            index["req_id_to_index"] = {r: i for i, r in enumerate(ids)}
+        runner = self._output_cls(req_ids=ids, sampled_token_ids=sampled, **index)
         if self._kv is not None:
             runner.kv_connector_output = self._kv.end(out, end_s)
             c.restores_done += len(runner.kv_connector_output.finished_recving or ())

@@ -39,7 +39,7 @@ from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.kv.faults import LoadFaults
 from stallkit.engine.twin.kv.settings import LMCACHE
 from stallkit.engine.twin.kv.simple import SimCopyBackend, attach_simple_mover, no_cuda_stream
-from stallkit.engine.twin.kv.worker import SimOffloadingWorker
+from stallkit.engine.twin.kv.worker import SimOffloadingWorker, seat_worker
 
 if TYPE_CHECKING:
     from stallkit.engine.twin.kv.lmcache_worker import LMCacheWorkerSim
@@ -52,8 +52,10 @@ _OUTPUT_FIELDS = frozenset(f.name for f in dataclasses.fields(KVConnectorOutput)
 
 def _empty_step_saves() -> bool:
     """Whether this release's model runner calls `wait_for_save` on a step with no forward."""
-    from vllm.v1.worker.kv_connector_model_runner_mixin import KVConnectorModelRunnerMixin
-
+    try:
+        from vllm.v1.worker.kv_connector_model_runner_mixin import KVConnectorModelRunnerMixin
+    except ImportError:  # gone in 0.34: its successor's no_forward calls wait_for_save
+        return True
     try:
         source = inspect.getsource(KVConnectorModelRunnerMixin.kv_connector_no_forward)
     except (OSError, TypeError):  # no source shipped: the later releases' behaviour
@@ -84,8 +86,9 @@ class KvDriver:
             connector = KVConnectorFactory.create_connector(
                 sched.vllm_config, KVConnectorRole.WORKER, sched.kv_cache_config
             )
+            groups = len(sched.kv_cache_config.kv_cache_groups)
             self.worker, self._simple = _attach_mover(
-                connector, latency_s, seconds_per_block, self.faults
+                connector, groups, latency_s, seconds_per_block, self.faults
             )
         self.connector: Any = connector  # vLLM's worker-role calls are untyped there
         #: loads completed (requests restored from the host tier) and stores completed
@@ -200,10 +203,10 @@ class KvDriver:
 
 
 def _attach_mover(
-    connector: Any, latency_s: float, seconds_per_block: float, faults: LoadFaults
+    connector: Any, groups: int, latency_s: float, seconds_per_block: float, faults: LoadFaults
 ) -> tuple[SimOffloadingWorker | SimCopyBackend, bool]:
-    """The twin's byte mover, set into a worker-role connector; whether it is
-    SimpleCPUOffloadConnector's (its stores launch in the step, not the next one)."""
+    """The twin's byte mover, set into a worker-role connector over `groups` KV cache groups;
+    whether it is SimpleCPUOffloadConnector's (its stores launch in the step, not the next)."""
     if isinstance(connector, SimpleCPUOffloadConnector):
         return attach_simple_mover(connector, latency_s, seconds_per_block, faults), True
     if not isinstance(connector, OffloadingConnector) or connector.connector_worker is None:
@@ -213,6 +216,5 @@ def _attach_mover(
         )
     worker = SimOffloadingWorker(latency_s, seconds_per_block, faults)
     # the one seam: vLLM's worker half keeps its bookkeeping, the twin moves the bytes
-    # (register_kv_caches would want real tensors and a GPU)
-    connector.connector_worker.worker = worker
+    seat_worker(connector.connector_worker, worker, groups)
     return worker, False

@@ -11,7 +11,9 @@ vLLM's seam moved between releases: later ones call an `OffloadingWorker` with
 `submit_store` / `submit_load`, earlier ones (0.22, 0.23) a worker that routes each
 `transfer_async(job_id, (src, dst))` to an `OffloadingHandler` by the two media. The class
 takes whichever base the installed vLLM has and answers both calls; a transfer whose
-destination is the GPU pool is a load.
+destination is the GPU pool is a load. In 0.34 the GPU side of a job is `DevicePointers`,
+resolved over the connector worker's KV tensors; `seat_worker` gives it stand-ins whose
+pointers are the block ids.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from vllm.v1.kv_offload.base import GPULoadStoreSpec, LoadStoreSpec
 from stallkit.engine.twin.kv.faults import LoadFaults
 from stallkit.engine.twin.kv.link import Link
 
-__all__ = ["SimOffloadingWorker"]
+__all__ = ["SimOffloadingWorker", "seat_worker"]
 
 if hasattr(_base, "OffloadingWorker"):  # submit_store / submit_load
     _WorkerBase: Any = _base.OffloadingWorker
@@ -51,18 +53,22 @@ class SimOffloadingWorker(_WorkerBase):  # type: ignore[misc]
         self.wait_until_s = 0.0
 
     @staticmethod
-    def _blocks(spec: Any) -> int:
-        return len(spec.block_ids)
+    def _gpu_blocks(gpu: Any) -> list[int]:
+        """The GPU pool's block ids of a transfer: a spec's, or (0.34, `DevicePointers`) its
+        pointers, which `seat_worker` makes the block ids themselves."""
+        ids = gpu.block_ids if hasattr(gpu, "block_ids") else gpu.ptrs
+        return [int(block) for block in ids]
 
-    def submit_store(
-        self, job_id: int, src_spec: GPULoadStoreSpec, dst_spec: LoadStoreSpec
-    ) -> bool:
-        self.store_link.submit(job_id, self._blocks(src_spec), self.now_s)
+    def submit_store(self, job_id: int, src: Any, dst_spec: LoadStoreSpec) -> bool:
+        self.store_link.submit(job_id, len(self._gpu_blocks(src)), self.now_s)
         return True
 
-    def submit_load(self, job_id: int, src_spec: LoadStoreSpec, dst_spec: GPULoadStoreSpec) -> bool:
-        transfer = self.load_link.submit(job_id, self._blocks(dst_spec), self.now_s)
-        self.faults.on_load(transfer.done_s, dst_spec.block_ids)
+    def submit_load(
+        self, job_id: int, src_spec: LoadStoreSpec, dst: Any, expedited: bool = False
+    ) -> bool:
+        blocks = self._gpu_blocks(dst)
+        transfer = self.load_link.submit(job_id, len(blocks), self.now_s)
+        self.faults.on_load(transfer.done_s, blocks)
         return True
 
     def transfer_async(self, job_id: int, spec: tuple[LoadStoreSpec, LoadStoreSpec]) -> bool:
@@ -98,3 +104,31 @@ class SimOffloadingWorker(_WorkerBase):  # type: ignore[misc]
     @property
     def pending(self) -> int:
         return self.store_link.pending + self.load_link.pending
+
+
+class _BlockIds:
+    """A KV tensor's stand-in at address 0, one byte a block: a pointer into it is a block id."""
+
+    @staticmethod
+    def data_ptr() -> int:
+        return 0
+
+    @staticmethod
+    def stride(dim: int) -> int:
+        return 1
+
+
+def seat_worker(connector_worker: Any, worker: SimOffloadingWorker, groups: int) -> None:
+    """Put the twin's byte mover into vLLM's `OffloadingConnectorWorker` (its
+    `register_kv_caches` would want real tensors and a GPU). Where the connector worker hands
+    the mover device pointers (0.34: `DevicePointers`, resolved over its canonical KV caches),
+    it gets `_BlockIds` for each of the `groups` KV cache groups, so the pointers are the
+    GPU pool's block ids."""
+    connector_worker.worker = worker
+    if hasattr(_base, "DevicePointers"):
+        stand_in: Any = _BlockIds()
+        tensor = _base.CanonicalKVCacheTensor(tensor=stand_in, page_size_bytes=1)
+        refs = [[_base.CanonicalKVCacheRef(tensor_idx=0, page_size_bytes=1)] for _ in range(groups)]
+        connector_worker._kv_caches = _base.CanonicalKVCaches(
+            tensors=[tensor], group_data_refs=refs
+        )
