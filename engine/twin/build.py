@@ -183,6 +183,7 @@ def make_scheduler(config: TwinConfig) -> Any:
         is_encoder_decoder=False,
         async_scheduling=False,
         scheduler_reserve_full_isl=config.reserve_full_isl,
+        policy=config.scheduling_policy,
     )
     model_config = ModelConfig(
         model=str(_model_dir(config.max_model_len)),

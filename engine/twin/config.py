@@ -12,7 +12,7 @@ which must be above zero or a scheduler that schedules nothing would never let t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -74,6 +74,11 @@ class TwinConfig(BaseModel):
         description="vLLM's scheduler_reserve_full_isl: admit a request only when its whole "
         "prompt fits the pool (vLLM's default), not only its first chunk",
     )
+    scheduling_policy: Literal["fcfs", "priority"] = Field(
+        "fcfs",
+        description="vLLM's --scheduling-policy: first come first served, or by priority (then "
+        "arrival); the twin's requests all have priority 0",
+    )
     cost: CostModel = Field(default_factory=CostModel, description="Step cost of scheduled work.")
     empty_step_s: float = Field(
         0.002, gt=0, description="Engine seconds an empty step takes (the engine loop's overhead)."
@@ -134,18 +139,23 @@ _SWITCHES = {
 }
 
 
-def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int | bool]:
+def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int | bool | str]:
     """The twin's fields that a vLLM command line sets (`--flag N` or `--flag=N`, switches).
 
     `--num-gpu-blocks-override N` is vLLM's whole pool, null block included: N - 1 usable.
     """
     args = list(engine_args)
-    sizes: dict[str, int | bool] = {}
+    sizes: dict[str, int | bool | str] = {}
     for i, arg in enumerate(args):
         flag, eq, value = arg.partition("=")
         switch = _SWITCHES.get(flag.replace("_", "-"))
         if switch is not None and not eq:
             sizes[switch[0]] = switch[1]
+            continue
+        if flag.replace("_", "-") == "--scheduling-policy":
+            text = value if eq else args[i + 1] if i + 1 < len(args) else ""
+            if text in ("fcfs", "priority"):  # vLLM itself refuses another
+                sizes["scheduling_policy"] = text
             continue
         field = _SIZE_FLAGS.get(flag.replace("_", "-"))
         if field is None:
@@ -164,7 +174,7 @@ def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int | bool]:
 
 def twin_config_for(
     spec: TwinSpec,
-    sizes: Mapping[str, int | bool],
+    sizes: Mapping[str, int | bool | str],
     calibration: Calibration,
     *,
     prefill_compute_share: float,

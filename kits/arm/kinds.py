@@ -59,7 +59,7 @@ __all__ = ["ArmKind", "kind_of", "kinds", "twin_config"]
 def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
     """The twin engine an arm of `kit` runs for `spec`."""
     sim = kit.sim.engine
-    sizes: dict[str, int | bool] = {
+    sizes: dict[str, int | bool | str] = {
         "max_num_seqs": sim.max_num_seqs,
         "num_blocks": sim.num_blocks,
         "block_size": sim.block_size,
