@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -169,11 +169,10 @@ def step(scheduler: Any, duration_s: float = 1.0) -> Step:
         # num_computed_tokens already counts this step's tokens
         done = request.num_computed_tokens >= request.num_tokens
         sampled.append([7] if done else [])
-    runner_output = ModelRunnerOutput(
-        req_ids=ids,
-        req_id_to_index={rid: i for i, rid in enumerate(ids)},
-        sampled_token_ids=sampled,
-    )
+    index: dict[str, Any] = {}
+    if "req_id_to_index" in {f.name for f in fields(ModelRunnerOutput)}:  # gone in 0.34
+        index["req_id_to_index"] = {rid: i for i, rid in enumerate(ids)}
+    runner_output = ModelRunnerOutput(req_ids=ids, sampled_token_ids=sampled, **index)
     scheduler.update_from_output(output, runner_output)
     running, waiting = scheduler.get_request_counts()
     return Step(
