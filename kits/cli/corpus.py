@@ -73,12 +73,19 @@ def show(
         f"why:      {found.why}",
         f"buggy:    {found.buggy.spec}" + _overlay(found.buggy.overlay),
         f"fixed:    {found.fixed.spec}" + _overlay(found.fixed.overlay),
-        f"expect:   {found.expect}, in at least 1 of {found.seeds} seeds; fixed in none",
-        f"kit:      {kit.name} ({found.kit_ref()}): {kit.description}",
+        f"expect:   {found.expect}, in at least 1 of {found.seed_count()} seeds "
+        f"({found.seeds_text() if isinstance(found.seeds, list) else 'from the kit seed'}); "
+        "fixed in none",
+        f"kit:      {kit.name} ({'shipped kit' if found.kit_ref() == found.kit else 'corpus kit'}"
+        f"{_changes(found.overrides)}): {kit.description}",
     ]
     if found.requires:
         lines.append(f"requires: {', '.join(found.requires)}")
     typer.echo("\n".join(lines))
+
+
+def _changes(overrides: dict[str, object]) -> str:
+    return (", with " + ", ".join(f"{k} = {v}" for k, v in overrides.items())) if overrides else ""
 
 
 def _overlay(name: str) -> str:
@@ -163,7 +170,9 @@ def run(
     outcomes: list[CaseOutcome] = []
 
     def started(case: Case) -> None:
-        console.log(f"{case.name}: {case.buggy.spec} vs {case.fixed.spec}, {case.seeds} seeds")
+        console.log(
+            f"{case.name}: {case.buggy.spec} vs {case.fixed.spec}, {case.seed_count()} seeds"
+        )
 
     def finished(outcome: CaseOutcome) -> None:
         outcomes.append(outcome)

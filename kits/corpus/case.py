@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -67,7 +67,9 @@ class Case(BaseModel):
     fixed_by: str = Field(description="What fixed it: a PR, a release, a policy.")
     kit: str = Field(description="A kit in the corpus's kits/, or a shipped kit's name.")
     expect: StallKind = Field(description="The stall kind the buggy engine shows.")
-    seeds: int = Field(3, ge=1, le=100, description="Seeds each engine runs.")
+    seeds: Annotated[int, Field(ge=1, le=100)] | Annotated[list[int], Field(min_length=1)] = Field(
+        3, description="Seeds each engine runs: a count from the kit's seed, or a list."
+    )
     overrides: dict[str, Any] = Field(
         default_factory=dict,
         description="Kit settings the case changes, by dotted key (e.g. load.duration_s).",
@@ -78,6 +80,14 @@ class Case(BaseModel):
     )
     buggy: CaseEngine = Field(description="The engine that stalls.")
     fixed: CaseEngine = Field(description="The engine that does not.")
+
+    def seeds_text(self) -> str:
+        """The seeds as `kit ab --seeds` takes them."""
+        return ",".join(map(str, self.seeds)) if isinstance(self.seeds, list) else str(self.seeds)
+
+    def seed_count(self) -> int:
+        """How many seeds each engine runs."""
+        return len(set(self.seeds)) if isinstance(self.seeds, list) else self.seeds
 
     def kit_ref(self) -> str:
         """The kit as `load_kit` takes it: the corpus's file, else a shipped kit's name."""

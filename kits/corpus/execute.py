@@ -37,7 +37,7 @@ def plan_case(case: Case, out_dir: Path) -> Plan:
         out_dir,
         dict(case.overrides),
         case.overlays(),
-        seeds=str(case.seeds),
+        seeds=case.seeds_text(),
         clock="virtual",
     )
 
@@ -58,7 +58,7 @@ def _engine(spec: str, rows: Sequence[SeedRow]) -> EngineOutcome:
 def _verdict(case: Case, buggy: EngineOutcome, fixed: EngineOutcome) -> str:
     """Why the case did not reproduce; empty when it did."""
     problems = []
-    if buggy.seeds < case.seeds or fixed.seeds < case.seeds:
+    if min(buggy.seeds, fixed.seeds) < case.seed_count():
         problems.append("not every seed ran")
     if buggy.stalled == 0:
         problems.append("the buggy engine did not stall")
