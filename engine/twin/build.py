@@ -162,6 +162,20 @@ def kv_cache_usage(sched: Any) -> float:
     return float(usage() if usage is not None else sched.kv_cache_manager.usage)
 
 
+def _ngram(config: TwinConfig, model_config: Any) -> Any:
+    """vLLM's SpeculativeConfig for ngram drafts of `config.num_speculative_tokens` tokens."""
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(
+        method="ngram",
+        num_speculative_tokens=config.num_speculative_tokens,
+        prompt_lookup_max=config.num_speculative_tokens,
+        prompt_lookup_min=1,
+        target_model_config=model_config,
+        target_parallel_config=ParallelConfig(),
+    )
+
+
 def make_scheduler(config: TwinConfig) -> Any:
     """The twin's scheduler: `config.scheduler_cls` over vLLM's configs at the twin's sizes."""
     if config.overlay is not None:
@@ -204,6 +218,8 @@ def make_scheduler(config: TwinConfig) -> Any:
         from stallkit.engine.twin.kv.vllm_config import vllm_kv_transfer
 
         connector["kv_transfer_config"] = vllm_kv_transfer(config, spec.page_size_bytes)
+    if config.num_speculative_tokens:
+        connector["speculative_config"] = _ngram(config, model_config)
     vllm_config = VllmConfig(
         scheduler_config=scheduler_config,
         model_config=model_config,

@@ -11,6 +11,7 @@ which must be above zero or a scheduler that schedules nothing would never let t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -78,6 +79,13 @@ class TwinConfig(BaseModel):
         "fcfs",
         description="vLLM's --scheduling-policy: first come first served, or by priority (then "
         "arrival); the twin's requests all have priority 0",
+    )
+    num_speculative_tokens: int = Field(
+        0,
+        ge=0,
+        description="vLLM's --speculative-config num_speculative_tokens with method ngram (0: no "
+        "speculative decoding): the scheduler reserves and allocates its slots; the twin "
+        "proposes no drafts",
     )
     cost: CostModel = Field(default_factory=CostModel, description="Step cost of scheduled work.")
     empty_step_s: float = Field(
@@ -157,6 +165,10 @@ def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int | bool | str]:
             if text in ("fcfs", "priority"):  # vLLM itself refuses another
                 sizes["scheduling_policy"] = text
             continue
+        if flag.replace("_", "-") == "--speculative-config":
+            text = value if eq else args[i + 1] if i + 1 < len(args) else ""
+            sizes.update(_ngram_tokens(text))
+            continue
         field = _SIZE_FLAGS.get(flag.replace("_", "-"))
         if field is None:
             continue
@@ -170,6 +182,19 @@ def vllm_sizes(engine_args: Sequence[str]) -> dict[str, int | bool | str]:
         else:
             sizes[field] = number
     return sizes
+
+
+def _ngram_tokens(text: str) -> dict[str, int]:
+    """`num_speculative_tokens` of an ngram --speculative-config (nothing for another method:
+    its drafter is a model the twin does not run)."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    if not isinstance(config, dict) or config.get("method") != "ngram":
+        return {}
+    tokens = config.get("num_speculative_tokens")
+    return {"num_speculative_tokens": tokens} if isinstance(tokens, int) and tokens > 0 else {}
 
 
 def twin_config_for(

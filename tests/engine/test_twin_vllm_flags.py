@@ -1,4 +1,5 @@
-"""The twin follows vLLM's --scheduling-policy from an arm's engine arguments."""
+"""The twin follows vLLM flags from an arm's engine arguments: --scheduling-policy, and an ngram
+--speculative-config."""
 
 from __future__ import annotations
 
@@ -26,3 +27,15 @@ def test_a_policy_vllm_does_not_have_is_left_to_vllm_and_refused_by_the_config()
     assert vllm_sizes(["--scheduling-policy", "lifo"]) == {}
     with pytest.raises(ValidationError):
         TwinConfig(scheduling_policy="lifo")
+
+
+def test_an_ngram_speculative_config_sets_the_twins_speculative_tokens() -> None:
+    args = ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3}']
+    sizes = vllm_sizes(args)
+    assert sizes == {"num_speculative_tokens": 3}
+    assert TwinConfig(**sizes).num_speculative_tokens == 3
+
+
+def test_a_drafter_model_or_bad_json_is_not_taken() -> None:
+    assert vllm_sizes(["--speculative-config", '{"method":"mtp","num_speculative_tokens":1}']) == {}
+    assert vllm_sizes(["--speculative-config", "{not json"]) == {}
