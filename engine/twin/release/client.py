@@ -35,6 +35,7 @@ class ReleaseWorker:
     def __init__(self, env: ReleaseEnv, overlay: str | None = None) -> None:
         self.release = env.release
         child_env = dict(os.environ, STALLKIT_SOURCE_ROOT=str(source_root()))
+        child_env.update(env.worker_environ())  # a CUDA wheel's release: CPU, no GPU seen
         child_env.pop("PYTHONPATH", None)  # the environment's packages, not the caller's
         self.proc = subprocess.Popen(
             [str(env.python), "-m", _WORKER, env.release, overlay or ""],

