@@ -18,7 +18,8 @@ from tests.vllm.conftest import HAVE_VLLM, VLLM_MISSING
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(not HAVE_VLLM, reason=VLLM_MISSING)]
 
-#: the fork's livelock runs three 2,000 engine-second seeds per engine: the nightly job's
+#: the fork's livelock: three 540 engine-second seeds of a long-context kit per engine (about 85 s
+#: of CPU): the nightly job's
 SLOW = {"fork-livelock"}
 
 
