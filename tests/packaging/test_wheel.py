@@ -21,6 +21,11 @@ DATA = (
     "stallkit/kits/spaces/restore-stall.toml",
     "stallkit/engine/calibrations/tiny-vllm-cpu.json",
     "stallkit/monitor/grafana/stallkit-dashboard.json",
+    # the corpus: a case, its kit, a trace a kit replays, an overlay's module
+    "stallkit/kits/corpus/cases/vllm-45388.toml",
+    "stallkit/kits/corpus/kits/vllm-45388.toml",
+    "stallkit/kits/corpus/kits/vllm-57841.jsonl",
+    "stallkit/kits/corpus/overlays/lmcache-3014/lmcache/v1/lookup_client/lmcache_lookup_client_bypass.py",
 )
 
 
