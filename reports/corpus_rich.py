@@ -1,8 +1,8 @@
 """The corpus table: one row per replayed case, from its outcome (`stallkit.contract.corpus`).
 
-Columns: the case, the upstream report, the buggy engine (stalled k of N, the first stall's
-kind and the earliest onset), the fixed engine (k of N, seeds cut short), wall time, and
-whether it reproduced (with why not).
+Columns: the case, the upstream report, the buggy engine (stalled seeds as `k/N`, the first
+stall's kind and the earliest onset), the fixed engine (`k/N`, seeds cut short), wall time,
+and whether it reproduced (with why not below).
 """
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from stallkit.contract.corpus import CaseOutcome, EngineOutcome
 __all__ = ["corpus_table", "engine_cell"]
 
 _STATUS = {
-    "reproduced": "[green]reproduced[/]",
-    "not_reproduced": "[bold red]NOT reproduced[/]",
+    "reproduced": "[green]yes[/]",
+    "not_reproduced": "[bold red]NO[/]",
     "skipped": "[yellow]skipped[/]",
 }
 
 
 def engine_cell(engine: EngineOutcome | None, buggy: bool) -> str:
-    """`k of N` with, for the buggy engine, the first stall's kind and earliest onset."""
+    """`k/N` (stalled seeds of those run) with, for the buggy engine, the first stall's kind and earliest onset."""
     if engine is None:
         return "-"
-    text = f"{engine.stalled} of {engine.seeds}"
+    text = f"{engine.stalled}/{engine.seeds}"
     if buggy and engine.kinds:
         kinds = sorted(set(engine.kinds))
         text += f" {'/'.join(kinds)}"
@@ -41,8 +41,10 @@ def corpus_table(outcomes: Sequence[CaseOutcome]) -> Table:
     """The table of `outcomes`; a row's reason (why not reproduced, why skipped) below it."""
     table = Table(show_edge=False, title="stall corpus")
     table.add_column("case", no_wrap=True)
-    for column in ("report", "buggy: stalled", "fixed: stalled", "wall", ""):
-        table.add_column(column, overflow="fold")
+    table.add_column("report", no_wrap=True)
+    table.add_column("buggy: stalled")
+    for column in ("fixed", "wall", "ok"):
+        table.add_column(column, no_wrap=True)
     for outcome in outcomes:
         table.add_row(
             outcome.case,

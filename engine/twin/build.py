@@ -70,6 +70,8 @@ def quiet_vllm_logging() -> None:
     """In a twin's worker process, before vLLM is imported: vLLM's log lines go nowhere of
     their own (no handler on stdout); `route_vllm_logging` sends them to the arm's log."""
     os.environ["VLLM_CONFIGURE_LOGGING"] = "0"
+    # torch's own warning that triton is missing (the twin runs no kernels): not the user's news
+    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
     vllm_log = logging.getLogger("vllm")
     vllm_log.propagate = False
     if not vllm_log.handlers:
