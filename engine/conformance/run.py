@@ -245,6 +245,9 @@ class _Setup:
 
 def _setup(request: ConformanceRequest, progress: Callable[[str], None]) -> _Setup:
     release = request.release
+    if release is not None and release == release_of(installed_vllm_version() or ""):
+        progress(f"vLLM {release} is the one installed here: the tests run in this Python")
+        release = None  # no environment to build for it
     if release is None:
         installed = _check_installed()
         candidate = class_name(load_class(request.scheduler_class))

