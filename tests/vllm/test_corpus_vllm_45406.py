@@ -11,39 +11,17 @@ not built (`kit engine release build 0.30.0`).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+from typing import Any
 
 import pytest
 
-from stallkit.engine.twin.release.env import ReleaseEnv
-from tests.vllm.twin_kv_support import REPO
+from tests.vllm.release_run import run_in_release, twin_script
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 #: the case's requests; prints what the scheduler holds when they cannot finish
-_SCRIPT = """
-import json, sys
-from stallkit.engine.twin.config import TwinConfig
-from stallkit.engine.twin.core import TwinEngine
-kv = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
-engine = TwinEngine(TwinConfig(
-    num_blocks=24, block_size=16, max_num_seqs=4, max_num_batched_tokens=256,
-    max_model_len=2048, empty_step_s=0.002, kv_transfer_config=kv,
-    kv_seconds_per_block=0.2, kv_host_blocks=512, scheduling_policy=sys.argv[1]))
-sched, t = engine._sched, 0.0
-words = lambda tag, n: [f"{tag}{i}" for i in range(n)]
-Q = words("q", 96)
-
-def run(requests):
-    global t
-    for rid, prompt, out in requests:
-        engine.add_request(rid, prompt, out, t)
-    end = t + 20
-    while engine.has_work() and t < end:
-        t = engine.advance(t, t + 0.01).now_s
-    return not engine.has_work()
+_SCRIPT = twin_script(
+    """Q = words("q", 96)
 
 run([("Q", Q, 1)])
 run([("E1", words("e", 190), 1)])
@@ -57,20 +35,14 @@ print(json.dumps({
     "waiting": [(r.request_id, r.status.name) for r in sched.waiting],
     "parked": [(r.request_id, r.status.name) for r in getattr(sched, "skipped_waiting", ())],
 }))
-"""
+""",
+    seconds_per_block=0.2,
+    extra=", scheduling_policy=sys.argv[1]",
+)
 
 
-def _run(release: str, policy: str) -> dict[str, object]:
-    env = ReleaseEnv(release)
-    if not env.built:
-        pytest.skip(f"vLLM {release}'s environment is not built (kit engine release build)")
-    done = subprocess.run(
-        [str(env.python), "-c", _SCRIPT, policy],
-        capture_output=True, text=True, timeout=170, cwd=REPO, check=True,
-        env={**os.environ, "STALLKIT_SOURCE_ROOT": str(REPO)},
-    )  # fmt: skip
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+def _run(release: str, policy: str) -> dict[str, Any]:
+    return run_in_release(release, _SCRIPT, policy)
 
 
 def test_on_0_30_the_preempted_request_strands_the_parked_load() -> None:

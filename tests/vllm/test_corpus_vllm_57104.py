@@ -11,39 +11,17 @@ and on 0.31, both finish. Skipped where a release's environment is not built
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+from typing import Any
 
 import pytest
 
-from stallkit.engine.twin.release.env import ReleaseEnv
-from tests.vllm.twin_kv_support import REPO
+from tests.vllm.release_run import run_in_release, twin_script
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 #: the case's requests; prints what the scheduler holds when they cannot finish
-_SCRIPT = """
-import json, sys
-from stallkit.engine.twin.config import TwinConfig
-from stallkit.engine.twin.core import TwinEngine
-kv = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
-engine = TwinEngine(TwinConfig(
-    num_blocks=24, block_size=16, max_num_seqs=4, max_num_batched_tokens=256,
-    max_model_len=2048, empty_step_s=0.002, kv_transfer_config=kv,
-    kv_seconds_per_block=0.02, kv_host_blocks=512, num_speculative_tokens=int(sys.argv[1])))
-sched, t = engine._sched, 0.0
-words = lambda tag, n: [f"{tag}{i}" for i in range(n)]
-A, B = words("a", 192), words("b", 192)
-
-def run(requests):
-    global t
-    for rid, prompt, out in requests:
-        engine.add_request(rid, prompt, out, t)
-    end = t + 20
-    while engine.has_work() and t < end:
-        t = engine.advance(t, t + 0.01).now_s
-    return not engine.has_work()
+_SCRIPT = twin_script(
+    """A, B = words("a", 192), words("b", 192)
 
 run([("A0", A, 1)])
 run([("B0", B, 1)])
@@ -55,20 +33,14 @@ print(json.dumps({
     "free": sched.kv_cache_manager.block_pool.get_num_free_blocks(),
     "parked": [(r.request_id, r.status.name) for r in getattr(sched, "skipped_waiting", ())],
 }))
-"""
+""",
+    seconds_per_block=0.02,
+    extra=", num_speculative_tokens=int(sys.argv[1])",
+)
 
 
-def _run(release: str, spec_tokens: str) -> dict[str, object]:
-    env = ReleaseEnv(release)
-    if not env.built:
-        pytest.skip(f"vLLM {release}'s environment is not built (kit engine release build)")
-    done = subprocess.run(
-        [str(env.python), "-c", _SCRIPT, spec_tokens],
-        capture_output=True, text=True, timeout=170, cwd=REPO, check=True,
-        env={**os.environ, "STALLKIT_SOURCE_ROOT": str(REPO)},
-    )  # fmt: skip
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+def _run(release: str, spec_tokens: str) -> dict[str, Any]:
+    return run_in_release(release, _SCRIPT, spec_tokens)
 
 
 def test_on_0_30_the_first_load_cannot_take_its_speculative_block() -> None:

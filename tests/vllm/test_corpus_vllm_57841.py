@@ -11,39 +11,17 @@ every request finishes. Skipped where a release's environment is not built
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+from typing import Any
 
 import pytest
 
-from stallkit.engine.twin.release.env import ReleaseEnv
-from tests.vllm.twin_kv_support import REPO
+from tests.vllm.release_run import run_in_release, twin_script
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 #: the case's requests, one turn each; prints what the scheduler holds when they cannot finish
-_SCRIPT = """
-import json
-from stallkit.engine.twin.config import TwinConfig
-from stallkit.engine.twin.core import TwinEngine
-kv = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
-engine = TwinEngine(TwinConfig(
-    num_blocks=24, block_size=16, max_num_seqs=4, max_num_batched_tokens=256,
-    max_model_len=2048, empty_step_s=0.002, kv_transfer_config=kv,
-    kv_seconds_per_block=0.02, kv_host_blocks=512))
-sched, t = engine._sched, 0.0
-words = lambda tag, n: [f"{tag}{i}" for i in range(n)]
-P, Q = words("p", 96), words("q", 96)
-
-def run(requests):
-    global t
-    for rid, prompt, out in requests:
-        engine.add_request(rid, prompt, out, t)
-    end = t + 20
-    while engine.has_work() and t < end:
-        t = engine.advance(t, t + 0.01).now_s
-    return not engine.has_work()
+_SCRIPT = twin_script(
+    """P, Q = words("p", 96), words("q", 96)
 
 run([("P", P, 1), ("Q", Q, 1)])
 run([("E1", words("e", 190), 1)])
@@ -56,20 +34,13 @@ parked = [
 ]
 print(json.dumps({"done": done, "running": len(sched.running), "in_flight": engine._kv.next_done_s,
                   "parked": parked, "restores": engine._kv.restores}))
-"""
+""",
+    seconds_per_block=0.02,
+)
 
 
-def _run(release: str) -> dict[str, object]:
-    env = ReleaseEnv(release)
-    if not env.built:
-        pytest.skip(f"vLLM {release}'s environment is not built (kit engine release build)")
-    done = subprocess.run(
-        [str(env.python), "-c", _SCRIPT],
-        capture_output=True, text=True, timeout=170, cwd=REPO, check=True,
-        env={**os.environ, "STALLKIT_SOURCE_ROOT": str(REPO)},
-    )  # fmt: skip
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+def _run(release: str) -> dict[str, Any]:
+    return run_in_release(release, _SCRIPT)
 
 
 def test_on_0_30_the_deferred_request_strands_the_finished_load() -> None:
