@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Link", "Transfer"]
+__all__ = ["Link", "Transfer", "TwoLinks"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,27 @@ class Link:
     @property
     def pending(self) -> int:
         return len(self._queue)
+
+
+class TwoLinks:
+    """What the twin's simulated movers share: stores on one link, loads on the other."""
+
+    store_link: Link
+    load_link: Link
+
+    def _open_links(self, latency_s: float, seconds_per_block: float) -> None:
+        self.store_link = Link(latency_s, seconds_per_block)
+        self.load_link = Link(latency_s, seconds_per_block)
+
+    @property
+    def next_done_s(self) -> float | None:
+        """When the next transfer on either link completes (None: both are idle)."""
+        times = [
+            t for t in (self.store_link.next_done_s, self.load_link.next_done_s) if t is not None
+        ]
+        return min(times) if times else None
+
+    @property
+    def pending(self) -> int:
+        """Transfers still on either link."""
+        return self.store_link.pending + self.load_link.pending

@@ -23,7 +23,7 @@ from lmcache.v1.lookup_client.abstract_client import (  # type: ignore[import-un
 )
 
 from stallkit.engine.twin.kv.faults import LoadFaults
-from stallkit.engine.twin.kv.link import Link
+from stallkit.engine.twin.kv.link import TwoLinks
 from stallkit.engine.twin.kv.lmcache_config import route_lmcache_logging
 from stallkit.engine.twin.kv.lmcache_tier import HostTier
 
@@ -62,7 +62,7 @@ class TierLookupClient(LookupClientInterface):  # type: ignore[misc]
         self._status.clear()
 
 
-class LMCacheWorkerSim:
+class LMCacheWorkerSim(TwoLinks):
     """The worker-role connector's calls the twin's driver makes, from LMCache's metadata."""
 
     def __init__(
@@ -70,8 +70,7 @@ class LMCacheWorkerSim:
         faults: LoadFaults,
     ) -> None:  # fmt: skip
         self.tier, self.block_size, self.faults = tier, block_size, faults
-        self.store_link = Link(latency_s, seconds_per_block)
-        self.load_link = Link(latency_s, seconds_per_block)
+        self._open_links(latency_s, seconds_per_block)
         #: engine time now, and the latest time the step has to wait for (set by the driver)
         self.now_s = 0.0
         self.wait_until_s = 0.0
@@ -148,17 +147,6 @@ class LMCacheWorkerSim:
         self._meta = None
 
     # -- what the driver asks of a mover ---------------------------------------------------
-    @property
-    def next_done_s(self) -> float | None:
-        """When the next transfer completes (None: both links are idle)."""
-        times = [
-            t for t in (self.store_link.next_done_s, self.load_link.next_done_s) if t is not None
-        ]
-        return min(times) if times else None
-
-    @property
-    def pending(self) -> int:
-        return self.store_link.pending + self.load_link.pending
 
 
 def bypasses_lookup(connector: Any) -> bool:

@@ -21,7 +21,7 @@ import torch
 
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.kv.faults import LoadFaults
-from stallkit.engine.twin.kv.link import Link
+from stallkit.engine.twin.kv.link import TwoLinks
 
 __all__ = ["SimCopyBackend", "attach_simple_mover", "no_cuda_stream"]
 
@@ -43,12 +43,11 @@ class SimEvent:
         """The compute-done event stores wait for: the forward is over when stores launch."""
 
 
-class SimCopyBackend:
+class SimCopyBackend(TwoLinks):
     """`DmaCopyBackend`'s `launch_copy` on two FIFO links (loads, stores) on engine time."""
 
     def __init__(self, latency_s: float, seconds_per_block: float, faults: LoadFaults) -> None:
-        self.store_link = Link(latency_s, seconds_per_block)
-        self.load_link = Link(latency_s, seconds_per_block)
+        self._open_links(latency_s, seconds_per_block)
         self.faults = faults
         #: engine time now, and the latest time a flush has to reach (as in SimOffloadingWorker)
         self.now_s = 0.0
@@ -85,15 +84,12 @@ class SimCopyBackend:
     def next_done_s(self) -> float | None:
         """When the next copy still in flight completes (None: both links are idle)."""
         self._prune()
-        times = [
-            t for t in (self.store_link.next_done_s, self.load_link.next_done_s) if t is not None
-        ]
-        return min(times) if times else None
+        return super().next_done_s
 
     @property
     def pending(self) -> int:
         self._prune()
-        return self.store_link.pending + self.load_link.pending
+        return super().pending
 
 
 def attach_simple_mover(

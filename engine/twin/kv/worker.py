@@ -24,7 +24,7 @@ from vllm.v1.kv_offload import base as _base
 from vllm.v1.kv_offload.base import GPULoadStoreSpec, LoadStoreSpec
 
 from stallkit.engine.twin.kv.faults import LoadFaults
-from stallkit.engine.twin.kv.link import Link
+from stallkit.engine.twin.kv.link import TwoLinks
 
 __all__ = ["SimOffloadingWorker", "seat_worker"]
 
@@ -38,15 +38,14 @@ else:  # transfer_async on a handler (vLLM 0.22, 0.23)
     _Result = _handlers.TransferResult
 
 
-class SimOffloadingWorker(_WorkerBase):  # type: ignore[misc]
+class SimOffloadingWorker(TwoLinks, _WorkerBase):  # type: ignore[misc]
     """Stores on one link, loads on the other, both FIFO on engine time."""
 
     def __init__(
         self, latency_s: float, seconds_per_block: float, faults: LoadFaults | None = None
     ) -> None:
         self.faults = faults if faults is not None else LoadFaults(0)
-        self.store_link = Link(latency_s, seconds_per_block)
-        self.load_link = Link(latency_s, seconds_per_block)
+        self._open_links(latency_s, seconds_per_block)
         #: engine time now (the driver moves it: submissions and completions happen at it)
         self.now_s = 0.0
         #: the latest time a `wait` has to reach (a flush holds the step until then)
@@ -92,18 +91,6 @@ class SimOffloadingWorker(_WorkerBase):  # type: ignore[misc]
             done = link.done_s(job_ids)
             if done is not None:
                 self.wait_until_s = max(self.wait_until_s, done)
-
-    @property
-    def next_done_s(self) -> float | None:
-        """When the next job on either link completes (None: both are idle)."""
-        times = [
-            t for t in (self.store_link.next_done_s, self.load_link.next_done_s) if t is not None
-        ]
-        return min(times) if times else None
-
-    @property
-    def pending(self) -> int:
-        return self.store_link.pending + self.load_link.pending
 
 
 class _BlockIds:
