@@ -24,8 +24,9 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 CORPUS_SCHEMA_VERSION = 1
 
 #: reproduced: as expected; not_reproduced: the buggy engine did not stall as expected, or the
-#: fixed engine stalled or was cut short; skipped: the case needs what is not installed here
-CaseStatus = Literal["reproduced", "not_reproduced", "skipped"]
+#: fixed engine stalled or was cut short; skipped: the case needs what is not installed here;
+#: interrupted: Ctrl-C stopped it (its figures are what ran)
+CaseStatus = Literal["reproduced", "not_reproduced", "skipped", "interrupted"]
 
 
 class EngineOutcome(BaseModel):

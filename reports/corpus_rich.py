@@ -19,6 +19,7 @@ _STATUS = {
     "reproduced": "[green]yes[/]",
     "not_reproduced": "[bold red]NO[/]",
     "skipped": "[yellow]skipped[/]",
+    "interrupted": "[yellow]stopped[/]",
 }
 
 

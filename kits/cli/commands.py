@@ -36,8 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "trace": ("trace", "Traces: their numbers, a run or a kit's workload written as one."),
     "engine": (
         "engine",
-        "Prepare engines: the tiny CPU model, the engine image, the twin's calibration, "
-        "vLLM's scheduler tests.",
+        "Prepare engines: the tiny CPU model, the engine image, the twin's calibration and "
+        "vLLM releases, vLLM's scheduler tests.",
     ),
 }
 

@@ -84,7 +84,7 @@ def outcome_of(
         report=case.report,
         fixed_by=case.fixed_by,
         expect=case.expect,
-        status="not_reproduced" if reason else "reproduced",
+        status="interrupted" if interrupted else "not_reproduced" if reason else "reproduced",
         reason=reason,
         buggy=buggy,
         fixed=fixed,
