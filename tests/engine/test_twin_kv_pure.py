@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -107,6 +108,9 @@ def test_a_kit_naming_a_connector_the_twin_cannot_run_is_a_kit_error(tmp_path: P
         twin_config(load_kit(str(path)), STOCK, "base")
 
 
+@pytest.mark.skipif(  # without vLLM, the line saying so comes first
+    importlib.util.find_spec("vllm") is None, reason="vLLM is not installed"
+)
 def test_kit_ab_refuses_a_bad_connector_in_one_line(tmp_path: Path) -> None:
     path = _kit_with(tmp_path, '{"kv_connector": "NoSuchConnector", "kv_role": "kv_both"}')
     done = kit("ab", "--base", "twin:stock", "--fix", "twin:stock", "--kit", str(path), "--dry-run")

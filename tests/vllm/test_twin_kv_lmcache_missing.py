@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.kv.settings import LMCACHE_INSTALL, check_kv_transfer, lmcache_installed
 from stallkit.kits.cli import app
+from tests.vllm.conftest import HAVE_VLLM, VLLM_MISSING
 from tests.vllm.twin_kv_support import REPO
 
 KIT = REPO / "kits" / "corpus" / "kits" / "lmcache-3014.toml"
@@ -31,6 +32,7 @@ def test_the_connector_without_lmcache_is_one_line_with_the_install_command() ->
 
 
 @pytest.mark.usefixtures("no_lmcache")
+@pytest.mark.skipif(not HAVE_VLLM, reason=VLLM_MISSING)  # without vLLM, that line comes first
 def test_kit_ab_refuses_the_lmcache_kit_before_it_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
