@@ -58,7 +58,7 @@ def test_an_unknown_release_is_one_line_before_anything_runs(
     t0 = time.monotonic()
     out = tmp_path / "ab"
     done = kit(
-        "ab", "--kit", "cpu-smoke", "--base", "twin@0.99.9:stock", "--fix", "twin:stock",
+        "ab", "--kit", "cpu-smoke", "--base", "twin@0.99.9:stock", "--fix", "sim:fix",
         "--seeds", "1", "--out", str(out),
     )  # fmt: skip
     line = one_error_line(done)
