@@ -13,6 +13,8 @@ vLLM's engine-core process.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 #: The prefix of every vLLM family.
 VLLM_PREFIX = "vllm:"
 
@@ -62,6 +64,44 @@ SCHEDULER_PREFILL_COMPUTE_SHARE = "vllm:scheduler_prefill_compute_share"
 SCHEDULER_COMPUTE_SECONDS = "vllm:scheduler_compute_seconds_total"
 #: Counter with labels `turn`, `empty`: every step (the patched scheduler plugin only).
 SCHEDULER_STEPS = "vllm:scheduler_steps_total"
+
+# -- other engines' families (the metric dialects besides vLLM's) ----------------------------
+#: A metric dialect: an engine family's names for the monitor's signals.
+DialectName = Literal["vllm", "sglang", "llamacpp", "tgi"]
+#: The dialects the monitor reads, in the order a page is matched against them.
+DIALECT_NAMES: tuple[DialectName, ...] = get_args(DialectName)
+SGLANG_PREFIX = "sglang:"
+SGLANG_NUM_RUNNING_REQS = "sglang:num_running_reqs"
+SGLANG_NUM_QUEUE_REQS = "sglang:num_queue_reqs"
+SGLANG_TOKEN_USAGE = "sglang:token_usage"
+#: Counted when a request finishes (the tokenizer manager's counters).
+SGLANG_PROMPT_TOKENS = "sglang:prompt_tokens_total"
+SGLANG_GENERATION_TOKENS = "sglang:generation_tokens_total"
+SGLANG_CACHED_TOKENS = "sglang:cached_tokens_total"
+#: Counter with label `mode` (prefill_compute, prefill_cache, decode): tokens the scheduler
+#: processed, counted as it runs (newer releases).
+SGLANG_REALTIME_TOKENS = "sglang:realtime_tokens_total"
+#: Counter: requests retracted (thrown back to the queue, SGLang's preemption).
+SGLANG_RETRACTED_REQUESTS = "sglang:num_retracted_requests_total"
+LLAMACPP_PREFIX = "llamacpp:"
+LLAMACPP_REQUESTS_PROCESSING = "llamacpp:requests_processing"
+LLAMACPP_REQUESTS_DEFERRED = "llamacpp:requests_deferred"
+#: Counted when a slot finishes its request.
+LLAMACPP_TOKENS_PREDICTED = "llamacpp:tokens_predicted_total"
+#: Counted when a slot's prompt is processed.
+LLAMACPP_PROMPT_TOKENS = "llamacpp:prompt_tokens_total"
+#: Counter: llama_decode() calls (each processes the busy slots' next tokens).
+LLAMACPP_N_DECODE = "llamacpp:n_decode_total"
+#: Gauge, older releases only: KV cache usage (1 = full).
+LLAMACPP_KV_CACHE_USAGE = "llamacpp:kv_cache_usage_ratio"
+TGI_PREFIX = "tgi_"
+TGI_QUEUE_SIZE = "tgi_queue_size"
+TGI_BATCH_CURRENT_SIZE = "tgi_batch_current_size"
+#: Counter with label `method` (prefill, decode): forward passes that succeeded. TGI's
+#: exporter writes counters without `_total`.
+TGI_BATCH_INFERENCE_SUCCESS = "tgi_batch_inference_success"
+#: Histogram of tokens per request, observed when a request finishes.
+TGI_REQUEST_GENERATED_TOKENS = "tgi_request_generated_tokens"
 
 # -- others' families ------------------------------------------------------------------------
 #: The DCGM exporter's GPU utilisation (0..100) per `gpu` label.

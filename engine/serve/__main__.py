@@ -72,6 +72,7 @@ def parser(prog: str = PROG) -> _Parser:
     option("--core", "core", metavar="SPEC")
     option("--calibration", "calibration", "(twin cores)", metavar="NAME|FILE")
     option("--kv-transfer-config", "kv_transfer_config", metavar="JSON")
+    option("--dialect", "dialect", metavar="NAME")
     return p
 
 
@@ -103,6 +104,7 @@ def _serve(args: argparse.Namespace, p: _Parser) -> int:
             core=args.core,
             calibration=args.calibration,
             kv_transfer_config=args.kv_transfer_config,
+            dialect=args.dialect,
         )
         return run(opts)
     except EngineError as exc:

@@ -9,6 +9,9 @@ golden vLLM families the simulator fills (tests check it against the golden file
 served text). Beside its engine clock the page has two families of its own, for the host tier
 vLLM does not count: restores by outcome (`stallkit_sim_restores_total`) and the blocks the
 tier holds (`stallkit_sim_host_tier_blocks`); a twin with a KV connector fills them too.
+With a metric dialect other than vLLM's (`kit sim serve --dialect`), `/metrics` speaks that
+engine's names instead (`stallkit.engine.serve.dialect_pages`), so a fleet of simulators can
+stand in for SGLang, llama.cpp and TGI servers.
 `/dcgm/metrics` renders `DCGM_FI_DEV_GPU_UTIL` per simulated GPU: the share of the recent
 engine time spent in steps that ran work (0 while idle, spinning or frozen).
 """
@@ -30,6 +33,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from stallkit.contract import names
+from stallkit.engine.serve.dialect_pages import DIALECT_PAGES, FinishedCounts
 from stallkit.engine.sim.config import SimConfig
 from stallkit.engine.sim.core import EngineStats, RequestInfo, StepResult
 
@@ -159,9 +163,18 @@ class BusyWindow:
 class SimMetrics:
     """Per-request and per-step recordings of one engine, and the two metric renderings."""
 
-    def __init__(self, config: SimConfig, time_scale: float, step_counter: bool = False) -> None:
+    def __init__(
+        self,
+        config: SimConfig,
+        time_scale: float,
+        step_counter: bool = False,
+        dialect: names.DialectName = "vllm",
+    ) -> None:
         self.config = config
         self.time_scale = time_scale
+        self.dialect: names.DialectName = dialect
+        #: what other engines count when a request finishes: requests and their tokens
+        self.finished = FinishedCounts()
         #: steps by (turn, empty), served as `vllm:scheduler_steps_total` (the twin's core;
         #: the simulator's page has no step counter, as the fork's images have none)
         self.steps: dict[tuple[str, str], int] | None = {} if step_counter else None
@@ -199,6 +212,7 @@ class SimMetrics:
         meta = self._requests.pop(request_id, None)
         if meta is None or info is None:
             return
+        self.finished.add(info.prompt_tokens, info.output_tokens)
         h = self.hists
         end_s = info.finished_s if info.finished_s is not None else now_s
         h[names.E2E_REQUEST_LATENCY].observe(end_s - meta.arrival_s)
@@ -302,10 +316,16 @@ class SimMetrics:
         return out
 
     def render(self, stats: EngineStats, now_s: float) -> bytes:
-        """The /metrics text (Prometheus exposition format 0.0.4)."""
+        """The /metrics text (Prometheus exposition format 0.0.4), in the engine's dialect."""
+        other = DIALECT_PAGES.get(self.dialect)
+        if other is not None:
+            return other(stats, self.finished, self._clock(now_s), self.config.model_name)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Snapshot(self._families(stats, now_s)))
         return generate_latest(registry)
+
+    def _clock(self, now_s: float) -> tuple[float, float]:
+        return now_s, self.time_scale
 
     def render_dcgm(self, now_s: float, hostname: str = "stallkit-sim") -> bytes:
         """DCGM exporter text: `DCGM_FI_DEV_GPU_UTIL` (0..100) for each simulated GPU."""

@@ -12,6 +12,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stallkit.contract.names import DialectName
 from stallkit.engine.errors import EngineError
 from stallkit.engine.sim.config import Fault, SimConfig
 
@@ -28,7 +29,8 @@ FAULT_HELP = (
     "Play a stall from engine second S (fault injection): freeze (frozen), block (a request "
     "longer than the KV pool heads the queue: blocked), thrash (every request preempted before "
     "its next token: thrashing), busy_hang (no step, GPUs busy), dead_core (the core dies "
-    "behind a live API: its series leave /metrics)."
+    "behind a live API: its series leave /metrics), hidden_freeze (frozen, its running and "
+    "waiting gauges read 0: only the clients see the stall)."
 )
 
 
@@ -56,6 +58,11 @@ class ServeOptions(BaseModel):
         None, ge=0, description="Engine time from which /metrics answers 503."
     )
     log_level: LogLevel = Field("info", description="Level of the engine's log lines.")
+    dialect: DialectName = Field(
+        "vllm",
+        description="The metric dialect /metrics speaks: vllm, or another engine's names "
+        "(sglang, llamacpp, tgi) for the signals a stall monitor reads.",
+    )
     core: str = Field(
         "sim",
         min_length=1,

@@ -174,6 +174,7 @@ def _kv_fields(opts: ServeOptions) -> dict[str, Any]:
 async def _serving(opts: ServeOptions) -> AsyncIterator[tuple[str, asyncio.Task[None]]]:
     logging.getLogger("stallkit.engine.sim").setLevel(opts.log_level.upper())
     driver = EngineDriver(opts.sim_config(), opts.time_scale, log, make_core(opts))
+    driver.metrics.dialect = opts.dialect
     app = build_app(driver, opts.fail_metrics_at_s)
     sock = _bind(opts.host, opts.port)
     config = uvicorn.Config(

@@ -126,6 +126,7 @@ def serve(
     kv_transfer_config: str | None = field_option(
         ServeOptions, "kv_transfer_config", "--kv-transfer-config", metavar="JSON"
     ),
+    dialect: str = field_option(ServeOptions, "dialect", metavar="NAME"),
 ) -> None:
     """Serve the simulated engine like vLLM: chat/completions, /tokenize, /metrics, DCGM.
 
@@ -151,6 +152,7 @@ def serve(
             core=core,
             calibration=calibration,
             kv_transfer_config=kv_transfer_config,
+            dialect=dialect,
         )
     except ValidationError as exc:
         message = validation_message(exc, names=flags_by_field(ctx, ServeOptions))

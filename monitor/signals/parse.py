@@ -1,14 +1,17 @@
-"""Turn a vLLM `/metrics` page into a typed snapshot of the signals the monitor reads.
+"""Turn an engine's `/metrics` page into a typed snapshot of the signals the monitor reads.
 
-Pure: text in, `MetricsSnapshot` out. Only the sample lines of the families the monitor
-reads are handed to prometheus_client's text parser; a real page is mostly histogram buckets
-and process metrics, and parsing all of it costs ten times more than the rest of a tick.
-Matching is on sample names, which keep their `_total` suffix whatever the parser does to
-family names, and both the `_total` and the bare name are accepted. Values are summed over
-the `engine` label (data-parallel engines) and each engine's view is kept; a name the
-engine does not export stays `None`, never zero. The simulator's own clock (its engine time
-and time scale, which no real engine exports) is kept apart as `sim_clock`: it is one clock
-per server, not summed.
+Pure: text in, `MetricsSnapshot` out. The page is read in a metric dialect
+(`stallkit.monitor.signals.dialects`: vLLM's, SGLang's, llama.cpp's, TGI's), told apart from
+the page itself unless one is given. Only the sample lines of the families read are handed
+to prometheus_client's text parser; a real page is mostly histogram buckets and process
+metrics, and parsing all of it costs ten times more than the rest of a tick. Matching is on
+sample names, which keep their `_total` suffix whatever the parser does to family names,
+and both the `_total` and the bare name are accepted. Values are summed over the dialect's
+data-parallel label (vLLM's `engine`) and each engine's view is kept; a name the engine does
+not export stays `None`, never zero (a dialect whose exporter declares a family only once
+used reads it as 0 on a page it recognises). The simulator's own clock (its engine time and
+time scale, which no real engine exports) is kept apart as `sim_clock`: it is one clock per
+server, not summed.
 """
 
 from __future__ import annotations
@@ -18,37 +21,14 @@ from dataclasses import dataclass, field, fields
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from stallkit.contract import names
 from stallkit.monitor.errors import MonitorError
-
-#: Family -> (field, label that splits it or ""); counters match with and without `_total`.
-_FAMILIES: dict[str, tuple[str, str]] = {
-    names.NUM_REQUESTS_RUNNING: ("running", ""),
-    names.NUM_REQUESTS_WAITING: ("waiting", ""),
-    names.NUM_REQUESTS_WAITING_BY_REASON: ("waiting_by_reason", "reason"),
-    names.KV_CACHE_USAGE: ("kv_usage", ""),
-    names.GPU_CACHE_USAGE_OLD: ("kv_usage_old", ""),
-    names.GENERATION_TOKENS: ("gen_tokens", ""),
-    names.PROMPT_TOKENS: ("prompt_tokens", ""),
-    names.NUM_PREEMPTIONS: ("preemptions", ""),
-    names.PREFIX_CACHE_QUERIES: ("prefix_queries", ""),
-    names.PREFIX_CACHE_HITS: ("prefix_hits", ""),
-    names.REQUEST_SUCCESS: ("request_success", "finished_reason"),
-    names.SCHEDULER_PREFILL_COMPUTE_SHARE: ("prefill_compute_share", ""),
-    names.SCHEDULER_COMPUTE_SECONDS: ("compute_s", "class"),
-    names.SCHEDULER_STEPS: ("steps", ""),
-}
-#: Sample name -> (field, label that splits it or "").
-_SAMPLES: dict[str, tuple[str, str]] = {}
-for _name, _target in _FAMILIES.items():
-    _SAMPLES[_name] = _SAMPLES[names.bare(_name)] = _target
-# engine steps: the iteration-tokens histogram's count (older pages drop the `_total`)
-for _name in (names.ITERATION_TOKENS, names.bare(names.ITERATION_TOKENS)):
-    _SAMPLES[names.sample(_name, "count")] = ("iterations", "")
-#: the simulator's own gauges: read into `SimClock`, not into `EngineMetrics`
-_SIM_CLOCK = {names.SIM_ENGINE_TIME: "sim_engine_s", names.SIM_TIME_SCALE: "sim_scale"}
-_SAMPLES.update({name: (target, "") for name, target in _SIM_CLOCK.items()})
-_PREFIXES = tuple(_SAMPLES)
+from stallkit.monitor.signals.dialects import (
+    DIALECTS,
+    VLLM,
+    Dialect,
+    detect_dialect,
+    dialect_of_samples,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +50,21 @@ class EngineMetrics:
     prefill_compute_share: float | None = None
     compute_s: Mapping[str, float] | None = None  # by scheduler class
     steps: float | None = None  # scheduler steps, empty ones included (patched scheduler)
+    # a live count of forward work (llama.cpp's decode calls, TGI's forward passes, SGLang's
+    # decode tokens), for engines whose token counters count a request only when it finishes
+    forward_progress: float | None = None
+
+    @property
+    def has_engine_series(self) -> bool:
+        """Whether the page carries the engine signals a stall is judged on."""
+        return (self.gen_tokens is not None or self.forward_progress is not None) and (
+            self.running is not None or self.waiting is not None
+        )
 
     @property
     def is_vllm(self) -> bool:
-        """Whether the page carries the vLLM signals a stall is judged on."""
-        return self.gen_tokens is not None and (
-            self.running is not None or self.waiting is not None
-        )
+        """The former name of `has_engine_series`."""
+        return self.has_engine_series
 
     @property
     def compute_s_total(self) -> float | None:
@@ -107,44 +95,53 @@ class MetricsSnapshot(EngineMetrics):
 _Raw = dict[str, float | dict[str, float]]
 
 
-def _select_lines(text: str) -> str:
+def _select_lines(text: str, dialect: Dialect) -> str:
     """Keep only the sample lines of the families read (no HELP/TYPE: parsed as untyped)."""
     keep = []
+    prefixes, samples = dialect.sample_prefixes, dialect.samples
     for line in text.splitlines():
-        if line.startswith(_PREFIXES):
+        if line.startswith(prefixes):
             cut = len(line)
             for sep in ("{", " "):
                 pos = line.find(sep)
                 if 0 <= pos < cut:
                     cut = pos
-            if line[:cut] in _SAMPLES:
+            if line[:cut] in samples:
                 keep.append(line)
     keep.append("")
     return "\n".join(keep)
 
 
-def _add(per_engine: dict[str, _Raw], name: str, labels: Mapping[str, str], value: float) -> None:
+def _add(
+    per_engine: dict[str, _Raw],
+    dialect: Dialect,
+    name: str,
+    labels: Mapping[str, str],
+    value: float,
+) -> None:
     """Add one sample of a read family to its engine's raw fields."""
-    field_name, split = _SAMPLES[name]
-    raw = per_engine.setdefault(labels.get("engine", "0"), {})
-    if split:
-        sub = raw.setdefault(field_name, {})
+    series = dialect.samples[name]
+    if series.only is not None and labels.get(series.only[0]) != series.only[1]:
+        return
+    raw = per_engine.setdefault(labels.get(dialect.engine_label, "0"), {})
+    if series.split:
+        sub = raw.setdefault(series.field, {})
         assert isinstance(sub, dict)
-        key = labels.get(split, "")
+        key = labels.get(series.split, "")
         sub[key] = sub.get(key, 0.0) + value
     else:
-        old = raw.get(field_name, 0.0)
+        old = raw.get(series.field, 0.0)
         assert isinstance(old, float)
-        raw[field_name] = old + value
+        raw[series.field] = old + value
 
 
-def _collect(text: str) -> dict[str, _Raw]:
+def _collect(text: str, dialect: Dialect) -> dict[str, _Raw]:
     """Per engine label: field -> value, or field -> {label value: value}."""
     per_engine: dict[str, _Raw] = {}
     try:
-        for family in text_string_to_metric_families(_select_lines(text)):
+        for family in text_string_to_metric_families(_select_lines(text, dialect)):
             for sample in family.samples:
-                _add(per_engine, sample.name, sample.labels, sample.value)
+                _add(per_engine, dialect, sample.name, sample.labels, sample.value)
     except (ValueError, KeyError, IndexError) as exc:
         raise MonitorError(f"malformed /metrics text: {exc}") from None
     return per_engine
@@ -181,7 +178,18 @@ def _engine(raw: _Raw) -> EngineMetrics:
         prefill_compute_share=num("prefill_compute_share"),
         compute_s=split("compute_s"),
         steps=num("steps"),
+        forward_progress=num("forward_progress"),
     )
+
+
+def _zero_filled(per_engine: dict[str, _Raw], dialect: Dialect) -> dict[str, _Raw]:
+    """A recognised page of a dialect whose families appear once used: the missing read 0."""
+    scalars = {s.field for s in dialect.series if not s.split}
+    out: dict[str, _Raw] = {}
+    for key, raw in (per_engine or {"0": {}}).items():
+        filled: _Raw = {name: 0.0 for name in sorted(scalars)}
+        out[key] = filled | raw
+    return out
 
 
 def _total(values: list[object]) -> object:
@@ -233,25 +241,43 @@ def _snapshot(per_engine: dict[str, _Raw]) -> MetricsSnapshot:
     return MetricsSnapshot(**_combine(engines), engines=engines, sim_clock=clock)  # type: ignore[arg-type]
 
 
-def parse_metrics(text: str) -> MetricsSnapshot:
-    """Parse a Prometheus text page into a `MetricsSnapshot` (raises `MonitorError`)."""
-    return _snapshot(_collect(text))
+def parse_metrics(text: str, dialect: Dialect | None = None) -> MetricsSnapshot:
+    """Parse a Prometheus text page into a `MetricsSnapshot` (raises `MonitorError`).
+
+    `dialect`: the page's metric dialect; None: told apart from the page (`detect_dialect`),
+    vLLM's for a page that carries no engine family."""
+    if dialect is None:
+        dialect = detect_dialect(text) or VLLM
+    per_engine = _collect(text, dialect)
+    if dialect.absent_is_zero and dialect.recognises(text):
+        per_engine = _zero_filled(per_engine, dialect)
+    return _snapshot(per_engine)
 
 
 def snapshot_from_samples(
     samples: Iterable[tuple[str, Mapping[str, str], float]],
+    dialect: Dialect | None = None,
 ) -> MetricsSnapshot:
     """The snapshot of one scrape given as (sample name, labels, value) triples, as a
-    Prometheus query returns them; samples of families the monitor does not read are skipped.
-    Counters stay counters (raw totals), so rates between snapshots work as for a page."""
+    Prometheus query returns them; samples of families the dialect does not read are
+    skipped. `dialect` None: the one the sample names belong to. Counters stay counters
+    (raw totals), so rates between snapshots work as for a page."""
+    samples = list(samples)
+    if dialect is None:
+        dialect = dialect_of_samples(name for name, _labels, _value in samples) or VLLM
     per_engine: dict[str, _Raw] = {}
+    owned = False
     for name, labels, value in samples:
-        if name in _SAMPLES:
-            _add(per_engine, name, labels, float(value))
+        if name in dialect.samples:
+            _add(per_engine, dialect, name, labels, float(value))
+        owned = owned or dialect.owns(name)
+    if dialect.absent_is_zero and owned:
+        per_engine = _zero_filled(per_engine, dialect)
     return _snapshot(per_engine)
 
 
-def sample_names() -> tuple[str, ...]:
-    """Every sample name the monitor reads (counters with and without `_total`, the
-    iteration histogram's count, the simulator's clock), for a query that selects them."""
-    return tuple(sorted(_SAMPLES))
+def sample_names(dialect: Dialect | None = None) -> tuple[str, ...]:
+    """Every sample name the monitor reads in `dialect` (None: in every dialect), counters
+    with and without `_total`, histogram counts, the simulator's clock, for a query that
+    selects them."""
+    return tuple(sorted({n for d in ([dialect] if dialect else DIALECTS) for n in d.samples}))

@@ -36,6 +36,7 @@ class Deltas:
     iterations: float | None
     compute_s: float | None
     steps: float | None = None
+    forward_progress: float | None = None  # forward passes (or tokens) counted live
 
     def rate(self, delta: float | None) -> float | None:
         """A delta per second (None when unknown or no time passed)."""
@@ -67,6 +68,7 @@ _COUNTERS = (
     "iterations",
     "compute_s_total",
     "steps",
+    "forward_progress",
 )
 _read_counters = attrgetter(*_COUNTERS)
 

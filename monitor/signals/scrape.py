@@ -3,7 +3,9 @@
 The transport edge: httpx errors, bad status codes, timeouts and unparseable pages all
 become a `ScrapeResult` with an `error` string, which the loop records as `down`. Only the
 first scrape of a run (`check_engine`) turns a failure into a `MonitorError`, so an
-unreachable URL is a one-line error at start.
+unreachable URL is a one-line error at start. That first page also fixes the engine's metric
+dialect, unless one was given: told apart once, so a later page without the engine's series
+(a core dead behind a live server) is that engine's blank page, not another dialect's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import httpx
 
 from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.signals.dialects import DIALECTS, Dialect, detect_dialect
 from stallkit.monitor.signals.parse import MetricsSnapshot, parse_metrics
 
 
@@ -34,36 +37,62 @@ class MetricsScraper:
     """Scrapes one engine; owns its HTTP client unless one is passed in."""
 
     def __init__(
-        self, url: str, *, timeout_s: float, client: httpx.AsyncClient | None = None
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        client: httpx.AsyncClient | None = None,
+        dialect: Dialect | None = None,
     ) -> None:
         self.url = metrics_url(url)
+        self.dialect = dialect  # None until the first page tells it apart
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
         self._timeout_s = timeout_s
 
-    async def scrape(self) -> ScrapeResult:
-        """GET and parse the page, never raising for engine-side failures."""
+    async def _fetch(self) -> tuple[str | None, str | None]:
+        """The page's text, or None and why."""
         try:
             response = await self._client.get(self.url, timeout=self._timeout_s)
         except httpx.TimeoutException:
-            return ScrapeResult(None, f"timed out after {self._timeout_s:g} s")
+            return None, f"timed out after {self._timeout_s:g} s"
         except httpx.HTTPError as exc:
-            return ScrapeResult(None, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            return None, f"{type(exc).__name__}: {exc}".rstrip(": ")
         if response.status_code != 200:
-            return ScrapeResult(None, f"HTTP {response.status_code}")
+            return None, f"HTTP {response.status_code}"
+        return response.text, None
+
+    def _parse(self, text: str) -> ScrapeResult:
         try:
-            snapshot = parse_metrics(response.text)
+            snapshot = parse_metrics(text, self.dialect)
         except MonitorError as exc:
             return ScrapeResult(None, str(exc))
         # a page without the engine's series is an answer (a core dead behind a live API,
         # which the detector judges), not a failure
         return ScrapeResult(snapshot)
 
+    async def scrape(self) -> ScrapeResult:
+        """GET and parse the page, never raising for engine-side failures."""
+        text, error = await self._fetch()
+        return ScrapeResult(None, error) if text is None else self._parse(text)
+
     async def check_engine(self) -> MetricsSnapshot:
-        """The first scrape: return the snapshot or raise a one-line `MonitorError`."""
-        result = await self.scrape()
-        if result.snapshot is not None and not result.snapshot.is_vllm:
-            result = ScrapeResult(None, "no vLLM metrics on the page")
+        """The first scrape: return the snapshot or raise a one-line `MonitorError`; fixes
+        the dialect (the page's own, unless one was given)."""
+        text, error = await self._fetch()
+        if text is not None and self.dialect is None:
+            self.dialect = detect_dialect(text)
+            if self.dialect is None:
+                known = ", ".join(d.name for d in DIALECTS)
+                raise MonitorError(
+                    f"{self.url} serves no engine metrics this monitor reads (no {known} family)",
+                    hint="is it the engine's /metrics (llama.cpp: --metrics)? "
+                    "--dialect NAME reads a page in one dialect",
+                )
+        result = ScrapeResult(None, error) if text is None else self._parse(text)
+        if result.snapshot is not None and not result.snapshot.has_engine_series:
+            engine = "engine" if self.dialect is None else self.dialect.engine
+            result = ScrapeResult(None, f"no {engine} metrics on the page")
         if result.snapshot is None:
             raise MonitorError(
                 f"cannot read engine metrics at {self.url}: {result.error}",

@@ -41,7 +41,7 @@ def test_recorded_page_declares_every_golden_family() -> None:
 
 def test_one_engine_page() -> None:
     snap = parse_metrics(page("vllm-0.32-one-engine.txt"))
-    assert snap.is_vllm
+    assert snap.has_engine_series
     assert (snap.running, snap.waiting) == (12, 2)
     assert (snap.waiting_capacity, snap.waiting_deferred) == (2, 0)
     assert snap.kv_usage == pytest.approx(0.62)
@@ -62,7 +62,7 @@ def test_the_simulators_clock_is_read_and_a_real_engine_has_none() -> None:
     config = SimConfig()
     text = SimMetrics(config, 60.0).render(SimEngine(config).stats, 12.5).decode()
     snap = parse_metrics(text)
-    assert snap.is_vllm and snap.sim_clock == SimClock(engine_s=12.5, scale=60.0)
+    assert snap.has_engine_series and snap.sim_clock == SimClock(engine_s=12.5, scale=60.0)
     assert parse_metrics(page("vllm-0.32-one-engine.txt")).sim_clock is None
     assert parse_metrics(page("vllm-0.32-two-engines.txt")).sim_clock is None
 
@@ -103,7 +103,7 @@ def test_family_names_without_type_lines_and_bare_counter_names() -> None:
 
 
 def test_not_a_vllm_page_and_malformed_text() -> None:
-    assert not parse_metrics("# HELP up x\nup 1\n").is_vllm
+    assert not parse_metrics("# HELP up x\nup 1\n").has_engine_series
     with pytest.raises(MonitorError):
         parse_metrics("vllm:num_requests_running{engine=0 1\n")
 
