@@ -105,9 +105,10 @@ def pending(snapshot: MetricsSnapshot) -> bool:
 
 
 def progressed(deltas: Deltas, recently_preempted: bool) -> bool:
-    """A token came out, or prompt tokens were counted with nothing preempted lately (a
-    re-prefill of work thrown away is no progress, however many scrapes it spans)."""
-    if deltas.gen_tokens:
+    """A token came out (or a forward pass, where the engine counts those live), or prompt
+    tokens were counted with nothing preempted lately (a re-prefill of work thrown away is
+    no progress, however many scrapes it spans)."""
+    if deltas.gen_tokens or deltas.forward_progress:
         return True
     return bool(deltas.prompt_tokens) and not deltas.preemptions and not recently_preempted
 
