@@ -72,6 +72,12 @@ class TurnRecord(BaseModel):
         description="When the agent was ready to send, seconds since the run start (on the "
         "virtual clock the request starts at the engine's next step; None: at t_start).",
     )
+    t_arrival: float | None = Field(
+        None,
+        exclude_if=lambda v: v is None,  # closed-loop files stay as they were
+        description="Open-loop arrivals: when the request was planned to start, seconds since "
+        "the run start (its lag is t_start minus this; None: a closed-loop turn).",
+    )
     prompt_parts: list[PromptPart] | None = Field(
         None,
         description="What the turn added to its session's prompt, in order (None: not "

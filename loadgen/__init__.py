@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.loadgen.agents import RunFinished as RunFinished
     from stallkit.loadgen.agents import TurnFinished as TurnFinished
     from stallkit.loadgen.agents import run_agents as run_agents
+    from stallkit.loadgen.arrivals import rates_in_wall as rates_in_wall
     from stallkit.loadgen.config import LoadConfig as LoadConfig
     from stallkit.loadgen.config import sizes_for_context as sizes_for_context
     from stallkit.loadgen.conversation import WordConversation as WordConversation

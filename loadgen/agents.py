@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 from asyncio_throttle.throttler import Throttler
 
 from stallkit.loadgen import text
-from stallkit.loadgen.agent import Done, Wait
+from stallkit.loadgen.agent import Done, Send, Wait
 from stallkit.loadgen.config import LoadConfig
 from stallkit.loadgen.conversation import ChatConversation, new_parts, replay_parts
 from stallkit.loadgen.http.client import StreamingClient, StreamResult, make_client, stream_chat
@@ -226,7 +226,7 @@ async def _agent(run: _Run, agent: int) -> None:
                 if plan.turn == 0:
                     conversation = ChatConversation.start(cfg, plan)
                 sent = await _fit(run, sizer, conversation, plan)
-        ok = sent is not None and await _send(run, sizer, conversation, plan, action.attempt, sent)
+        ok = sent is not None and await _send(run, sizer, conversation, action, sent)
         action = machine.answered(ok)
     run.state(agent, "done")
 
@@ -289,15 +289,14 @@ async def _send(
     run: _Run,
     sizer: PromptSizer,
     conversation: ChatConversation,
-    plan: TurnPlan,
-    attempt: int,
+    send: Send,
     sent: _Sized,
 ) -> bool:
     """One attempt of a sized turn; on success the conversation grows by it and its reply."""
-    messages, expected = sent.messages, sent.expected
+    messages, expected, plan = sent.messages, sent.expected, send.plan
     run.state(plan.agent, "queued")
     body = _request_body(run, messages, plan.max_tokens)
-    result = await _attempt(run, plan, attempt, body, sent)
+    result = await _attempt(run, send, body, sent)
     if result.outcome != "ok":
         run.state(plan.agent, "failed")
         return False
@@ -310,9 +309,8 @@ async def _send(
     return True
 
 
-async def _attempt(
-    run: _Run, plan: TurnPlan, attempt: int, body: dict[str, Any], sent: _Sized
-) -> StreamResult:
+async def _attempt(run: _Run, send: Send, body: dict[str, Any], sent: _Sized) -> StreamResult:
+    plan = send.plan
     if run.throttler is not None:
         async with run.throttler:
             pass
@@ -323,9 +321,9 @@ async def _attempt(
         if result.started:
             result.fail("aborted", "the run stopped while the request was in flight")
             result.elapsed_s = time.perf_counter() - result.started
-            run.finish(_record(run, plan, attempt, sent, result))
+            run.finish(_record(run, send, sent, result))
         raise
-    run.finish(_record(run, plan, attempt, sent, result))
+    run.finish(_record(run, send, sent, result))
     return result
 
 
@@ -386,9 +384,8 @@ def _check_prompt_size(
     sizer.additive = False
 
 
-def _record(
-    run: _Run, plan: TurnPlan, attempt: int, sent: _Sized, result: StreamResult
-) -> TurnRecord:
+def _record(run: _Run, send: Send, sent: _Sized, result: StreamResult) -> TurnRecord:
+    plan, attempt = send.plan, send.attempt
     t_start = result.started - run.t0
     assert result.outcome is not None
     return TurnRecord(
@@ -408,6 +405,7 @@ def _record(
         outcome=result.outcome,
         error=result.error,
         status=result.status,
+        t_arrival=send.arrival_s,
         prompt_parts=sent.parts,
     )
 

@@ -10,9 +10,11 @@ records.
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from stallkit.loadgen.arrivals import Process, Segment, Stage, Unit, expected_count, segments
 
 #: the most agents one load may run (each is a task holding a conversation in memory)
 MAX_AGENTS = 100_000
@@ -113,6 +115,43 @@ class LoadConfig(BaseModel):
     request_rate: float | None = Field(
         None, gt=0.0, description="Cap on requests started per second across all agents."
     )
+    arrivals: Process = Field(
+        "closed",
+        description="When turns start: `closed` (each agent sends after its pause; the "
+        "default), or open loop at `rate`: `constant`, `poisson` or `bursty` (gamma gaps, see "
+        "burstiness). A rate or stages without it means `poisson`.",
+    )
+    arrival_unit: Unit = Field(
+        "requests",
+        description="What an arrival starts: `requests` (the next turn of a free agent; with "
+        "every agent busy it waits for one, and the turn records its lag) or `sessions` (a "
+        "new agent session, which then plays its turns with pauses; `agents` is then unused).",
+    )
+    rate: float | None = Field(
+        None,
+        gt=0.0,
+        description="Open-loop arrivals per second (engine seconds in a kit).",
+        json_schema_extra={"unit": "per_engine_s"},
+    )
+    rate_end: float | None = Field(
+        None,
+        gt=0.0,
+        description="Ramp the rate linearly from `rate` to this over duration_s.",
+        json_schema_extra={"unit": "per_engine_s"},
+    )
+    burstiness: float = Field(
+        1.0,
+        gt=0.0,
+        description="Shape of the gamma gaps of `bursty` arrivals: 1 is Poisson, lower is "
+        "burstier (coefficient of variation 1/sqrt(burstiness)), at the same mean rate.",
+    )
+    stages: tuple[Stage, ...] | None = Field(
+        None,
+        min_length=1,
+        description="Open-loop rate in stages, e.g. [{rate = 1, duration_s = 60}, {rate = 4, "
+        "duration_s = 60, rate_end = 8}] (a stage with rate_end ramps); arrivals end after "
+        "the last.",
+    )
     model: str | None = Field(
         None, description="Model name to request; unset: the server's only model."
     )
@@ -173,6 +212,57 @@ class LoadConfig(BaseModel):
         "on purpose across runs or traces; empty: no salt (equal hash_ids give equal text in "
         "every trace).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _open_loop_default(cls, data: Any) -> Any:
+        # a rate without a law is the usual benchmark's open loop: Poisson
+        open_loop = isinstance(data, dict) and (data.get("rate") is not None or data.get("stages"))
+        if open_loop and "arrivals" not in data:
+            return {**data, "arrivals": "poisson"}
+        return data
+
+    @model_validator(mode="after")
+    def _check_arrivals(self) -> Self:
+        problem = self._arrival_problem()
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+    def _arrival_problem(self) -> str | None:
+        given = [n for n in ("rate", "rate_end", "stages") if getattr(self, n) is not None]
+        if self.arrivals == "closed":
+            if given:
+                return f"{given[0]} applies to open-loop arrivals: set arrivals (e.g. poisson)"
+            return None
+        if self.burstiness != 1.0 and self.arrivals != "bursty":
+            return f"burstiness applies to arrivals = bursty, not {self.arrivals}"
+        if (self.rate is None) == (self.stages is None):
+            return f"arrivals = {self.arrivals} needs a rate or stages (one of the two)"
+        if self.rate_end is not None and (self.stages is not None or self.duration_s is None):
+            return "rate_end ramps over duration_s: give rate and duration_s (or use stages)"
+        if self.trace is not None:
+            return "a trace replays its own arrival times: drop the rate or the trace"
+        if self.arrival_unit == "sessions":
+            end = self.arrival_end_s
+            if end is None:
+                return "sessions arriving open loop need an end: give duration_s or stages"
+            mass = expected_count(self.rate_segments(), end)
+            if mass > MAX_AGENTS:
+                return f"about {mass:,.0f} sessions would arrive, over {MAX_AGENTS:,}"
+        return None
+
+    @property
+    def arrival_end_s(self) -> float | None:
+        """When arrivals end (seconds since the start): the run's end or the last stage's."""
+        ends = [self.duration_s] if self.duration_s is not None else []
+        if self.stages is not None:
+            ends.append(sum(s.duration_s for s in self.stages))
+        return min(ends) if ends else None
+
+    def rate_segments(self) -> list[Segment]:
+        """The open-loop rate over the run (arrivals end after the last segment)."""
+        return segments(self.rate, self.rate_end, self.duration_s, self.stages or ())
 
     @model_validator(mode="after")
     def _check_trace_window(self) -> Self:

@@ -21,7 +21,7 @@ from stallkit.contract.time import TimeBase, Unit, duration_unit
 from stallkit.engine import EngineSpec, Launcher, Overlay
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.kit import Kit
-from stallkit.loadgen import LoadConfig
+from stallkit.loadgen import LoadConfig, rates_in_wall
 from stallkit.monitor import MonitorConfig
 
 __all__ = [
@@ -61,7 +61,9 @@ def _in_wall(model: type[BaseModel], fields: dict[str, Any], base: TimeBase) -> 
 
 def load_config(kit: Kit, scale: float) -> LoadConfig:
     """The kit's load in wall seconds for an engine at `scale`."""
-    return LoadConfig.model_validate(_in_wall(LoadConfig, kit.load.model_dump(), TimeBase(scale)))
+    base = TimeBase(scale)
+    fields = rates_in_wall(_in_wall(LoadConfig, kit.load.model_dump(), base), base)
+    return LoadConfig.model_validate(fields)
 
 
 def monitor_config(kit: Kit, scale: float) -> MonitorConfig:

@@ -201,6 +201,7 @@ class VirtualDriver:
             status=status,
             prompt_parts=flight.parts,
             t_ready=flight.ready_s,
+            t_arrival=flight.send.arrival_s,
         )
         self.recorder.turns.write(record)
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from stallkit.kits.cli.common import user_errors
-from stallkit.kits.cli.fields import field_option, flags_by_field
+from stallkit.kits.cli.fields import field_help, field_option, flags_by_field
 from stallkit.loadgen import LoadConfig, sizes_for_context
 
 
@@ -57,6 +57,24 @@ def load(
         LoadConfig, "trace_end_offset_ms", "--fixed-schedule-end-offset"
     ),
     trace_salt: str | None = field_option(LoadConfig, "trace_salt"),
+    arrivals: Annotated[
+        str | None,
+        typer.Option(
+            help=field_help(LoadConfig, "arrivals"), metavar="closed|constant|poisson|bursty"
+        ),
+    ] = None,
+    arrival_unit: str = field_option(LoadConfig, "arrival_unit", metavar="requests|sessions"),
+    rate: float | None = field_option(LoadConfig, "rate"),
+    rate_end: float | None = field_option(LoadConfig, "rate_end"),
+    burstiness: float = field_option(LoadConfig, "burstiness"),
+    stages: Annotated[
+        str | None,
+        typer.Option(
+            help="Open-loop rate in stages, RATE:SECONDS[:RATE_END] each, comma-separated "
+            "(e.g. 1:60,4:60:8; a stage with RATE_END ramps); arrivals end after the last.",
+            metavar="STAGES",
+        ),
+    ] = None,
 ) -> None:
     """Run multi-agent streaming load with long, growing contexts; print and save a summary."""
     import time
@@ -79,8 +97,11 @@ def load(
         "trace": None if trace is None else str(trace), "trace_second_s": 1.0 / trace_speed,
         "trace_block_tokens": trace_block_tokens, "trace_auto_offset": auto_offset,
         "trace_start_offset_ms": start_offset, "trace_end_offset_ms": end_offset,
-        "trace_salt": trace_salt,
+        "trace_salt": trace_salt, "arrival_unit": arrival_unit, "rate": rate,
+        "rate_end": rate_end, "burstiness": burstiness, "stages": _stages(stages),
     }  # fmt: skip
+    if arrivals is not None:  # unset: closed, or Poisson when a rate or stages are given
+        options["arrivals"] = arrivals
     # turn sizes have no flags here: fit them to the context bounds the user gave
     options |= sizes_for_context(min_context, max_context)
     try:
@@ -147,7 +168,12 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
 
 def _what_runs(workload: Any) -> str:
     """`12 agents`, or for a trace its sessions (one agent each), requests and span."""
-    replay = workload.replay
+    replay, cfg = workload.replay, workload.cfg
+    if replay is None and cfg.arrivals != "closed":
+        rate = f"{cfg.rate:g}/s" if cfg.rate is not None else f"{len(cfg.stages)} stages"
+        unit = "sessions (an agent each)" if cfg.arrival_unit == "sessions" else "requests"
+        who = "" if cfg.arrival_unit == "sessions" else f" over {workload.agents} agents"
+        return f"{cfg.arrivals} arrivals of {unit} at {rate}{who}"
     if replay is None:
         return f"{workload.agents} agents"
     cut = f", {replay.left_out:,} outside the window" if replay.left_out else ""
@@ -171,6 +197,28 @@ def _finish(out_dir: Path) -> None:
     summary = summarize(read_records(out_dir))
     write_json(out_dir / SUMMARY_FILE, summary)
     Console().print(summary_table(summary))
+
+
+def _stages(text: str | None) -> list[dict[str, float]] | None:
+    """`--stages 1:60,4:60:8` as the load's stages (None: not given)."""
+    if text is None:
+        return None
+    from stallkit.loadgen import LoadError
+
+    stages = []
+    for part in text.split(","):
+        try:
+            numbers = [float(n) for n in part.split(":")]
+        except ValueError:
+            numbers = []
+        if len(numbers) not in (2, 3):
+            raise LoadError(
+                f"--stages: stage {part.strip()!r} is not RATE:SECONDS[:RATE_END]",
+                "e.g. --stages 1:60,4:60:8",
+            )
+        stage = {"rate": numbers[0], "duration_s": numbers[1]}
+        stages.append(stage | ({"rate_end": numbers[2]} if len(numbers) == 3 else {}))
+    return stages
 
 
 def _given_flags(ctx: typer.Context) -> list[str]:

@@ -20,6 +20,7 @@ accident, while both arms of an A/B and every rerun of a seed send the same byte
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,9 +36,10 @@ from stallkit.contract.trace import (
     read_trace,
 )
 from stallkit.loadgen.agent import AgentMachine, Wait
-from stallkit.loadgen.config import LoadConfig
+from stallkit.loadgen.arrivals import ArrivalGate, planned_arrivals
+from stallkit.loadgen.config import MAX_AGENTS, LoadConfig
 from stallkit.loadgen.traces.window import Window, span_s, windowed
-from stallkit.loadgen.workload import Content, TurnPlan
+from stallkit.loadgen.workload import Content, TurnPlan, plan_agent
 
 __all__ = [
     "Replay",
@@ -188,7 +190,13 @@ def _plans(turns: list[ReplayTurn], agent: int) -> Iterator[TurnPlan]:
 
 
 class Workload:
-    """Where the agents' turns come from: the synthetic model, or a trace's sessions."""
+    """Where the agents' turns come from: the synthetic model, or a trace's sessions; and
+    when they start: paced by the agents, or by open-loop arrivals.
+
+    Arrivals of sessions make one agent per arrival (agent i plays the synthetic model's
+    first session of agent i from its arrival on); arrivals of requests are one gate the
+    load's agents share (each run of the load makes its own workload, hence its own gate).
+    """
 
     def __init__(
         self,
@@ -201,11 +209,29 @@ class Workload:
         #: what of the trace is replayed (None: the synthetic workload)
         self.replay = replay
         self.agents = cfg.agents if sessions is None else len(sessions)
+        self.gate: ArrivalGate | None = None
+        #: arrival times of the sessions, one agent each (None: not arrivals of sessions)
+        self.session_arrivals: list[float] | None = None
+        if cfg.arrivals != "closed" and sessions is None:
+            times = planned_arrivals(
+                cfg.arrivals, cfg.burstiness, cfg.seed, cfg.rate_segments(), cfg.arrival_end_s
+            )
+            if cfg.arrival_unit == "sessions":
+                self.session_arrivals = list(itertools.islice(times, MAX_AGENTS))
+                self.agents = len(self.session_arrivals)
+            else:
+                self.gate = ArrivalGate(times)
 
     def machine(self, agent: int) -> AgentMachine:
         """Agent `agent`'s state machine."""
         if self.sessions is None:
-            return AgentMachine(self.cfg, agent)
+            if self.session_arrivals is not None:
+                start = Wait(0.0, "start", self.session_arrivals[agent])
+                first = itertools.takewhile(
+                    lambda plan: plan.session == 0, plan_agent(self.cfg, agent)
+                )
+                return AgentMachine(self.cfg, agent, first, start, arrived=True)
+            return AgentMachine(self.cfg, agent, gate=self.gate)
         turns = self.sessions[agent]
         start = Wait(0.0, "start", turns[0].at_s if turns else None)
         return AgentMachine(self.cfg, agent, _plans(turns, agent), start)
