@@ -52,6 +52,15 @@ GpuSelectorOpt = Annotated[
         "--gpu-selector", help="Label matchers picking DCGM's GPU series (with --prometheus)."
     ),
 ]
+DialectOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dialect",
+        metavar="NAME",
+        help="The engines' metric dialect: vllm, sglang, llamacpp or tgi. Default: told apart "
+        "from each engine's own series (their family prefixes).",
+    ),
+]
 #: Exit code when an engine of the fleet stalls under --exit-on-stall (as `kit monitor`).
 EXIT_STALL = 3
 
@@ -65,17 +74,20 @@ class FleetArgs:
     group_by: str
     gpu_selector: str
     gpu: bool
+    dialect: str | None = None
 
 
 def fleet_query(args: FleetArgs) -> FleetQuery:
     """The checked query (raises `MonitorError` on a bad selector or label)."""
     from stallkit.monitor import FleetQuery, label_name, matchers
+    from stallkit.monitor.signals.dialects import dialect_named
 
     return FleetQuery(
         selector=matchers(args.selector),
         group_by=label_name(args.group_by),
         gpu_selector=matchers(args.gpu_selector, "--gpu-selector"),
         gpu=args.gpu,
+        dialect=None if args.dialect is None else dialect_named(args.dialect),
     )
 
 

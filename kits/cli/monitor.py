@@ -24,20 +24,28 @@ from stallkit.kits.cli.alerting import (
 )
 from stallkit.kits.cli.common import fail, user_errors
 from stallkit.kits.cli.fields import field_option, flags_by_field
-from stallkit.kits.cli.fleet import GpuSelectorOpt, GroupByOpt, PrometheusOpt, SelectorOpt
+from stallkit.kits.cli.fleet import (
+    DialectOpt,
+    GpuSelectorOpt,
+    GroupByOpt,
+    PrometheusOpt,
+    SelectorOpt,
+)
 from stallkit.monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
     from stallkit.contract.gpu import GpuSource
     from stallkit.kits.arm.alerting import ArmAlerting
     from stallkit.monitor import GpuReader, MonitorOutcome
+    from stallkit.monitor.signals.dialects import Dialect
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
 EXIT_STALL = 3
 
 MONITOR_HELP = (
     "Attach to a running engine: live metrics, GPU utilisation and stall detection.\n\n"
-    "Watches the engine's /metrics (vLLM, the scheduler fork, or the simulator), writes "
+    "Watches the engine's /metrics (vLLM, the scheduler fork, the simulator, SGLang, llama.cpp's "
+    "server or TGI: the metric dialect is told apart from the page, or set with --dialect), writes "
     "every sample and stall to timeline.jsonl, and with --exit-on-stall acts as a watchdog "
     "for scripts and CI (exit 3 when a stall starts; 2 when the engine is unreachable).\n\n"
     "With --prometheus URL instead of an engine URL it watches every engine behind "
@@ -98,6 +106,7 @@ def monitor(
     selector: SelectorOpt = "",
     group_by: GroupByOpt = "instance",
     gpu_selector: GpuSelectorOpt = "",
+    dialect: DialectOpt = None,
 ) -> None:
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import time
@@ -119,13 +128,16 @@ def monitor(
     if prometheus is not None or url is None:
         from stallkit.kits.cli.fleet import FleetArgs, monitor_fleet
 
-        fleet = FleetArgs(prometheus or "", selector, group_by, gpu_selector, gpu_source != "none")
+        fleet = FleetArgs(
+            prometheus or "", selector, group_by, gpu_selector, gpu_source != "none", dialect
+        )
         monitor_fleet(url, fleet, config, out, duration, no_dashboard, exit_on_stall, alerts)
         return
     url = url.strip()
     problem = url_problem(url)
     if problem is not None:
         raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
+    spoken = _dialect(url, dialect, config.scrape_timeout_s)
     gpu = make_gpu_source(_resolved_gpu_source(url, GpuSource.parse(gpu_source)))
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-monitor"
     made = outermost_missing(out_dir)
@@ -134,7 +146,7 @@ def monitor(
     try:
         try:
             outcome = _watch(
-                url, config, gpu, out_dir, duration, no_dashboard, exit_on_stall, hooks
+                url, config, gpu, out_dir, duration, no_dashboard, exit_on_stall, hooks, spoken
             )
         finally:
             hooks.close()
@@ -155,6 +167,7 @@ def _watch(
     no_dashboard: bool,
     exit_on_stall: bool,
     hooks: ArmAlerting,
+    dialect: Dialect,
 ) -> MonitorOutcome:
     """Run the monitor in the foreground until its end; Ctrl-C is exit 130, not a traceback."""
     import asyncio
@@ -177,6 +190,7 @@ def _watch(
                 console=Console(),
                 exit_on_stall=exit_on_stall,
                 sinks=[hooks],
+                dialect=dialect,
             )
         )
     except KeyboardInterrupt:
@@ -194,6 +208,26 @@ def _report(outcome: MonitorOutcome) -> None:
         first = outcome.stalls[0]
         print(f"stall: {first.kind}, onset t={first.onset:.1f}s", flush=True)
         raise typer.Exit(EXIT_STALL)
+
+
+def _dialect(url: str, name: str | None, timeout_s: float) -> Dialect:
+    """The engine's metric dialect (named, or its page's); say on stderr which stall kinds
+    its page cannot show and why."""
+    import asyncio
+
+    from stallkit.kits.cli.common import err_console
+    from stallkit.monitor.signals.scrape import resolve_dialect
+
+    dialect = asyncio.run(resolve_dialect(url, name, timeout_s=timeout_s))
+    missing = dialect.unavailable()
+    if missing:
+        why = "; ".join(f"{kind}: {reason}" for kind, reason in missing.items())
+        err_console.print(
+            f"metrics: {dialect.engine} ({dialect.name}); not available: {why}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return dialect
 
 
 def _resolved_gpu_source(url: str, asked: GpuSource) -> GpuSource:

@@ -49,8 +49,9 @@ Progress = Callable[[int, int], None]
 async def discover(
     client: PrometheusClient, query: FleetQuery, start: float, end: float
 ) -> list[str]:
-    """The engines (group label values) with a running gauge in [start, end]."""
-    sel = ", ".join(p for p in (f'__name__="{names.NUM_REQUESTS_RUNNING}"', query.selector) if p)
+    """The engines (group label values) with a running gauge (in any dialect read) in
+    [start, end]."""
+    sel = ", ".join(p for p in (query.running_matcher(), query.selector) if p)
     return sorted(await client.label_values(query.group_by, "{" + sel + "}", start, end))
 
 
@@ -87,7 +88,9 @@ async def backtest_prometheus(
             )
             for key, found in engine_labels(series, query.group_by).items():
                 labels.setdefault(key, found)
-            per = readings(series, times, gpus if query.gpu else None, query.group_by)
+            per = readings(
+                series, times, gpus if query.gpu else None, query.group_by, query.dialect
+            )
             window_grid = grid(w_start, w_end, step_s)
             for key in batch:
                 points_of = per.get(key, {})
@@ -133,12 +136,15 @@ def _as_results(
     return vllm, [], gpu
 
 
-def _times(series: Sequence[Mapping[str, Any]], group_by: str) -> list[dict[str, Any]]:
+def _times(
+    series: Sequence[Mapping[str, Any]], group_by: str, running: Sequence[str]
+) -> list[dict[str, Any]]:
     """Each engine's scrape times: the times of its running gauge and its `up`."""
     stamps: dict[str, set[float]] = {}
+    clocks = {"up", *running}
     for item in series:
         labels = item["metric"]
-        if labels.get("__name__") in ("up", names.NUM_REQUESTS_RUNNING) and group_by in labels:
+        if labels.get("__name__") in clocks and group_by in labels:
             stamps.setdefault(labels[group_by], set()).update(ts for ts, _v in item["values"])
     return [
         {"metric": {group_by: key}, "values": [[ts, ts] for ts in sorted(values)]}
@@ -153,8 +159,8 @@ def backtest_openmetrics(
     series, _none, gpus = _as_results(text)
     if not series:
         raise MonitorError("no samples in the file", hint="is it OpenMetrics text with `# EOF`?")
-    times = _times(series, query.group_by)
-    per = readings(series, times, gpus if query.gpu else None, query.group_by)
+    times = _times(series, query.group_by, query.running_names())
+    per = readings(series, times, gpus if query.gpu else None, query.group_by, query.dialect)
     labels = engine_labels(series, query.group_by)
     bank = FleetBank(config, gpu=query.gpu)
     tally = BacktestTally()

@@ -54,7 +54,7 @@ async def query_instant(
         client.query(query.times(), at),
         client.query(query.gpus(), at) if query.gpu else _none(),
     )
-    per = readings(series, times, gpu if query.gpu else None, query.group_by)
+    per = readings(series, times, gpu if query.gpu else None, query.group_by, query.dialect)
     latest = {key: points[max(points)] for key, points in per.items()}
     return latest, engine_labels(series, query.group_by)
 

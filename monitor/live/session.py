@@ -28,6 +28,7 @@ from stallkit.monitor.live.dashboard import Dashboard, LogLines, live_dashboard
 from stallkit.monitor.live.loop import EventSink, consume
 from stallkit.monitor.live.timeline import TimelineWriter
 from stallkit.monitor.live.watch import watch
+from stallkit.monitor.signals.dialects import Dialect
 from stallkit.monitor.signals.gpu import GpuReader
 
 Display = Literal["live", "lines", "none"]
@@ -85,8 +86,10 @@ async def run_monitor(
     dashboard: Dashboard | None = None,
     sinks: list[Sink] | None = None,
     stop_when: Callable[[MonitorEvent], bool] | None = None,
+    dialect: Dialect | None = None,
 ) -> MonitorOutcome:
-    """Watch `url` until `duration_s`, a stall (`exit_on_stall`) or `stop_when(event)`."""
+    """Watch `url` until `duration_s`, a stall (`exit_on_stall`) or `stop_when(event)`;
+    `dialect`: its page's metric dialect (None: told apart from the first page)."""
     console = console or Console()
     outcome = MonitorOutcome()
 
@@ -107,7 +110,7 @@ async def run_monitor(
             all_sinks.append(LogLines(console))
         elif display == "live":
             all_sinks.append(_DashboardSink(view))
-        events = watch(url, config, gpu, duration_s=duration_s)
+        events = watch(url, config, gpu, duration_s=duration_s, dialect=dialect)
         # the live view starts only after the start checks, so a start error is one clean line
         live = (lambda: live_dashboard(view, console)) if display == "live" else None
         await consume(events, all_sinks, view=live, stop_when=stop)

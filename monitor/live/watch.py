@@ -25,6 +25,7 @@ from stallkit.monitor.detect.events import MonitorEvent
 from stallkit.monitor.detect.step import MonitorStep
 from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.live.loop import run_loop
+from stallkit.monitor.signals.dialects import Dialect
 from stallkit.monitor.signals.gpu import GpuReader
 from stallkit.monitor.signals.scrape import MetricsScraper
 
@@ -63,8 +64,10 @@ class EngineSource:
         *,
         client: httpx.AsyncClient | None = None,
         engine_cpu: Callable[[], float | None] | None = None,
+        dialect: Dialect | None = None,
     ) -> None:
         self.url, self.config, self.gpu = url, config, gpu
+        self.dialect = dialect  # None: the first page's own
         self._client = client
         self._cpu = engine_cpu or _no_cpu
         self._scraper: MetricsScraper | None = None
@@ -76,7 +79,9 @@ class EngineSource:
     async def start(self, t0: float) -> list[MonitorEvent]:
         """Check the engine, start the GPU source; the events of that first reading."""
         timeout_s = self.config.scrape_timeout_s
-        self._scraper = MetricsScraper(self.url, timeout_s=timeout_s, client=self._client)
+        self._scraper = MetricsScraper(
+            self.url, timeout_s=timeout_s, client=self._client, dialect=self.dialect
+        )
         first = await self._scraper.check_engine()
         util = await self.gpu.start()
         self._step = MonitorStep(self.config, self.gpu.checked)
@@ -116,14 +121,16 @@ def watch(
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     client: httpx.AsyncClient | None = None,
     engine_cpu: Callable[[], float | None] | None = None,
+    dialect: Dialect | None = None,
 ) -> AsyncGenerator[MonitorEvent, None]:
     """Watch the engine at `url` until `duration_s` (None: until the caller stops).
 
     `engine_cpu`, when given, reads the engine's cumulative CPU seconds (None when unknown);
-    the detector uses it to tell a spinning engine from a frozen one.
+    the detector uses it to tell a spinning engine from a frozen one. `dialect`: the page's
+    metric dialect (None: told apart from the first page).
 
     Takes ownership of `gpu` (starts and closes it). Raises `MonitorError` before the first
     event when the engine does not answer with vLLM metrics or the GPU source fails.
     """
-    source = EngineSource(url, config, gpu, client=client, engine_cpu=engine_cpu)
+    source = EngineSource(url, config, gpu, client=client, engine_cpu=engine_cpu, dialect=dialect)
     return run_loop(source, config.interval_s, duration_s=duration_s, clock=clock, sleep=sleep)

@@ -24,6 +24,7 @@ from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.prometheus.rules import (
     _MATCHERS,  # one grammar of label matchers for rules and queries
 )
+from stallkit.monitor.signals.dialects import DIALECTS, Dialect
 from stallkit.monitor.signals.parse import MetricsSnapshot, sample_names, snapshot_from_samples
 
 #: Prometheus refuses a `query_range` that would give more points than this per series.
@@ -56,6 +57,13 @@ def _sel(*parts: str) -> str:
     return "{" + ", ".join(p for p in parts if p) + "}"
 
 
+def _name_matcher(metric_names: Sequence[str]) -> str:
+    """`__name__="x"` for one name, `__name__=~"x|y"` for several."""
+    if len(metric_names) == 1:
+        return f'__name__="{metric_names[0]}"'
+    return f'__name__=~"{"|".join(re.escape(n) for n in metric_names)}"'
+
+
 def _regex_of(values: Iterable[str]) -> str:
     """A PromQL `=~` string matching exactly `values` (RE2 escapes, then string escapes)."""
     alternatives = "|".join(re.escape(v) for v in sorted(values))
@@ -70,6 +78,16 @@ class FleetQuery:
     group_by: str = "instance"
     gpu_selector: str = ""
     gpu: bool = True
+    dialect: Dialect | None = None  # None: each engine's own, from its series
+
+    def running_names(self) -> tuple[str, ...]:
+        """The running gauges' names (the dialect's, or every dialect's)."""
+        dialects = DIALECTS if self.dialect is None else (self.dialect,)
+        return tuple(s.name for d in dialects for s in d.field_series("running"))
+
+    def running_matcher(self) -> str:
+        """The `__name__` matcher of the running gauges."""
+        return _name_matcher(self.running_names())
 
     def _engines(self, only: Iterable[str] | None) -> str:
         if only is None:
@@ -78,15 +96,15 @@ class FleetQuery:
 
     def series(self, only: Iterable[str] | None = None) -> str:
         """The engines' own series and `up` (`only`: these engines' group values alone)."""
-        wanted = "|".join(re.escape(n) for n in ("up", *sample_names()))
+        wanted = "|".join(re.escape(n) for n in ("up", *sample_names(self.dialect)))
         return _sel(f'__name__=~"{wanted}"', self._engines(only))
 
     def times(self, only: Iterable[str] | None = None) -> str:
-        """Each engine's last scrape time: its running gauge's, or while its vLLM series are
+        """Each engine's last scrape time: its running gauge's, or while its engine series are
         gone (target down), its `up`'s."""
         sel = self._engines(only)
         by = f"max by ({self.group_by})"
-        running = _sel(f'__name__="{names.NUM_REQUESTS_RUNNING}"', sel)
+        running = _sel(self.running_matcher(), sel)
         return f"{by} (timestamp({running})) or {by} (timestamp(up{_sel(sel)}))"
 
     def gpus(self, only: Iterable[str] | None = None) -> str:
@@ -150,6 +168,7 @@ def readings(
     times: Sequence[Mapping[str, Any]],
     gpus: Sequence[Mapping[str, Any]] | None,
     group_by: str,
+    dialect: Dialect | None = None,
 ) -> dict[str, dict[float, Reading]]:
     """Per engine (group value), per query time: its reading, from the three answers.
 
@@ -157,6 +176,7 @@ def readings(
     or for a target whose `up` is 0 the query time (a down engine's last samples may still be
     in the answer: a backfilled history has no staleness markers).
     An engine with no GPU series has `gpu_util` None; `gpus` None: GPUs not asked for.
+    `dialect` None: each engine's series read in the dialect they belong to.
     """
     by_engine: dict[str, dict[float, _Point]] = {}
     for labels, at, value in _points(series):
@@ -186,10 +206,10 @@ def readings(
                 continue
             gpu = None if gpus is None else util.get((key, at))
             if point.samples:
-                snapshot = snapshot_from_samples(point.samples)
+                snapshot = snapshot_from_samples(point.samples, dialect)
                 reading = Reading(t, snapshot, None, gpu)
-                if not snapshot.is_vllm:
-                    reading = Reading(t, None, "no vLLM metrics in its series", gpu)
+                if not snapshot.has_engine_series:
+                    reading = Reading(t, None, "no engine metrics in its series", gpu)
             else:
                 reading = Reading(t, None, "no series")
             out.setdefault(key, {})[at] = reading
@@ -197,7 +217,7 @@ def readings(
 
 
 def engine_labels(series: Sequence[Mapping[str, Any]], group_by: str) -> dict[str, dict[str, str]]:
-    """Per engine: the labels all its vLLM series share (job, instance, pod, model, ...)."""
+    """Per engine: the labels all its engine series share (job, instance, pod, model, ...)."""
     common: dict[str, dict[str, str]] = {}
     for item in series:
         labels = dict(item.get("metric", {}))

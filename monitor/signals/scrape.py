@@ -50,7 +50,7 @@ class MetricsScraper:
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
         self._timeout_s = timeout_s
 
-    async def _fetch(self) -> tuple[str | None, str | None]:
+    async def fetch(self) -> tuple[str | None, str | None]:
         """The page's text, or None and why."""
         try:
             response = await self._client.get(self.url, timeout=self._timeout_s)
@@ -73,22 +73,17 @@ class MetricsScraper:
 
     async def scrape(self) -> ScrapeResult:
         """GET and parse the page, never raising for engine-side failures."""
-        text, error = await self._fetch()
+        text, error = await self.fetch()
         return ScrapeResult(None, error) if text is None else self._parse(text)
 
     async def check_engine(self) -> MetricsSnapshot:
         """The first scrape: return the snapshot or raise a one-line `MonitorError`; fixes
         the dialect (the page's own, unless one was given)."""
-        text, error = await self._fetch()
+        text, error = await self.fetch()
         if text is not None and self.dialect is None:
             self.dialect = detect_dialect(text)
             if self.dialect is None:
-                known = ", ".join(d.name for d in DIALECTS)
-                raise MonitorError(
-                    f"{self.url} serves no engine metrics this monitor reads (no {known} family)",
-                    hint="is it the engine's /metrics (llama.cpp: --metrics)? "
-                    "--dialect NAME reads a page in one dialect",
-                )
+                raise _no_dialect(self.url)
         result = ScrapeResult(None, error) if text is None else self._parse(text)
         if result.snapshot is not None and not result.snapshot.has_engine_series:
             engine = "engine" if self.dialect is None else self.dialect.engine
@@ -104,3 +99,33 @@ class MetricsScraper:
         """Close the HTTP client if this scraper made it."""
         if self._own_client:
             await self._client.aclose()
+
+
+async def resolve_dialect(url: str, name: str | None, *, timeout_s: float) -> Dialect:
+    """The dialect `name` names, else the one the engine's page speaks (one GET); a
+    `MonitorError` (one line with a hint) for an unknown name or a page that matches none.
+    An engine that does not answer gets vLLM's: the monitor's first scrape says why."""
+    from stallkit.monitor.signals.dialects import VLLM, dialect_named
+
+    if name is not None:
+        return dialect_named(name)
+    scraper = MetricsScraper(url, timeout_s=timeout_s)
+    try:
+        text, _error = await scraper.fetch()
+    finally:
+        await scraper.aclose()
+    if text is None:
+        return VLLM
+    found = detect_dialect(text)
+    if found is None:
+        raise _no_dialect(scraper.url)
+    return found
+
+
+def _no_dialect(url: str) -> MonitorError:
+    known = ", ".join(d.name for d in DIALECTS)
+    return MonitorError(
+        f"{url} serves no engine metrics this monitor reads (no {known} family)",
+        hint="is it the engine's /metrics (llama.cpp: --metrics)? "
+        "--dialect NAME reads a page in one dialect",
+    )
