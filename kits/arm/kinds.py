@@ -1,7 +1,7 @@
 """Engine kinds as classes: what each kind of arm does, found through one registry.
 
 The engine layer parses a spec into its case of the tagged union (`stallkit.engine.spec`):
-`SimSpec`, `DockerSpec`, `UrlSpec`, `VllmSpec`, `PatchedSpec`, `TwinSpec`. What an arm of that
+`SimSpec`, `DockerSpec`, `UrlSpec`, `VllmSpec`, `LlamacppSpec`, `PatchedSpec`, `TwinSpec`. What an arm of that
 kind does with a kit lives here, once per kind: its launcher, its time scale, the checks made
 before any arm starts, the in-process engine core it runs on the virtual clock, and the traits
 the plan and the reports ask about (which clocks it runs on, whether it is a docker image,
@@ -27,6 +27,7 @@ from stallkit.engine import (
     EngineError,
     EngineSpec,
     Launcher,
+    LlamacppSpec,
     Overlay,
     PatchedSpec,
     SimConfig,
@@ -139,7 +140,7 @@ class ArmKind:
 
     def core_settings(self, kit: Kit, spec: Any, arm: str) -> dict[str, Any]:
         """What the arm's core depends on, as JSON (raises what building the core would)."""
-        return kit.sim.engine.model_dump(mode="json")
+        return kit.sim.engine_for(arm).model_dump(mode="json")
 
     def model_dir(self, kit: Kit, spec: Any) -> Path | None:
         """The model directory a local engine serves (None: not a local engine)."""
@@ -174,11 +175,11 @@ class SimKind(ArmKind):
     ) -> Launcher:
         from stallkit.engine import SimLauncher
 
-        sim = kit.sim.engine.model_dump(mode="json", exclude={"policy"})
+        sim = kit.sim.engine_for(arm).model_dump(mode="json", exclude={"policy"})
         return SimLauncher(spec, arm_dir, sim, kit.sim.time_scale, log_path=log_path)
 
     def core(self, kit: Kit, spec: SimSpec, arm: str, log: logging.Logger) -> EngineCore:
-        cfg = kit.sim.engine.model_copy(update={"policy": spec.policy})
+        cfg = kit.sim.engine_for(arm).model_copy(update={"policy": spec.policy})
         config = SimConfig.model_validate(cfg.model_dump())
         return with_fault(SimEngine(config, log), config.fault)
 
@@ -251,6 +252,39 @@ class VllmKind(ArmKind):
 
     def model_dir(self, kit: Kit, spec: VllmSpec) -> Path | None:
         return Path(spec.model_dir).expanduser()
+
+
+class LlamacppKind(ArmKind):
+    """`llamacpp:MODEL.gguf`: llama.cpp's server on this CPU, one slot per agent of the load."""
+
+    tag = "llamacpp"
+    target = "local"
+
+    def launcher(
+        self,
+        arm: str,
+        spec: LlamacppSpec,
+        kit: Kit,
+        arm_dir: Path,
+        log_path: Path,
+        overlays: list[Overlay],
+    ) -> Launcher:
+        from stallkit.engine import LlamacppLauncher
+
+        load = kit.load
+        return LlamacppLauncher(
+            spec,
+            arm_dir,
+            slots=load.agents,
+            ctx_per_slot=load.max_context + load.reply_tokens_max,
+            engine_args=kit.engine.engine_args_for(arm),
+            log_path=log_path,
+        )
+
+    def check_start(self, kit: Kit, spec: LlamacppSpec) -> None:
+        from stallkit.engine import check_llamacpp
+
+        check_llamacpp(spec.raw, spec.model_path)
 
 
 class PatchedKind(ArmKind):
@@ -339,7 +373,15 @@ def _docker_options(arm: str, kit: Kit, overlays: list[Overlay]) -> DockerOption
 #: the registry: one instance per spec case's tag
 _REGISTRY: dict[str, ArmKind] = {
     kind.tag: kind
-    for kind in (SimKind(), TwinKind(), UrlKind(), VllmKind(), PatchedKind(), DockerKind())
+    for kind in (
+        SimKind(),
+        TwinKind(),
+        UrlKind(),
+        VllmKind(),
+        LlamacppKind(),
+        PatchedKind(),
+        DockerKind(),
+    )
 }
 
 

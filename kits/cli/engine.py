@@ -1,5 +1,6 @@
 """`kit engine ...`: commands that prepare engines: the tiny model for real vLLM on CPU, the
-engine image built offline, and the environments of other vLLM releases for the twin."""
+engine image built offline, the environments of other vLLM releases for the twin, and
+llama.cpp's server with the tiny GGUF model it serves."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ DEFAULT_IMAGE_CACHE = Path.home() / ".cache" / "stallkit" / "image"
 engine_app = typer.Typer(
     name="engine",
     help="Prepare engines: the tiny local model real vLLM serves on CPU, the engine image, "
-    "the twin's calibrated step cost, vLLM's own scheduler tests against a scheduler class, and "
-    "the environments that run the twin on other vLLM releases.",
+    "the twin's calibrated step cost, vLLM's own scheduler tests against a scheduler class, "
+    "the environments that run the twin on other vLLM releases, and llama.cpp's server with "
+    "its tiny GGUF model.",
     invoke_without_command=True,
     callback=help_when_bare,
 )
@@ -45,6 +47,74 @@ def tiny_model(
     path = build_tiny_model(out_dir, seed=seed)
     err_console.print(f"tiny model (seed {seed}) written to {path}", highlight=False)
     typer.echo(str(path))
+
+
+@engine_app.command("tiny-gguf", short_help="Write the tiny GGUF model llama.cpp serves.")
+@user_errors
+def tiny_gguf(
+    out_file: Annotated[
+        Path, typer.Argument(help="GGUF file to write (its folder is created; replaced).")
+    ],
+    seed: Annotated[int, typer.Option(help="Seed for the weights.")] = 0,
+) -> None:
+    """Write a tiny random-weight Llama (two layers, hidden size 64, a 540-piece vocabulary
+    and a chat template) as one GGUF file, in well under a second.
+
+    Serve it with `--engine llamacpp:FILE` (or `llama-server --model FILE`). The same seed
+    gives the same file. Needs the `llamacpp` extra (the gguf package).
+    """
+    from stallkit.engine import write_tiny_gguf
+
+    path = write_tiny_gguf(out_file, seed=seed)
+    err_console.print(f"tiny GGUF model (seed {seed}) written to {path}", highlight=False)
+    typer.echo(str(path))
+
+
+llamacpp_app = typer.Typer(
+    name="llamacpp",
+    help="llama.cpp's server, built on this CPU from the llama-cpp-python sdist, for "
+    "llamacpp:MODEL.gguf arms.",
+    invoke_without_command=True,
+    callback=help_when_bare,
+)
+
+
+@llamacpp_app.command("build", short_help="Build llama.cpp's server once (cached).")
+@user_errors
+def llamacpp_build(
+    version: Annotated[
+        str | None,
+        typer.Option(help="The llama-cpp-python release whose vendored llama.cpp is built."),
+    ] = None,
+    sdist: Annotated[
+        Path | None,
+        typer.Option(help="A llama-cpp-python sdist already downloaded (else pip fetches it)."),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(min=1, help="Parallel compile jobs (default: every core).")
+    ] = None,
+) -> None:
+    """Build `llama-server` from the llama.cpp sources vendored in the llama-cpp-python sdist,
+    with cmake and this machine's C++ compiler, and keep it under the cache (`$STALLKIT_CACHE`,
+    else ~/.cache/stallkit, in llama.cpp/VERSION/MACHINE). Portable: x86-64's AVX2 baseline,
+    no code for this CPU only. Tens of CPU minutes (see the README); offline afterwards. A
+    version already built is left as it is. Prints the binary's path."""
+    from stallkit.engine import LLAMACPP_VERSION, build_server
+
+    build = build_server(
+        lambda line: err_console.print(line, highlight=False),
+        version or LLAMACPP_VERSION,
+        sdist=sdist,
+        jobs=jobs,
+    )
+    marker = build.marker()
+    if marker is not None:
+        err_console.print(
+            f"llama-server ({marker.version}, {marker.binary_bytes / 2**20:.0f} MiB) built in "
+            f"{marker.build_s:.0f} s ({marker.cpu_s:.0f} CPU s, {marker.jobs} jobs)",
+            highlight=False,
+        )
+    typer.echo(str(build.server))
 
 
 @engine_app.command("image", short_help="Build an engine image offline (no registry).")
@@ -142,6 +212,7 @@ engine_app.command(
     "conformance", short_help="vLLM's own scheduler tests on stock and on a scheduler class."
 )(conformance)
 engine_app.add_typer(release_app)
+engine_app.add_typer(llamacpp_app)
 
 
 def register(app: typer.Typer) -> None:

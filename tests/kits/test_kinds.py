@@ -16,7 +16,9 @@ from stallkit.kits.kit import load_kit
 
 REPO = Path(__file__).resolve().parents[2]
 ROLES = ("contract", "engine", "loadgen", "monitor", "kits", "reports")
-SPEC_CLASSES = {"SimSpec", "DockerSpec", "UrlSpec", "VllmSpec", "PatchedSpec", "TwinSpec"}
+SPEC_CLASSES = {
+    "SimSpec", "DockerSpec", "UrlSpec", "VllmSpec", "LlamacppSpec", "PatchedSpec", "TwinSpec"
+}  # fmt: skip
 #: where a kind's name may be compared: the union itself and the registry of behaviours
 REGISTRY = {"engine/spec.py", "kits/arm/kinds.py"}
 #: other files that narrow a spec to its case, with why (no behaviour chosen by kind there)
@@ -67,7 +69,7 @@ def _branches(path: Path, names: set[str]) -> list[int]:
 
 def test_no_code_branches_on_an_engine_kinds_name_outside_the_registry() -> None:
     names = _kind_names()
-    assert names == {"sim", "docker", "url", "vllm", "patched", "twin"}
+    assert names == {"sim", "docker", "url", "vllm", "llamacpp", "patched", "twin"}
     where = {}
     for role in ROLES:
         for path in sorted((REPO / role).rglob("*.py")):
@@ -92,6 +94,7 @@ def test_every_case_of_the_union_has_one_kind_class() -> None:
         ("twin:stock", True, True, False, False),
         ("url:http://127.0.0.1:9", False, False, False, True),
         ("vllm:/m", False, False, False, False),
+        ("llamacpp:/m.gguf", False, False, False, False),
         ("patched:fix", False, False, False, False),
         ("vllm/vllm-openai:v0.32", False, False, True, False),
     ],
