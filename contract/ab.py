@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from stallkit.contract.files import AB_FILE, RUN_FILE
 from stallkit.contract.meta import Clock, EndReason, EngineCapabilities
 from stallkit.contract.time import ScaleBasis
-from stallkit.contract.timeline import StallKind
+from stallkit.contract.timeline import StallEvidence, StallKind
 
 __all__ = [
     "AB_FILE",
@@ -67,6 +67,11 @@ class Stall(BaseModel):
     kind: StallKind = Field(description="What the stall looked like (see the timeline's kinds).")
     stopped_run: bool = Field(description="The monitor stopped the run during this stall.")
 
+    evidence: StallEvidence | None = Field(
+        None,
+        description="What the stall showed beyond its kind (e.g. gauges that hid it).",
+        exclude_if=lambda value: value is None,
+    )
 
 class BundleLink(BaseModel):
     """One stall's forensics bundle, for the report."""

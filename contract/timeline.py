@@ -25,6 +25,7 @@ __all__ = [
     "GpuLine",
     "SampleLine",
     "StallEndedLine",
+    "StallEvidence",
     "StallKind",
     "StallStartedLine",
     "StopRequestedLine",
@@ -116,6 +117,49 @@ class DownLine(BaseModel):
     error: str = Field(description="Why the scrape failed.")
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class StallEvidence(BaseModel):
+    """What a stall showed beyond its kind: that the engine's gauges hid it, the GPUs' power
+    draw and SM activity where DCGM gives them. Absent fields were not seen."""
+
+    model_config = _FROZEN
+    client_waiting: int | None = Field(
+        None,
+        description="Requests the run's clients were waiting on while the engine's gauges "
+        "read nothing running and nothing waiting (a stall its gauges hide); absent: the "
+        "gauges showed the work.",
+        exclude_if=_absent,
+    )
+    power_w: dict[str, float] | None = Field(
+        None,
+        description="Power draw in watts by GPU index, the latest reading.",
+        exclude_if=_absent,
+    )
+    sm_active: dict[str, float] | None = Field(
+        None,
+        description="SM activity by GPU index, a fraction 0..1, the latest reading.",
+        exclude_if=_absent,
+    )
+
+    def words(self) -> str:
+        """For people: `engine reports idle, 3 requests waiting on clients; power 0:62 W`."""
+        said: list[str] = []
+        if self.client_waiting:
+            said.append(f"engine reports idle, {self.client_waiting} requests waiting on clients")
+        if self.power_w:
+            said.append("power " + _per_gpu(self.power_w, "{:.0f} W"))
+        if self.sm_active:
+            said.append("SM active " + _per_gpu(self.sm_active, "{:.0%}"))
+        return "; ".join(said)
+
+
+def _per_gpu(values: dict[str, float], form: str) -> str:
+    return " ".join(f"{gpu}:{form.format(v)}" for gpu, v in sorted(values.items()))
+
+
 class StallStartedLine(BaseModel):
     """The detector judged a stall."""
 
@@ -125,6 +169,9 @@ class StallStartedLine(BaseModel):
     onset: float = Field(description="When the stall condition began, same clock as `t`.")
     kind: StallKind = Field(description="What the stall looks like (see StallKind).")
     gpu_checked: bool = Field(False, description="GPU idleness was part of the rule.")
+    evidence: StallEvidence | None = Field(
+        None, description="What the stall showed beyond its kind.", exclude_if=_absent
+    )
 
 
 class StallEndedLine(BaseModel):

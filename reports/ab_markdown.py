@@ -58,6 +58,12 @@ def stall_cell(arm: ArmFigures, short: bool = False) -> str:
     if arm.stopped_by_monitor:
         cell += ", run stopped by monitor"
     return cell
+    # a stall the engine's gauges hid says so (the first such, with how many clients waited)
+    hidden = next(
+        (s.evidence for s in arm.stalls if s.evidence and s.evidence.client_waiting), None
+    )
+    if hidden is not None:
+        cell += f"; {hidden.words()}"
 
 
 def _log_cell(arm: ArmFigures, name: str) -> str:

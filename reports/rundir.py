@@ -116,6 +116,7 @@ def _stall(
         duration_s=round(max(0.0, duration_wall_s) * scale, 3),
         kind=started.kind,
         stopped_run=started.onset in stops,
+        evidence=started.evidence,
     )
 
 

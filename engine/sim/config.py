@@ -63,7 +63,7 @@ class CostModel(BaseModel):
         return self.step_overhead_s + prefill + decode
 
 
-FaultKind = Literal["freeze", "block", "thrash", "busy_hang", "dead_core"]
+FaultKind = Literal["freeze", "block", "thrash", "busy_hang", "dead_core", "hidden_freeze"]
 
 
 class Fault(BaseModel):
@@ -71,7 +71,9 @@ class Fault(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: FaultKind = Field(description="freeze, block, thrash, busy_hang or dead_core.")
+    kind: FaultKind = Field(
+        description="freeze, block, thrash, busy_hang, dead_core or hidden_freeze."
+    )
     at_s: float = Field(ge=0, description="Engine seconds after start at which it strikes.")
 
 

@@ -10,8 +10,12 @@ the simulator's core and, from that time on, plays it:
 | `thrash` | preempts every request before its next token, forever | thrashing |
 | `busy_hang` | stops stepping with its GPUs busy (a collective hang) | busy_hang |
 | `dead_core` | its core dies; the server answers without the engine's series | dead_core |
+| `hidden_freeze` | stops as `freeze`, its running and waiting gauges read 0 | frozen (hidden) |
 
-A stopped core (freeze, busy hang, dead core) never sees a request sent after the strike nor
+A hidden freeze is the wedge whose gauges say idle: the engine's own page shows nothing
+pending, so only the clients, which wait on what they sent, can see the stall.
+
+A stopped core (freeze, hidden freeze, busy hang, dead core) never sees a request sent after the strike nor
 an abort: the server accepts them and nothing comes back. Pure: time comes from the calls,
 so the virtual clock and the HTTP driver play the same fault at the same engine time.
 """
@@ -31,7 +35,7 @@ from stallkit.engine.sim.config import Fault, FaultKind
 from stallkit.engine.sim.core import SimEngine
 
 #: faults after which the core takes no step
-_STOPPING: frozenset[FaultKind] = frozenset({"freeze", "busy_hang", "dead_core"})
+_STOPPING: frozenset[FaultKind] = frozenset({"freeze", "busy_hang", "dead_core", "hidden_freeze"})
 _SPEC = re.compile(r"^(?P<kind>[a-z_]+)@(?P<at>[0-9]+(?:\.[0-9]*)?)$")
 KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 #: the stall kind each fault plays, as the monitor names it
@@ -41,6 +45,7 @@ PLAYS: dict[FaultKind, StallKind] = {
     "thrash": "thrashing",
     "busy_hang": "busy_hang",
     "dead_core": "dead_core",
+    "hidden_freeze": "frozen",
 }
 
 
@@ -156,13 +161,16 @@ class FaultyCore:
     @property
     def stats(self) -> EngineStats:
         """The counters: a stopped core's as they were at the strike (a busy hang's GPU busy
-        time grows on, a dead core's say it is not alive)."""
+        time grows on, a dead core's say it is not alive, a hidden freeze's gauges read no
+        request running or waiting)."""
         held = self._held
         if held is None:
             return self._core.stats
         busy_s = held.busy_s
         if self.fault.kind == "busy_hang" and self._struck_s is not None:
             busy_s += max(0.0, self._now_s - self._struck_s)
+        if self.fault.kind == "hidden_freeze":
+            held = replace(held, num_running=0, num_waiting=0, waiting_by_reason={})
         return replace(
             held,
             now_s=self._now_s,

@@ -273,7 +273,9 @@ class VirtualDriver:
         self.prev = (t, stats.busy_s)
         gpus = dict.fromkeys(self._gpu_keys, round(util, 2))
         stop = False
-        for event in self.step.events(t, snapshot_of(stats, self.step_counter), gpus):
+        # the requests the agents wait on are pending work, whatever the gauges read
+        snapshot = snapshot_of(stats, self.step_counter)
+        for event in self.step.events(t, snapshot, gpus, client_pending=len(self.flights)):
             self.recorder.event(event)
             self.stalled = self.stalled or isinstance(event, StallStarted)
             stop = stop or isinstance(event, StopRequested)

@@ -24,6 +24,7 @@ from rich.console import Console
 from stallkit.contract.meta import END_WORDS, EndReason
 from stallkit.engine import EngineSpec, Launcher, Overlay, tail_lines
 from stallkit.kits.arm.alerting import Alerting
+from stallkit.kits.arm.clients import ClientWaits
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.arm.launchers import load_config, make_launcher, monitor_config, time_scale
 from stallkit.kits.arm.recorder import ArmEnd, ArmRecorder, error_line
@@ -161,8 +162,16 @@ async def _drive(
     Raises EngineDied when the engine ends on its own meanwhile.
     """
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    # what the agents wait on is pending work, whatever the engine's gauges read
+    waits = ClientWaits()
     streams: dict[str, AsyncIterator[Any]] = {
-        "monitor": watch(launcher.url, mon, gpu, engine_cpu=launcher.cpu_seconds),
+        "monitor": watch(
+            launcher.url,
+            mon,
+            gpu,
+            engine_cpu=launcher.cpu_seconds,
+            client_pending=waits.waiting,
+        ),
         "load": run_agents(info, load, records=recorder.turns),
         "engine": _watch_engine(launcher),
     }
@@ -183,6 +192,7 @@ async def _drive(
                 await asyncio.wait({tasks["load"]}, timeout=10.0)
                 return "duration"
             elif source == "load":
+                waits.load(event)
                 view.load(event)
             else:
                 recorder.event(event)

@@ -39,6 +39,13 @@ clock where it keeps one apart from the wall (`engine_t`: the simulator's, which
 behind its time scale when starved of CPU, and whose lag is then no quiet period); a real
 engine's clock is the wall's. Times and durations in events and verdicts stay on `t`.
 Idle (nothing pending) and down (no answer) are not stalls; going down ends a stall.
+
+Work pending also counts what the clients wait on, where the caller knows it
+(`client_pending`: stallkit's own agents count the requests they sent and still wait on): a
+wedged engine whose gauges read nothing running and nothing waiting is still stalled when
+those requests go unanswered for `stall_after_s`. Such a stall is named by its kind as any
+other, with the evidence that its gauges hid it (`StallEvidence.client_waiting`). A monitor
+without the clients (`kit monitor` alone) reads such an engine as idle.
 Without a GPU source the rule runs on metrics alone and every verdict says
 `gpu_checked=False` (a busy hang then reads as frozen). An engine that shows no sign of
 stepping (no moving counter, its CPU not given) reads as frozen rather than blocked or
@@ -50,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from stallkit.contract.timeline import StallKind
+from stallkit.contract.timeline import StallEvidence, StallKind
 from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.detect.events import (
     DetectorEvent,
@@ -81,6 +88,7 @@ class Evidence:
     blocked: bool = False  # the latest sample's gauges: nothing running, requests waiting
     gpu_busy: bool = False  # the latest GPU reading past the window was over the idle mark
     stepped: bool = False  # scheduler counters or the engine's CPU moved after the first interval
+    hidden: int = 0  # the latest sample's gauges read idle while this many waited on clients
 
 
 #: Each kind's signature, checked in order; the first that holds names the stall.
@@ -126,6 +134,7 @@ class StallDetector:
         self._prev: MetricsSnapshot | None = None
         self._prev_t = 0.0
         self._prev_engine_t = 0.0
+        self._prev_client = 0  # what the clients waited on at the previous sample
         self._onset: float | None = None
         self._onset_engine_t = 0.0  # the onset on the engine's clock (`t` without one)
         self._onset_snapshot: MetricsSnapshot | None = None
@@ -181,6 +190,7 @@ class StallDetector:
         engine_cpu_s: float | None = None,
         engine_t: float | None = None,
         known: tuple[MetricsSnapshot, Deltas] | None = None,
+        client_pending: int = 0,
     ) -> list[DetectorEvent]:
         """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down).
 
@@ -189,6 +199,8 @@ class StallDetector:
         time scale), for an engine whose clock is not the wall's; None: it is `t`. `known`:
         the caller's deltas to this sample and the snapshot they start from, used when that
         is the detector's own previous sample (the monitor's step computes them anyway).
+        `client_pending`: requests the clients have sent and still wait on, where the caller
+        knows (pending work whatever the gauges read).
         """
         prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
@@ -196,13 +208,15 @@ class StallDetector:
         self._down_since = None
         now_engine_t = t if engine_t is None else engine_t
         prev, prev_t, prev_engine_t = self._prev, self._prev_t, self._prev_engine_t
-        if not snapshot.is_vllm:
+        if not snapshot.has_engine_series:
             return self._blank_page(t, now_engine_t)
         self._prev, self._prev_t, self._prev_engine_t = snapshot, t, now_engine_t
+        prev_client, self._prev_client = self._prev_client, client_pending
         if pending(snapshot):
             self._work_seen_t = t
+        busy = pending(snapshot) or client_pending > 0
         if prev is None:
-            return self._not_stalled(t, "ok" if pending(snapshot) else "idle")
+            return self._not_stalled(t, "ok" if busy else "idle")
         if known is not None and known[0] is prev:
             deltas = known[1]
         else:
@@ -211,11 +225,11 @@ class StallDetector:
             self._preempted_engine_t = now_engine_t
         last = self._preempted_engine_t
         recently = last is not None and now_engine_t - last < self._config.stall_after_s
-        if not pending(snapshot) or progressed(deltas, recently):
-            return self._not_stalled(t, "ok" if pending(snapshot) else "idle")
+        if not busy or progressed(deltas, recently):
+            return self._not_stalled(t, "ok" if busy else "idle")
         evidence = self._evidence
         if self._onset is None:
-            was_pending = pending(prev)
+            was_pending = pending(prev) or prev_client > 0
             onset_t, onset_engine_t = (prev_t, prev_engine_t) if was_pending else (t, now_engine_t)
             self._begin(onset_t, onset_engine_t, snapshot)
         elif deltas.scheduler_moved or self._cpu_spinning(prev_cpu_s, engine_cpu_s, t - prev_t):
@@ -223,6 +237,7 @@ class StallDetector:
         evidence.preempted = evidence.preempted or bool(deltas.preemptions)
         evidence.blocked = (snapshot.running or 0) == 0 and (snapshot.waiting or 0) > 0
         evidence.core_gone = False
+        evidence.hidden = 0 if pending(snapshot) else client_pending
         assert self._onset is not None
         if gpu_util and self._gpu_checked and t >= self._onset + self._config.gpu_window_s:
             # the latest reading decides; a missing one changes nothing
@@ -272,8 +287,10 @@ class StallDetector:
         events: list[DetectorEvent] = []
         if self._kind is None and quiet >= self._config.stall_after_s:
             self._kind = classify(self._evidence)
+            found = self._evidence
+            said = StallEvidence(client_waiting=found.hidden) if found.hidden else None
             events.append(
-                StallStarted(t, onset, self._kind, self._gpu_checked, self._onset_snapshot)
+                StallStarted(t, onset, self._kind, self._gpu_checked, self._onset_snapshot, said)
             )
         elif self._kind is not None:
             events.append(StallOngoing(t, onset, self._kind, self._gpu_checked, elapsed))

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from stallkit.contract.timeline import StallKind
+from stallkit.contract.timeline import StallEvidence, StallKind
 from stallkit.monitor.signals.parse import MetricsSnapshot
 from stallkit.monitor.signals.rates import Deltas
 
@@ -76,6 +76,8 @@ class StallStarted:
     kind: StallKind
     gpu_checked: bool
     onset_snapshot: MetricsSnapshot
+    #: what the stall showed beyond its kind (None: nothing more)
+    evidence: StallEvidence | None = None
 
 
 @dataclass(frozen=True, slots=True)

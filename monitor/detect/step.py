@@ -65,8 +65,12 @@ class MonitorStep:
         error: str | None = None,
         gpu_error: str | None = None,
         engine_cpu_s: float | None = None,
+        client_pending: int = 0,
     ) -> list[MonitorEvent]:
-        """The events of one tick at `t`; `snapshot=None` is a failed scrape (`error` says why)."""
+        """The events of one tick at `t`; `snapshot=None` is a failed scrape (`error` says why).
+
+        `client_pending`: requests the run's clients have sent and still wait on (pending work
+        whatever the engine's gauges read; 0 without clients)."""
         out: list[MonitorEvent] = []
         known: tuple[MetricsSnapshot, Deltas] | None = None
         if self.gpu_checked:
@@ -87,6 +91,10 @@ class MonitorStep:
             out.append(Sample(t, snapshot, deltas))
             self._prev = (t, snapshot)
         engine_t = None if snapshot is None else self.engine_t(t, snapshot)
-        out.extend(self.detector.observe(t, snapshot, util, engine_cpu_s, engine_t, known))
+        out.extend(
+            self.detector.observe(
+                t, snapshot, util, engine_cpu_s, engine_t, known, client_pending=client_pending
+            )
+        )
         out.append(Verdict(t, self.detector.state))
         return out

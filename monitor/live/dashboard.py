@@ -162,7 +162,10 @@ class Dashboard:
             case Verdict():
                 self.state = event.state
             case StallStarted():
-                self._log(event.t, f"stall started ({event.kind}), onset {fmt_s(event.onset)}")
+                said = f"; {event.evidence.words()}" if event.evidence else ""
+                self._log(
+                    event.t, f"stall started ({event.kind}{said}), onset {fmt_s(event.onset)}"
+                )
             case StallEnded():
                 self._log(event.t, f"stall ended ({event.kind}) after {fmt_s(event.duration_s)}")
             case StopRequested():
@@ -412,7 +415,8 @@ def _event_line(event: Down | Up | StallStarted | StallEnded | StopRequested) ->
             return f"up again after {fmt_s(event.down_s)}"
         case StallStarted():
             basis = "" if event.gpu_checked else ", metrics only"
-            return f"STALL started: {event.kind}, onset t={event.onset:.1f}s{basis}"
+            said = f" ({event.evidence.words()})" if event.evidence else ""
+            return f"STALL started: {event.kind}{said}, onset t={event.onset:.1f}s{basis}"
         case StallEnded():
             return f"stall ended: {event.kind}, lasted {event.duration_s:.1f} s"
         case StopRequested():

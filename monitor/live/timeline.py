@@ -121,7 +121,11 @@ def event_line(event: MonitorEvent) -> TimelineLine | None:
         case StallStarted():
             onset = round(event.onset, 3)
             return StallStartedLine(
-                t=t, onset=onset, kind=event.kind, gpu_checked=event.gpu_checked
+                t=t,
+                onset=onset,
+                kind=event.kind,
+                gpu_checked=event.gpu_checked,
+                evidence=event.evidence,
             )
         case StallEnded():
             return StallEndedLine(

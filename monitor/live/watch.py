@@ -36,6 +36,10 @@ def _no_cpu() -> float | None:
     return None
 
 
+def _no_clients() -> int:
+    return 0
+
+
 async def _read_gpu(gpu: GpuReader) -> tuple[dict[str, float] | None, str | None]:
     if not gpu.checked:
         return {}, None
@@ -64,12 +68,14 @@ class EngineSource:
         *,
         client: httpx.AsyncClient | None = None,
         engine_cpu: Callable[[], float | None] | None = None,
+        client_pending: Callable[[], int] | None = None,
         dialect: Dialect | None = None,
     ) -> None:
         self.url, self.config, self.gpu = url, config, gpu
         self.dialect = dialect  # None: the first page's own
         self._client = client
         self._cpu = engine_cpu or _no_cpu
+        self._client_pending = client_pending or _no_clients
         self._scraper: MetricsScraper | None = None
         self._step: MonitorStep | None = None
 
@@ -102,6 +108,7 @@ class EngineSource:
             error=result.error,
             gpu_error=gpu_error,
             engine_cpu_s=cpu_s,
+            client_pending=self._client_pending(),
         )
 
     async def aclose(self) -> None:
@@ -121,16 +128,27 @@ def watch(
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     client: httpx.AsyncClient | None = None,
     engine_cpu: Callable[[], float | None] | None = None,
+    client_pending: Callable[[], int] | None = None,
     dialect: Dialect | None = None,
 ) -> AsyncGenerator[MonitorEvent, None]:
     """Watch the engine at `url` until `duration_s` (None: until the caller stops).
 
     `engine_cpu`, when given, reads the engine's cumulative CPU seconds (None when unknown);
-    the detector uses it to tell a spinning engine from a frozen one. `dialect`: the page's
-    metric dialect (None: told apart from the first page).
+    the detector uses it to tell a spinning engine from a frozen one. `client_pending`, when
+    given, counts the requests the run's own clients have sent and still wait on: pending
+    work the engine's gauges may hide. `dialect`: the page's metric dialect (None: told
+    apart from the first page).
 
     Takes ownership of `gpu` (starts and closes it). Raises `MonitorError` before the first
     event when the engine does not answer with vLLM metrics or the GPU source fails.
     """
-    source = EngineSource(url, config, gpu, client=client, engine_cpu=engine_cpu, dialect=dialect)
+    source = EngineSource(
+        url,
+        config,
+        gpu,
+        client=client,
+        engine_cpu=engine_cpu,
+        client_pending=client_pending,
+        dialect=dialect,
+    )
     return run_loop(source, config.interval_s, duration_s=duration_s, clock=clock, sleep=sleep)

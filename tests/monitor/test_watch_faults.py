@@ -57,7 +57,9 @@ async def _watch(sim_server: SimServerFactory, fault: FaultKind) -> list[Monitor
 
 
 async def test_each_fault_over_http_is_caught_with_its_kind(sim_server: SimServerFactory) -> None:
-    faults: list[FaultKind] = list(PLAYS)
+    # a hidden freeze's gauges read idle: a monitor without the clients cannot see it (a run's
+    # own agents do: tests/kits/test_hidden_wedge.py)
+    faults: list[FaultKind] = [f for f in PLAYS if f != "hidden_freeze"]
     runs = await asyncio.gather(*(_watch(sim_server, f) for f in faults))
     for fault, events in zip(faults, runs, strict=True):
         started = [e for e in events if isinstance(e, StallStarted)]
