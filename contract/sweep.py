@@ -11,6 +11,8 @@ definition, in `stallkit.reports.seed_stats`).
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from stallkit.contract.ab import SeedRow, StallRate, Verdict
@@ -24,6 +26,9 @@ __all__ = [
     "SWEEP_SCHEMA_VERSION",
     "HuntFile",
     "HuntPoint",
+    "RateMap",
+    "RatePoint",
+    "RateSeries",
     "Setting",
     "SweepAxis",
     "SweepCell",
@@ -91,6 +96,23 @@ class SweepRun(SeedRow):
         description="Longest span of engine seconds with work pending and no token generated "
         "(the stall rule's condition; short of the kit's stall_after_s, a near miss).",
     )
+    offered_rps: float | None = Field(
+        None,
+        description="Open-loop arrivals the load planned per engine second over the run's "
+        "length, the process's mean (null: closed-loop agents).",
+        exclude_if=lambda value: value is None,
+    )
+    arrival_unit: Literal["requests", "sessions"] | None = Field(
+        None,
+        description="What an arrival started: a request or a whole session (null: closed loop).",
+        exclude_if=lambda value: value is None,
+    )
+    lag_p99_s: float | None = Field(
+        None,
+        description="99th percentile of how late requests started after their arrival, "
+        "engine seconds (null: closed loop or no request).",
+        exclude_if=lambda value: value is None,
+    )
 
 
 class SweepCell(BaseModel):
@@ -118,6 +140,65 @@ class SweepCell(BaseModel):
     replay: str = Field(description="The command that replays the cell as an A/B.")
 
 
+class RatePoint(BaseModel):
+    """One cell on one arm of a rate map: its offered rate and what the arm made of it."""
+
+    model_config = _FROZEN
+    cell: int = Field(description="The cell's index in the plan's product of axes.")
+    offered_rps: float = Field(description="Arrivals offered per engine second.")
+    achieved_rps: float | None = Field(
+        description="Requests completed per engine second of the run, mean over the distinct seeds."
+    )
+    goodput_rps: float | None = Field(
+        description="Requests meeting every SLO per engine second, mean over the seeds (null: "
+        "the kit sets no [slo])."
+    )
+    attainment_pct: float | None = Field(
+        description="Requests meeting every SLO, in %, mean over the seeds (null: no [slo])."
+    )
+    lag_p99_s: float | None = Field(
+        description="The worst seed's 99th percentile start lag behind the arrivals, engine s."
+    )
+    seeds: int = Field(description="Distinct seeds that ran.")
+    stalled_seeds: int = Field(description="Of those, seeds that stalled.")
+
+
+class RateSeries(BaseModel):
+    """One arm's rate map at one value of the other axes: points by offered rate, and where
+    the arm stops keeping up, starts stalling and last meets its SLOs."""
+
+    model_config = _FROZEN
+    arm: str = Field(description="The arm's name.")
+    fixed: dict[str, Setting] = Field(description="The other varied settings' values.")
+    unit: Literal["requests", "sessions"] = Field(description="What an arrival started.")
+    points: list[RatePoint] = Field(description="By offered rate, lowest first.")
+    keeps_up_rps: float | None = Field(
+        description="The highest offered rate up to which the arm completed at least the "
+        "map's keep-up share of the offered requests (null: not even the lowest; sessions: "
+        "not defined)."
+    )
+    stalls_from_rps: float | None = Field(
+        description="The lowest offered rate at which a seed stalled (null: none stalled)."
+    )
+    slo_max_rps: float | None = Field(
+        description="The highest offered rate up to which no seed stalled and SLO attainment "
+        "was at least the map's target (null: no [slo], or not even the lowest)."
+    )
+
+
+class RateMap(BaseModel):
+    """Per arm, what the arm achieved against the offered arrival rate (a load sweep)."""
+
+    model_config = _FROZEN
+    keep_up_pct: float = Field(
+        description="Share of the offered rate an arm must complete to keep up, in %."
+    )
+    slo_target_pct: float = Field(
+        description="SLO attainment a rate must reach to meet the SLOs, in %."
+    )
+    series: list[RateSeries] = Field(description="Per arm and value of the other axes.")
+
+
 class SweepFile(BaseModel):
     """sweep.json: the plan, how much of it ran, and every cell on every arm."""
 
@@ -127,6 +208,12 @@ class SweepFile(BaseModel):
     runs: int = Field(description="Runs recorded.")
     missing: int = Field(description="Runs of the plan not recorded (an interrupted sweep).")
     cells: list[SweepCell] = Field(description="Per cell and arm, in the plan's order.")
+    rate_map: RateMap | None = Field(
+        None,
+        description="Achieved rate, goodput and stalls against the offered arrival rate (only "
+        "when the runs had open-loop arrivals).",
+        exclude_if=lambda value: value is None,
+    )
 
 
 def cell_kit_file(cell: int) -> str:

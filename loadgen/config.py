@@ -10,7 +10,7 @@ records.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -115,11 +115,11 @@ class LoadConfig(BaseModel):
     request_rate: float | None = Field(
         None, gt=0.0, description="Cap on requests started per second across all agents."
     )
-    arrivals: Process = Field(
-        "closed",
-        description="When turns start: `closed` (each agent sends after its pause; the "
-        "default), or open loop at `rate`: `constant`, `poisson` or `bursty` (gamma gaps, see "
-        "burstiness). A rate or stages without it means `poisson`.",
+    arrivals: Process | None = Field(
+        None,
+        description="When turns start: `closed` (each agent sends after its pause), or open "
+        "loop at `rate`: `constant`, `poisson` or `bursty` (gamma gaps, see burstiness); "
+        "unset: `poisson` when a rate or stages are given, else `closed`.",
     )
     arrival_unit: Unit = Field(
         "requests",
@@ -213,15 +213,6 @@ class LoadConfig(BaseModel):
         "every trace).",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _open_loop_default(cls, data: Any) -> Any:
-        # a rate without a law is the usual benchmark's open loop: Poisson
-        open_loop = isinstance(data, dict) and (data.get("rate") is not None or data.get("stages"))
-        if open_loop and "arrivals" not in data:
-            return {**data, "arrivals": "poisson"}
-        return data
-
     @model_validator(mode="after")
     def _check_arrivals(self) -> Self:
         problem = self._arrival_problem()
@@ -229,16 +220,24 @@ class LoadConfig(BaseModel):
             raise ValueError(problem)
         return self
 
+    @property
+    def process(self) -> Process:
+        """The arrival law: the one set, else Poisson for a rate or stages (the usual
+        benchmark's open loop), else closed-loop agents."""
+        if self.arrivals is not None:
+            return self.arrivals
+        return "poisson" if self.rate is not None or self.stages is not None else "closed"
+
     def _arrival_problem(self) -> str | None:
         given = [n for n in ("rate", "rate_end", "stages") if getattr(self, n) is not None]
-        if self.arrivals == "closed":
+        if self.process == "closed":
             if given:
                 return f"{given[0]} applies to open-loop arrivals: set arrivals (e.g. poisson)"
             return None
-        if self.burstiness != 1.0 and self.arrivals != "bursty":
-            return f"burstiness applies to arrivals = bursty, not {self.arrivals}"
+        if self.burstiness != 1.0 and self.process != "bursty":
+            return f"burstiness applies to arrivals = bursty, not {self.process}"
         if (self.rate is None) == (self.stages is None):
-            return f"arrivals = {self.arrivals} needs a rate or stages (one of the two)"
+            return f"arrivals = {self.process} needs a rate or stages (one of the two)"
         if self.rate_end is not None and (self.stages is not None or self.duration_s is None):
             return "rate_end ramps over duration_s: give rate and duration_s (or use stages)"
         if self.trace is not None:
@@ -259,6 +258,14 @@ class LoadConfig(BaseModel):
         if self.stages is not None:
             ends.append(sum(s.duration_s for s in self.stages))
         return min(ends) if ends else None
+
+    @property
+    def offered_rps(self) -> float | None:
+        """The open-loop arrivals' mean rate over the run (None: closed loop, or no end)."""
+        end = self.arrival_end_s
+        if self.process == "closed" or end is None or self.duration_s is None:
+            return None
+        return expected_count(self.rate_segments(), end) / self.duration_s
 
     def rate_segments(self) -> list[Segment]:
         """The open-loop rate over the run (arrivals end after the last segment)."""

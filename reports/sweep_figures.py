@@ -22,6 +22,10 @@ from stallkit.contract.sweep import (
     SWEEP_HTML,
     SWEEP_PLAN_FILE,
     SWEEP_RUNS_FILE,
+    RateMap,
+    RatePoint,
+    RateSeries,
+    Setting,
     SweepCell,
     SweepFile,
     SweepPlan,
@@ -36,6 +40,7 @@ __all__ = [
     "arm_seed_row",
     "load_sweep",
     "quiet_span_s",
+    "rate_map",
     "read_plan",
     "read_runs",
     "replay_command",
@@ -127,7 +132,104 @@ def sweep_file(sweep_dir: Path) -> SweepFile:
                 )
             )
     planned = len(plan.cells()) * len(plan.seeds) * len(arms)
-    return SweepFile(plan=plan, runs=len(runs), missing=planned - len(runs), cells=cells)
+    distinct_runs = {
+        key: distinct(mark_repeats(sorted(v, key=lambda r: r.seed))) for key, v in by_cell.items()
+    }
+    return SweepFile(
+        plan=plan,
+        runs=len(runs),
+        missing=planned - len(runs),
+        cells=cells,
+        rate_map=rate_map(plan, distinct_runs),
+    )
+
+
+#: an arm keeps up at a rate while it completes (with [slo]: meets the SLOs of) this share
+KEEP_UP_PCT = 90.0
+#: a rate meets the SLOs while no seed stalls and this share of its requests meets them
+SLO_TARGET_PCT = 90.0
+#: the axes that set the offered rate (the others make separate series)
+_RATE_KEYS = frozenset({"load.rate", "load.rate_end"})
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def _point(cell: int, runs: Sequence[SweepRun]) -> RatePoint | None:
+    offered = _mean([r.offered_rps for r in runs])
+    if offered is None:
+        return None
+    achieved = [r.turns / r.duration_s if r.duration_s else None for r in runs]
+    lags = [r.lag_p99_s for r in runs if r.lag_p99_s is not None]
+    return RatePoint(
+        cell=cell,
+        offered_rps=round(offered, 6),
+        achieved_rps=_mean(achieved),
+        goodput_rps=None,  # the runs' SLO figures, once the sweep's runs carry them
+        attainment_pct=None,
+        lag_p99_s=max(lags) if lags else None,
+        seeds=len(runs),
+        stalled_seeds=sum(r.stalled for r in runs),
+    )
+
+
+def _highest(points: Sequence[RatePoint], ok: list[bool]) -> float | None:
+    """The highest offered rate up to which every point is ok (None: not the lowest)."""
+    best = None
+    for point, good in zip(points, ok, strict=True):
+        if not good:
+            break
+        best = point.offered_rps
+    return best
+
+
+def _series(arm: str, fixed: dict[str, Setting], unit: str, points: list[RatePoint]) -> RateSeries:
+    points = sorted(points, key=lambda p: p.offered_rps)
+    keeps_up = None
+    if unit == "requests":
+        share = [
+            (p.goodput_rps if p.goodput_rps is not None else p.achieved_rps or 0.0) / p.offered_rps
+            for p in points
+        ]
+        keeps_up = _highest(points, [100 * s >= KEEP_UP_PCT for s in share])
+    met = [
+        not p.stalled_seeds and p.attainment_pct is not None and p.attainment_pct >= SLO_TARGET_PCT
+        for p in points
+    ]
+    stalls = [p.offered_rps for p in points if p.stalled_seeds]
+    return RateSeries(
+        arm=arm,
+        fixed=fixed,
+        unit="sessions" if unit == "sessions" else "requests",
+        points=points,
+        keeps_up_rps=keeps_up,
+        stalls_from_rps=min(stalls) if stalls else None,
+        slo_max_rps=_highest(points, met)
+        if any(p.attainment_pct is not None for p in points)
+        else None,
+    )
+
+
+def rate_map(plan: SweepPlan, observed: dict[tuple[int, str], list[SweepRun]]) -> RateMap | None:
+    """Per arm (and value of the axes that do not set the rate), each cell's achieved rate,
+    goodput and stalls against its offered rate (None: no run had open-loop arrivals)."""
+    groups: dict[tuple[str, str], tuple[dict[str, Setting], str, list[RatePoint]]] = {}
+    for index, settings in enumerate(plan.cells()):
+        fixed = {k: v for k, v in settings.items() if k not in _RATE_KEYS}
+        for arm in plan.arms:
+            runs = observed.get((index, arm), [])
+            point = _point(index, runs)
+            if point is None:
+                continue
+            unit = next((r.arrival_unit for r in runs if r.arrival_unit), "requests")
+            key = (arm, repr(sorted(fixed.items())))
+            groups.setdefault(key, (fixed, unit, []))[2].append(point)
+    if not groups:
+        return None
+    series = [_series(arm, fixed, unit, pts) for (arm, _), (fixed, unit, pts) in groups.items()]
+    return RateMap(keep_up_pct=KEEP_UP_PCT, slo_target_pct=SLO_TARGET_PCT, series=series)
 
 
 def load_sweep(sweep_dir: Path) -> SweepFile:

@@ -5,7 +5,10 @@ further settings as small multiples (one row of maps per combination of their va
 square's colour is the share of its seeds that stalled (white none, red all); it reads `k/N`
 and its tooltip gives the stall rate per engine hour with its exact interval. Every square
 links to its cell in the table below, which gives each arm's figures, the cell's verdict and
-the `kit ab` command that replays it. Plain HTML and CSS: no script, nothing from the network.
+the `kit ab` command that replays it. A load sweep (open-loop arrivals) adds a rate map: per arm,
+requests done and goodput against the offered rate beside the y = x line, the rates at which
+a seed stalled, and where the arm stops keeping up, starts stalling and last meets its SLOs.
+Plain HTML, CSS and inline SVG: no script, nothing from the network.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import itertools
 from html import escape
 
-from stallkit.contract.sweep import Setting, SweepCell, SweepFile
+from stallkit.contract.sweep import RateMap, RateSeries, Setting, SweepCell, SweepFile
 
 __all__ = ["sweep_html"]
 
@@ -99,6 +102,109 @@ def _maps(content: SweepFile) -> list[str]:
     return out
 
 
+def _num(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.3g}{unit}"
+
+
+def _svg(series: RateSeries) -> str:
+    """Achieved rate (and goodput) against the offered rate, with the y = x line."""
+    w, h, pad = 360, 240, 40
+    points = series.points
+    top = max(
+        [p.offered_rps for p in points]
+        + [v for p in points for v in (p.achieved_rps, p.goodput_rps) if v is not None]
+    )
+    top = top * 1.08 or 1.0
+
+    def xy(x: float, y: float) -> str:
+        return f"{pad + x / top * (w - pad - 10):.1f},{h - pad - y / top * (h - pad - 10):.1f}"
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" role="img">']
+    out.append(f'<rect x="{pad}" y="10" width="{w - pad - 10}" height="{h - pad - 10}" '
+               'fill="none" stroke="#999"/>')  # fmt: skip
+    if series.unit == "requests":
+        out.append(f'<polyline points="{xy(0, 0)} {xy(top, top)}" stroke="#999" '
+                   'stroke-dasharray="4 3" fill="none"><title>y = x: every offered request '
+                   'done</title></polyline>')  # fmt: skip
+    lines = [("achieved_rps", "#06c", "requests done/s"), ("goodput_rps", "#080", "goodput/s")]
+    for field, colour, words in lines:
+        known = [(p, getattr(p, field)) for p in points if getattr(p, field) is not None]
+        if not known:
+            continue
+        path = " ".join(xy(p.offered_rps, v) for p, v in known)
+        out.append(f'<polyline points="{path}" stroke="{colour}" fill="none" stroke-width="2"/>')
+        for p, v in known:
+            stalled = p.stalled_seeds > 0
+            fill = "#c00" if stalled else colour
+            tip = escape(f"{words} {v:.3g} at {p.offered_rps:.3g} offered/s; "
+                         f"{p.stalled_seeds} of {p.seeds} seeds stalled")  # fmt: skip
+            x, y = xy(p.offered_rps, v).split(",")
+            out.append(f'<circle cx="{x}" cy="{y}" r="{5 if stalled else 3.5}" fill="{fill}">'
+                       f"<title>{tip}</title></circle>")  # fmt: skip
+    out.append(f'<text x="{w / 2:.0f}" y="{h - 8}" text-anchor="middle" font-size="12">'
+               f"offered {series.unit}/s (max {top / 1.08:.3g})</text>")  # fmt: skip
+    out.append(f'<text x="12" y="{h / 2:.0f}" font-size="12" transform="rotate(-90 12 '
+               f'{h / 2:.0f})" text-anchor="middle">done per s</text></svg>')  # fmt: skip
+    return "".join(out)
+
+
+def _rate_rows(series: RateSeries) -> str:
+    head = "<tr><th>offered/s</th><th>done/s</th><th>goodput/s</th><th>SLO met</th>"
+    head += "<th>lag p99</th><th>stalled</th></tr>"
+    rows = [head]
+    for p in series.points:
+        rows.append(
+            f'<tr><td><a href="#cell-{p.cell}">{p.offered_rps:.3g}</a></td>'
+            f"<td>{_num(p.achieved_rps)}</td><td>{_num(p.goodput_rps)}</td>"
+            f"<td>{_num(p.attainment_pct, ' %')}</td><td>{_num(p.lag_p99_s, ' s')}</td>"
+            f"<td>{p.stalled_seeds}/{p.seeds}</td></tr>"
+        )
+    return f"<table>{''.join(rows)}</table>"
+
+
+def _rate_summary(series: RateSeries, rates: RateMap) -> str:
+    parts = []
+    if series.unit == "requests":
+        keeps = series.keeps_up_rps
+        parts.append(
+            f"keeps up (\u2265 {rates.keep_up_pct:g} % done) to {_num(keeps, '/s')}"
+            if keeps is not None
+            else "falls behind from the lowest rate"
+        )
+    stalls = series.stalls_from_rps
+    parts.append(f"stalls from {stalls:.3g}/s" if stalls is not None else "never stalled")
+    if any(p.attainment_pct is not None for p in series.points):
+        slo = series.slo_max_rps
+        parts.append(
+            f"meets the SLOs (\u2265 {rates.slo_target_pct:g} %, no stall) to {_num(slo, '/s')}"
+            if slo is not None
+            else "misses the SLOs from the lowest rate"
+        )
+    return "; ".join(parts)
+
+
+def _rate_map(content: SweepFile) -> list[str]:
+    rates = content.rate_map
+    if rates is None:
+        return []
+    out = [
+        "<h2>Rate map</h2>",
+        '<p class="note">Per arm, requests done per engine second (blue) and goodput '
+        "(green, with [slo]) against the offered arrival rate; where a line falls below the "
+        "dashed y = x the arm stops keeping up. A red dot: a seed stalled at that rate.</p>",
+    ]
+    charts = []
+    for series in rates.series:
+        where = ", ".join(f"{k} = {_value(v)}" for k, v in series.fixed.items())
+        title = series.arm + (f" ({where})" if where else "")
+        charts.append(
+            f"<div><h4>{escape(title)}</h4>{_svg(series)}"
+            f'<p class="note">{escape(_rate_summary(series, rates))}</p>{_rate_rows(series)}</div>'
+        )
+    out.append(f'<div class="maps">{"".join(charts)}</div>')
+    return out
+
+
 def _cell_table(content: SweepFile) -> str:
     arms = list(content.plan.arms)
     keys = [a.key for a in content.plan.axes]
@@ -163,6 +269,7 @@ def sweep_html(content: SweepFile) -> str:
         _summary(content),
         f'<p class="note">{escape(note)}</p>',
         *_maps(content),
+        *_rate_map(content),
         "<h2>Cells</h2>",
         _cell_table(content),
     ]

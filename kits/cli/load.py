@@ -169,11 +169,11 @@ async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
 def _what_runs(workload: Any) -> str:
     """`12 agents`, or for a trace its sessions (one agent each), requests and span."""
     replay, cfg = workload.replay, workload.cfg
-    if replay is None and cfg.arrivals != "closed":
+    if replay is None and cfg.process != "closed":
         rate = f"{cfg.rate:g}/s" if cfg.rate is not None else f"{len(cfg.stages)} stages"
         unit = "sessions (an agent each)" if cfg.arrival_unit == "sessions" else "requests"
         who = "" if cfg.arrival_unit == "sessions" else f" over {workload.agents} agents"
-        return f"{cfg.arrivals} arrivals of {unit} at {rate}{who}"
+        return f"{cfg.process} arrivals of {unit} at {rate}{who}"
     if replay is None:
         return f"{workload.agents} agents"
     cut = f", {replay.left_out:,} outside the window" if replay.left_out else ""

@@ -73,6 +73,9 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
         done = run_virtual_arm(kit, job.arm, parse_spec(job.spec), arm_dir)
         row = arm_seed_row(arm_dir)
         quiet_s = quiet_span_s(arm_dir)
+        lag_p99_s = _lag_p99_s(arm_dir)
+    load = kit.load
+    open_loop = load.process != "closed"
     return SweepRun(
         **row.model_dump(),
         cell=job.cell,
@@ -80,7 +83,20 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
         arm=job.arm,
         compute_s=done.wall_s,
         quiet_s=quiet_s,
+        offered_rps=load.offered_rps,
+        arrival_unit=load.arrival_unit if open_loop else None,
+        lag_p99_s=lag_p99_s,
     )
+
+
+def _lag_p99_s(arm_dir: Path) -> float | None:
+    """The 99th percentile of how late the arm's requests started after their arrivals."""
+    from stallkit.loadgen import read_records
+
+    lags = sorted(r.t_start - r.t_arrival for r in read_records(arm_dir) if r.t_arrival is not None)
+    if not lags:
+        return None
+    return round(max(0.0, lags[min(len(lags) - 1, int(0.99 * len(lags)))]), 3)
 
 
 def local_pools(kit_data: dict[str, Any], plan: SweepPlan, workers: int) -> Pools:

@@ -212,9 +212,9 @@ class Workload:
         self.gate: ArrivalGate | None = None
         #: arrival times of the sessions, one agent each (None: not arrivals of sessions)
         self.session_arrivals: list[float] | None = None
-        if cfg.arrivals != "closed" and sessions is None:
+        if cfg.process != "closed" and sessions is None:
             times = planned_arrivals(
-                cfg.arrivals, cfg.burstiness, cfg.seed, cfg.rate_segments(), cfg.arrival_end_s
+                cfg.process, cfg.burstiness, cfg.seed, cfg.rate_segments(), cfg.arrival_end_s
             )
             if cfg.arrival_unit == "sessions":
                 self.session_arrivals = list(itertools.islice(times, MAX_AGENTS))
