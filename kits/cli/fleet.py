@@ -61,6 +61,18 @@ DialectOpt = Annotated[
         "from each engine's own series (their family prefixes).",
     ),
 ]
+PendingQueryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pending-query",
+        metavar="PROMQL",
+        help="What a gateway or frontend has in flight, per engine (e.g. sum by (instance) "
+        "(dynamo_frontend_inflight_requests)): requests its clients wait on count as the "
+        "engine's pending work, whatever its own gauges read. A series joins the engine whose "
+        "--group-by label value it carries (label_replace a gateway's own label into it); one "
+        "without that label is not counted.",
+    ),
+]
 #: Exit code when an engine of the fleet stalls under --exit-on-stall (as `kit monitor`).
 EXIT_STALL = 3
 
@@ -75,6 +87,7 @@ class FleetArgs:
     gpu_selector: str
     gpu: bool
     dialect: str | None = None
+    pending: str | None = None
 
 
 def fleet_query(args: FleetArgs) -> FleetQuery:
@@ -88,6 +101,7 @@ def fleet_query(args: FleetArgs) -> FleetQuery:
         gpu_selector=matchers(args.gpu_selector, "--gpu-selector"),
         gpu=args.gpu,
         dialect=None if args.dialect is None else dialect_named(args.dialect),
+        pending=(args.pending or "").strip() or None,
     )
 
 

@@ -28,6 +28,7 @@ from stallkit.kits.cli.fleet import (
     DialectOpt,
     GpuSelectorOpt,
     GroupByOpt,
+    PendingQueryOpt,
     PrometheusOpt,
     SelectorOpt,
 )
@@ -50,7 +51,11 @@ MONITOR_HELP = (
     "for scripts and CI (exit 3 when a stall starts; 2 when the engine is unreachable).\n\n"
     "With --prometheus URL instead of an engine URL it watches every engine behind "
     "--selector through that Prometheus (one detector per --group-by value), writing "
-    "fleet.jsonl."
+    "fleet.jsonl.\n\n"
+    "Alone, the monitor sees only what the engine's page says: an engine wedged with its "
+    "running and waiting gauges at 0 reads as idle, since no client's waiting shows there. "
+    "`kit run` and `kit ab` count their own agents' requests in flight and catch it; for a "
+    "fleet, --pending-query joins a gateway's or frontend's in-flight series to each engine."
 )
 
 
@@ -107,6 +112,7 @@ def monitor(
     group_by: GroupByOpt = "instance",
     gpu_selector: GpuSelectorOpt = "",
     dialect: DialectOpt = None,
+    pending_query: PendingQueryOpt = None,
 ) -> None:
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
     import time
@@ -125,11 +131,19 @@ def monitor(
         scrape_timeout_s=max(min(5.0, interval * 5), 0.5),
     )
     alerts = (metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    if pending_query is not None and prometheus is None:
+        raise fail("--pending-query reads Prometheus", "give --prometheus URL with it")
     if prometheus is not None or url is None:
         from stallkit.kits.cli.fleet import FleetArgs, monitor_fleet
 
         fleet = FleetArgs(
-            prometheus or "", selector, group_by, gpu_selector, gpu_source != "none", dialect
+            prometheus or "",
+            selector,
+            group_by,
+            gpu_selector,
+            gpu_source != "none",
+            dialect,
+            pending_query,
         )
         monitor_fleet(url, fleet, config, out, duration, no_dashboard, exit_on_stall, alerts)
         return

@@ -103,7 +103,13 @@ class FleetBank:
         engine.last_t = reading.t
         engine.missing_since = None
         util = reading.gpu_util if engine.step.gpu_checked else {}
-        events = engine.step.events(reading.t, reading.snapshot, util, error=reading.error)
+        events = engine.step.events(
+            reading.t,
+            reading.snapshot,
+            util,
+            error=reading.error,
+            client_pending=reading.client_pending,
+        )
         return [EngineEvent(key, e) for e in events]
 
     def _down(self, key: str, engine: _Engine, now: float, error: str) -> list[FleetEvent]:

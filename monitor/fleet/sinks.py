@@ -160,8 +160,9 @@ class FleetLines:
             case Up(t=t):
                 self._down.discard(engine)
                 self._print(t, f"{engine}: up again")
-            case StallStarted(t=t, onset=onset, kind=kind):
-                self._print(t, f"{engine}: STALL started: {kind}, onset t={onset:.1f}s")
+            case StallStarted(t=t, onset=onset, kind=kind, evidence=evidence):
+                said = f" ({evidence.words()})" if evidence else ""
+                self._print(t, f"{engine}: STALL started: {kind}{said}, onset t={onset:.1f}s")
             case StallEnded(t=t, kind=kind, duration_s=duration):
                 self._print(t, f"{engine}: stall ended: {kind}, lasted {duration:.1f} s")
             case StopRequested(t=t, stall_s=stall_s):

@@ -19,10 +19,17 @@ import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from stallkit.monitor.config import MonitorConfig
+from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.fleet.bank import FORGET_AFTER_S, FleetBank, FleetEvent
 from stallkit.monitor.live.loop import run_loop
 from stallkit.monitor.prometheus.client import PrometheusClient, PrometheusError
-from stallkit.monitor.prometheus.queries import FleetQuery, Reading, engine_labels, readings
+from stallkit.monitor.prometheus.queries import (
+    FleetQuery,
+    Reading,
+    client_pending,
+    engine_labels,
+    readings,
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,14 +56,37 @@ async def query_instant(
 ) -> tuple[dict[str, Reading], dict[str, dict[str, str]]]:
     """Every engine's latest reading at Unix time `at`, and its labels (raises
     `PrometheusError`)."""
-    series, times, gpu = await asyncio.gather(
+    series, times, gpu, pending = await asyncio.gather(
         client.query(query.series(), at),
         client.query(query.times(), at),
         client.query(query.gpus(), at) if query.gpu else _none(),
+        client.query(query.pending, at) if query.pending else _none(),
     )
     per = readings(series, times, gpu if query.gpu else None, query.group_by, query.dialect)
     latest = {key: points[max(points)] for key, points in per.items()}
-    return latest, engine_labels(series, query.group_by)
+    labels = engine_labels(series, query.group_by)
+    waiting = client_pending(pending, query.group_by)
+    for key, count in waiting.items():
+        if key in latest:
+            latest[key] = dataclasses.replace(latest[key], client_pending=count)
+    return latest, labels
+
+
+async def check_pending(client: PrometheusClient, expr: str) -> None:
+    """Raise a one-line `MonitorError` when Prometheus refuses `expr` as a query (400
+    bad_data: it does not parse, or is not valid PromQL)."""
+    try:
+        await client.query(expr)
+    except PrometheusError as exc:
+        if exc.error_type != "bad_data":
+            raise
+        # "URL: HTTP 400: invalid parameter "query": 1:8: parse error: ..." -> from "1:8"
+        why = str(exc).split(": ", 2)[-1].removeprefix('invalid parameter "query": ')
+        raise MonitorError(
+            f"--pending-query {expr!r} is not a query Prometheus takes: {why}",
+            hint="a PromQL expression whose series carry the group label, e.g. "
+            "sum by (instance) (dynamo_frontend_inflight_requests)",
+        ) from None
 
 
 async def _none() -> list[dict[str, object]]:
@@ -86,8 +116,10 @@ class FleetSource:
         self._t0 = 0.0
 
     async def check(self) -> None:
-        """The server answers (raises `MonitorError` otherwise)."""
+        """The server answers, and takes the pending query (raises `MonitorError` otherwise)."""
         await self.client.check()
+        if self.query.pending:
+            await check_pending(self.client, self.query.pending)
 
     async def start(self, t0: float) -> list[AnyFleetEvent]:
         """The `FleetStart` that ties `t` = 0 to Unix time `t0`."""

@@ -19,7 +19,14 @@ from stallkit.monitor.errors import MonitorError
 
 
 class PrometheusError(MonitorError):
-    """A Prometheus query failed (unreachable, HTTP error, or an error answer)."""
+    """A Prometheus query failed (unreachable, HTTP error, or an error answer).
+
+    `error_type`: Prometheus's own `errorType` when it answered with one (`bad_data`: the
+    query does not parse or is not valid PromQL)."""
+
+    def __init__(self, message: str, hint: str = "", error_type: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.error_type = error_type
 
 
 def _fmt(t: float) -> str:
@@ -55,7 +62,11 @@ class PrometheusClient:
             ) from None
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error", "") if isinstance(body, dict) else ""
-            raise PrometheusError(f"{self.url}{path}: HTTP {response.status_code}: {error}")
+            kind = body.get("errorType") if isinstance(body, dict) else None
+            raise PrometheusError(
+                f"{self.url}{path}: HTTP {response.status_code}: {error}",
+                error_type=kind if isinstance(kind, str) else None,
+            )
         return body.get("data")
 
     async def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:

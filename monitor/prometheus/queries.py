@@ -9,6 +9,17 @@ DCGM's series join their engine on that label. Answers are turned into per-engin
 at each scrape time: a `MetricsSnapshot` built as from a /metrics page (the per-`engine`
 view kept), or none with the reason when the target was down (`up` 0). A range is split
 into windows of at most 11,000 points per series, Prometheus's limit for `query_range`.
+
+A fourth query, the user's (`--pending-query`), may say what a gateway or frontend in front
+of the engines has in flight (a Dynamo frontend's inflight gauge, an Envoy or gateway
+counter): requests its clients wait on, pending work whatever the engine's own gauges read.
+Its answer joins each engine on the group label alone: a series counts for the engine whose
+group value it carries, whatever its other labels (the gateway's own `job`, say). Write the
+query so that it does: `sum by (instance) (...)` where the gateway labels its series with
+the engine's instance, or `label_replace` a gateway's own label (its upstream, its worker)
+into the group label; with `--group-by job`, a frontend per job of engines. A series without
+the group label names no engine and is not counted (a fleet-wide total cannot say which
+engine holds the requests, and counted against every engine it would flag idle ones).
 """
 
 from __future__ import annotations
@@ -79,6 +90,7 @@ class FleetQuery:
     gpu_selector: str = ""
     gpu: bool = True
     dialect: Dialect | None = None  # None: each engine's own, from its series
+    pending: str | None = None  # PromQL of what the clients wait on, per engine (see above)
 
     def running_names(self) -> tuple[str, ...]:
         """The running gauges' names (the dialect's, or every dialect's)."""
@@ -144,6 +156,7 @@ class Reading:
     snapshot: MetricsSnapshot | None
     error: str | None = None
     gpu_util: Mapping[str, float] | None = None  # None: no GPU series for this engine
+    client_pending: int = 0  # what its clients wait on (the pending query's, joined)
 
 
 @dataclass
@@ -213,6 +226,18 @@ def readings(
             else:
                 reading = Reading(t, None, "no series")
             out.setdefault(key, {})[at] = reading
+    return out
+
+
+def client_pending(result: Sequence[Mapping[str, Any]], group_by: str) -> dict[str, int]:
+    """Per engine: the requests its clients wait on, from the pending query's answer joined on
+    the group label (see the module's text); several series of one engine add up."""
+    out: dict[str, int] = {}
+    for series_labels, _, value in _points(result):
+        key = series_labels.get(group_by)
+        if key is None or not math.isfinite(value):
+            continue
+        out[key] = out.get(key, 0) + max(0, round(value))
     return out
 
 

@@ -204,9 +204,12 @@ def prometheus(
     *,
     data: Path | None = None,
     extra_args: tuple[str, ...] = (),
+    extra_jobs: str = "",
 ) -> Iterator[str]:
-    """A real Prometheus on loopback scraping `targets` (none: serving `data` alone)."""
-    (tmp / "prometheus.yml").write_text(prometheus_config(targets, rules, scrape_s))
+    """A real Prometheus on loopback scraping `targets` (none: serving `data` alone);
+    `extra_jobs`: more entries of its scrape_configs, as YAML."""
+    config = prometheus_config(targets, rules, scrape_s) + extra_jobs
+    (tmp / "prometheus.yml").write_text(config)
     port = free_port()
     argv = [tool("prometheus"), f"--config.file={tmp / 'prometheus.yml'}"]
     argv += [
