@@ -15,7 +15,7 @@ import typer
 
 from stallkit.kits.cli.common import fail, user_errors
 from stallkit.kits.cli.fields import field_option, flags_by_field
-from stallkit.kits.cli.fleet import GpuSelectorOpt, GroupByOpt, SelectorOpt
+from stallkit.kits.cli.fleet import DialectOpt, GpuSelectorOpt, GroupByOpt, SelectorOpt
 from stallkit.monitor import MonitorConfig, monitor_config
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ def backtest(
     selector: SelectorOpt = "",
     group_by: GroupByOpt = "instance",
     gpu_selector: GpuSelectorOpt = "",
+    dialect: DialectOpt = None,
     no_gpu: Annotated[
         bool, typer.Option("--no-gpu", help="Judge on engine metrics alone (no DCGM series).")
     ] = False,
@@ -83,7 +84,8 @@ def backtest(
         idle_gpu_perc=idle_gpu,
         gpu_window_s=gpu_window,
     )
-    query = fleet_query(FleetArgs(prometheus or "", selector, group_by, gpu_selector, not no_gpu))
+    fleet = FleetArgs(prometheus or "", selector, group_by, gpu_selector, not no_gpu, dialect)
+    query = fleet_query(fleet)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-backtest"
     began = time.monotonic()
     if from_file is not None:

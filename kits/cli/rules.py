@@ -21,7 +21,8 @@ from stallkit.monitor import RulesSettings
 RULES_FILE = "stallkit-rules.yml"
 DASHBOARD_FILE = "stallkit-dashboard.json"
 RULES_HELP = (
-    "Write the stall rule as Prometheus recording and alerting rules over vLLM's own series "
+    "Write the stall rule as Prometheus recording and alerting rules over the engines' own "
+    "series (vLLM's, or with --dialect SGLang's, llama.cpp's, TGI's) "
     "and DCGM's GPU utilisation (EngineStalled, EngineMetricsDown, and StallkitDetectedStall "
     "on stallkit's exporter), plus a Grafana dashboard with --out."
 )
@@ -51,6 +52,15 @@ def rules(
     engine_selector: str = field_option(RulesSettings, "engine_selector"),
     gpu_selector: str = field_option(RulesSettings, "gpu_selector"),
     gpu_match: str = field_option(RulesSettings, "gpu_match_labels", "--gpu-match"),
+    dialect: Annotated[
+        str,
+        typer.Option(
+            "--dialect",
+            metavar="NAMES",
+            help="The engines' metric dialects, comma-separated (vllm, sglang, llamacpp, tgi) "
+            "or all: one pair of rule groups each, so one file watches a mixed fleet.",
+        ),
+    ] = "vllm",
     no_gpu: Annotated[
         bool,
         typer.Option("--no-gpu", help="No DCGM series: judge on engine metrics alone (said so)."),
@@ -99,6 +109,7 @@ def rules(
             gpu=not no_gpu,
             gpu_selector=gpu_selector,
             gpu_match_labels=gpu_match,
+            dialects=_dialects(dialect),
         )
     except ValidationError as exc:
         message = validation_message(exc, names=flags_by_field(ctx, RulesSettings))
@@ -117,6 +128,14 @@ def rules(
         typer.echo(text, nl=False)
     else:
         _write(out, text)
+
+
+def _dialects(value: str) -> tuple[str, ...]:
+    """`--dialect`'s names (`all`: every dialect), checked by the settings' model."""
+    from stallkit.contract.names import DIALECT_NAMES
+
+    listed = tuple(dict.fromkeys(p.strip().lower() for p in value.split(",") if p.strip()))
+    return DIALECT_NAMES if listed == ("all",) else listed
 
 
 def _write(out: Path, text: str) -> None:

@@ -42,6 +42,7 @@ from stallkit.monitor.prometheus.queries import (
     split_range,
 )
 from stallkit.monitor.prometheus.series import openmetrics_text
+from stallkit.monitor.signals.dialects import DIALECTS
 
 Progress = Callable[[int, int], None]
 
@@ -152,6 +153,17 @@ def _times(
     ]
 
 
+def _check_dialect(sample_names: set[str], query: FleetQuery) -> None:
+    """A history with no series of the dialect read (any dialect, unless one is forced)."""
+    dialects = DIALECTS if query.dialect is None else (query.dialect,)
+    if not any(d.owns(name) for d in dialects for name in sample_names):
+        wanted = ", ".join(d.name for d in dialects)
+        raise MonitorError(
+            f"no engine series in the file in a dialect read ({wanted})",
+            hint="--dialect NAME for its engine's names (vllm, sglang, llamacpp, tgi)",
+        )
+
+
 def backtest_openmetrics(
     text: str, query: FleetQuery, config: MonitorConfig
 ) -> tuple[BacktestTally, float, float]:
@@ -159,6 +171,7 @@ def backtest_openmetrics(
     series, _none, gpus = _as_results(text)
     if not series:
         raise MonitorError("no samples in the file", hint="is it OpenMetrics text with `# EOF`?")
+    _check_dialect({item["metric"]["__name__"] for item in series}, query)
     times = _times(series, query.group_by, query.running_names())
     per = readings(series, times, gpus if query.gpu else None, query.group_by, query.dialect)
     labels = engine_labels(series, query.group_by)

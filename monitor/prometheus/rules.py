@@ -19,6 +19,14 @@ frozen is judged on the engine's series alone. The detector also takes the engin
 sign that the scheduler steps, where stallkit reads it (engines it launched); Prometheus has no
 such series here, so an engine without a step counter that sits blocked while burning CPU is
 `blocked` in the detector and `frozen` in these rules.
+
+Each metric dialect read (`dialects`: vLLM's by default; SGLang's, llama.cpp's, TGI's) has
+its own pair of groups over its engine's names (`stallkit.monitor.prometheus.dialect_series`),
+so one file watches a mixed fleet: an engine's series are in one dialect, so only its
+dialect's rules see it. Progress there is the token counter or the engine's live forward
+counter; a kind whose signal the engine does not export (thrashing without a preemption
+counter, blocked and spinning without a step counter) has no rule for that dialect, and the
+file's header says which and why.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from stallkit.contract import names
 from stallkit.contract.timeline import STALL_KIND_MEANING, StallKind
 from stallkit.monitor.detect.detector import DEAD_CORE_MEMORY_S
+from stallkit.monitor.prometheus.dialect_series import PromSignals, prom_signals
+from stallkit.monitor.signals.dialects import dialect_named
 
 #: Labels that name one engine in the recorded series (data-parallel `engine` is summed).
 ENGINE_LABELS = "job, instance, model_name"
@@ -101,6 +111,12 @@ class RulesSettings(BaseModel):
     gpu_selector: str = Field(
         "", description=f"Label matchers picking the engine's GPUs in {names.DCGM_GPU_UTIL}."
     )
+    dialects: tuple[names.DialectName, ...] = Field(
+        ("vllm",),
+        min_length=1,
+        description="The metric dialects the engines speak (vllm, sglang, llamacpp, tgi): one "
+        "pair of rule groups each.",
+    )
     gpu_match_labels: str = Field(
         "",
         pattern=r"^\s*([A-Za-z_][A-Za-z0-9_]*\s*(,\s*[A-Za-z_][A-Za-z0-9_]*\s*)*)?$",
@@ -138,37 +154,58 @@ def _on(labels: str = ENGINE_LABELS) -> str:
     return f"and on ({labels})"
 
 
-def _recording(s: RulesSettings) -> list[dict[str, str]]:
-    sel = _sel(s.engine_selector)
+def _summed(fn: str, metric_names: tuple[str, ...], window: str, sig: PromSignals, sel: str) -> str:
+    """`fn` of each counter summed per engine; several counters summed together (one branch
+    each, told apart by a label, so `or` keeps them all for the sum)."""
+    by = f"sum by ({ENGINE_LABELS})"
+    if len(metric_names) == 1:
+        return f"{by} ({fn}({sig.sel(metric_names[0], sel)}[{window}]))"
+    branches = " or ".join(
+        f'label_replace({by} ({fn}({sig.sel(name, sel)}[{window}])), "counter", "{name.removeprefix(sig.prefix)}", "", "")'
+        for name in metric_names
+    )
+    return f"sum without (counter) ({branches})"
+
+
+def _recording(s: RulesSettings, dialect: str = "vllm") -> list[dict[str, str]]:
+    sig = prom_signals(dialect_named(dialect))
+    sel = s.engine_selector
     by = f"sum by ({ENGINE_LABELS})"
     short = _dur(max(2.5 * s.scrape_interval_s, s.evaluation_interval_s))
     window = _dur(max(4 * s.scrape_interval_s, 60.0))
-    # one branch per counter, told apart by a label, so `or` keeps them all for the sum
-    branches = " or ".join(
-        f'label_replace({by} (irate({name}{sel}[{short}])), "counter", "{name.removeprefix(names.VLLM_PREFIX)}", "", "")'
-        for name in ACTIVITY_COUNTERS
-    )
-    kv = f"{names.KV_CACHE_USAGE}{sel} or {names.GPU_CACHE_USAGE_OLD}{sel}"
-    gen = names.GENERATION_TOKENS
     rules = [
-        ("stallkit:generation_tokens:irate", f"{by} (irate({gen}{sel}[{short}]))"),
-        ("stallkit:generation_tokens:rate", f"{by} (rate({gen}{sel}[{window}]))"),
-        ("stallkit:prompt_tokens:irate", f"{by} (irate({names.PROMPT_TOKENS}{sel}[{short}]))"),
-        ("stallkit:preemptions:increase", f"{by} (increase({names.NUM_PREEMPTIONS}{sel}[{short}]))"),
-        ("stallkit:requests_running", f"{by} ({names.NUM_REQUESTS_RUNNING}{sel})"),
-        ("stallkit:requests_waiting", f"{by} ({names.NUM_REQUESTS_WAITING}{sel})"),
+        ("stallkit:generation_tokens:irate", _summed("irate", sig.tokens, short, sig, sel)),
+        ("stallkit:generation_tokens:rate", _summed("rate", sig.tokens, window, sig, sel)),
+    ]
+    if sig.prompt:
+        rules.append(
+            ("stallkit:prompt_tokens:irate", _summed("irate", sig.prompt, short, sig, sel))
+        )
+    if sig.preemptions:
+        increase = _summed("increase", sig.preemptions, short, sig, sel)
+        rules.append(("stallkit:preemptions:increase", increase))
+    rules += [
+        ("stallkit:requests_running", f"{by} ({sig.sel(sig.running[0], sel)})"),
+        ("stallkit:requests_waiting", f"{by} ({sig.sel(sig.waiting[0], sel)})"),
         ("stallkit:requests_pending", "stallkit:requests_running + stallkit:requests_waiting"),
-        ("stallkit:kv_cache_usage:max", f"max by ({ENGINE_LABELS}) ({kv})"),
-        ("stallkit:scheduler_activity:rate", f"sum without (counter) ({branches})"),
-    ]  # fmt: skip
+    ]
+    if sig.kv:
+        kv = " or ".join(sig.sel(name, sel) for name in sig.kv)
+        rules.append(("stallkit:kv_cache_usage:max", f"max by ({ENGINE_LABELS}) ({kv})"))
+    if sig.activity:
+        activity = _summed("irate", sig.activity, short, sig, sel)
+        rules.append(("stallkit:scheduler_activity:rate", activity))
     if s.gpu:
         gpu = f"{names.DCGM_GPU_UTIL}{_sel(s.gpu_selector)}"
         rules.append(("stallkit:gpu_utilization:max", f"max by ({_gpu_match(s)}) ({gpu})"))
     # quiet: work pending, no token, and no prompt token counted unless work was thrown away
-    quiet = (
-        f"stallkit:requests_pending > 0 {_on()} stallkit:generation_tokens:irate == 0 {_on()} "
-        f"(stallkit:prompt_tokens:irate == 0 or stallkit:preemptions:increase > 0)"
-    )
+    quiet = f"stallkit:requests_pending > 0 {_on()} stallkit:generation_tokens:irate == 0"
+    if sig.prompt and sig.preemptions:
+        quiet += (
+            f" {_on()} (stallkit:prompt_tokens:irate == 0 or stallkit:preemptions:increase > 0)"
+        )
+    elif sig.prompt:
+        quiet += f" {_on()} stallkit:prompt_tokens:irate == 0"
     rules.append(("stallkit:stall_condition", quiet))
     return [{"record": name, "expr": expr} for name, expr in rules]
 
@@ -177,44 +214,63 @@ def _gpu_match(s: RulesSettings) -> str:
     return ", ".join(x.strip() for x in s.gpu_match_labels.split(",") if x.strip())
 
 
-def kind_conditions(s: RulesSettings) -> dict[StallKind, str]:
+def kind_conditions(s: RulesSettings, dialect: str = "vllm") -> dict[StallKind, str]:
     """Each kind's condition over the recorded series, in the detector's order, each
-    excluding the kinds before it (so one engine matches one kind at a time)."""
+    excluding the kinds before it (so one engine matches one kind at a time); a kind the
+    dialect's engine cannot show has none."""
+    sig = prom_signals(dialect_named(dialect))
     q = "stallkit:stall_condition"
     moving = "stallkit:scheduler_activity:rate > 0"
-    still = "stallkit:scheduler_activity:rate == 0"
+    still = f" {_on()} stallkit:scheduler_activity:rate == 0" if sig.activity else ""
     sel = _sel(s.engine_selector)
     memory = _dur(DEAD_CORE_MEMORY_S)
     # each side compared on its own: `or` of two unnamed vectors keeps only the left one
     had_work = " or ".join(
         f"max by (job, instance) (max_over_time({name}{sel}[{memory}])) > 0"
-        for name in (names.NUM_REQUESTS_RUNNING, names.NUM_REQUESTS_WAITING)
+        for name in (sig.running[0], sig.waiting[0])
     )
     out: dict[StallKind, str] = {
-        "dead_core": f"(up{sel} == 1) unless on (job, instance) {names.NUM_REQUESTS_RUNNING}{sel}"
+        "dead_core": f"(up{sel} == 1) unless on (job, instance) {sig.running[0]}{sel}"
         f" {_on('job, instance')} ({had_work})",
-        "thrashing": f"{q} {_on()} stallkit:preemptions:increase > 0",
     }
-    before = f"({out['thrashing']})"
-    # blocked needs a live scheduler: a stopped core's last gauges may read 0 running, N
-    # waiting too, and it is frozen
-    waits = f"stallkit:requests_running == 0 {_on()} stallkit:requests_waiting > 0"
-    out["blocked"] = f"({q} {_on()} {waits} {_on()} {moving}) unless on ({ENGINE_LABELS}) {before}"
-    before = f"{before} or ({out['blocked']})"
-    unless_before = f"unless on ({ENGINE_LABELS}) ({before})"
-    frozen = f"{q} {_on()} {still}"
+    prior: list[str] = []  # the conditions of the kinds before, dead_core aside
+    if sig.preemptions:
+        out["thrashing"] = f"{q} {_on()} stallkit:preemptions:increase > 0"
+        prior.append(out["thrashing"])
+    if sig.activity:
+        # blocked needs a live scheduler: a stopped core's last gauges may read 0 running, N
+        # waiting too, and it is frozen
+        waits = f"stallkit:requests_running == 0 {_on()} stallkit:requests_waiting > 0"
+        blocked = f"({q} {_on()} {waits} {_on()} {moving})"
+        out["blocked"] = _unless(blocked, prior)
+        prior.append(out["blocked"])
+    frozen = f"{q}{still}"
     if s.gpu:
         busy = f"stallkit:gpu_utilization:max > {s.idle_gpu_perc:g}"
-        hang = f"{q} {_on()} {still} {_on(_gpu_match(s))} {busy}"
-        out["busy_hang"] = f"({hang}) {unless_before}"
+        hang = f"{q}{still} {_on(_gpu_match(s))} {busy}"
+        out["busy_hang"] = _unless(f"({hang})", prior)
         # a busy reading within the averaging window after the last token still shows that
         # work: frozen then, not a hang; without GPU series, frozen too
         since = _dur(s.gpu_window_s + s.scrape_interval_s)
-        recent = f"sum by ({ENGINE_LABELS}) (increase({names.GENERATION_TOKENS}{sel}[{since}])) > 0"
+        recent = " or ".join(
+            f"sum by ({ENGINE_LABELS}) (increase({sig.sel(name, s.engine_selector)}[{since}])) > 0"
+            for name in sig.tokens
+        )
         frozen = f"({frozen}) unless on ({ENGINE_LABELS}) (({hang}) unless on ({ENGINE_LABELS}) ({recent}))"
-    out["spinning"] = f"({q} {_on()} {moving}) {unless_before}"
-    out["frozen"] = f"({frozen}) {unless_before}"
+    if sig.activity:
+        out["spinning"] = _unless(f"({q} {_on()} {moving})", prior)
+    out["frozen"] = _unless(f"({frozen})", prior)
     return out
+
+
+def _unless(expr: str, prior: list[str]) -> str:
+    """`expr` unless one of the kinds before it holds for the engine."""
+    if not prior:
+        return expr
+    before = " or ".join(f"({p})" for p in prior)
+    if len(prior) == 1:
+        return f"{expr} unless on ({ENGINE_LABELS}) {before}"
+    return f"{expr} unless on ({ENGINE_LABELS}) ({before})"
 
 
 def inline(expr: str, recording: list[dict[str, str]]) -> str:
@@ -231,7 +287,7 @@ def inline(expr: str, recording: list[dict[str, str]]) -> str:
     return expr
 
 
-def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
+def _alerts(s: RulesSettings, dialect: str = "vllm") -> list[dict[str, Any]]:
     gpu_note = (
         f"GPU busy above {s.idle_gpu_perc:g} % ({names.DCGM_GPU_UTIL}) tells a busy hang "
         "from a frozen engine"
@@ -239,7 +295,7 @@ def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
         else "no GPU series: judged on engine metrics alone"
     )
     engine = "{{ $labels.instance }}"
-    recording = _recording(s)
+    recording = _recording(s, dialect)
     stalls = [
         {
             "alert": "EngineStalled",
@@ -256,8 +312,10 @@ def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
                 ),
             },
         }
-        for kind, expr in kind_conditions(s).items()
+        for kind, expr in kind_conditions(s, dialect).items()
     ]
+    if dialect != s.dialects[0]:  # the engine-down and watchdog alerts are written once
+        return stalls
     down = {
         "alert": "EngineMetricsDown",
         "expr": f"up{_sel(s.engine_selector)} == 0",
@@ -280,14 +338,27 @@ def _alerts(s: RulesSettings) -> list[dict[str, Any]]:
 
 
 def rules_document(settings: RulesSettings) -> dict[str, Any]:
-    """The rules file as a mapping: a recording group and an alerting group."""
+    """The rules file as a mapping: a recording group and an alerting group per dialect
+    (vLLM's named `stallkit-recording` and `stallkit-alerts`, the others suffixed)."""
     interval = _dur(settings.evaluation_interval_s)
-    return {
-        "groups": [
-            {"name": "stallkit-recording", "interval": interval, "rules": _recording(settings)},
-            {"name": "stallkit-alerts", "interval": interval, "rules": _alerts(settings)},
+    groups = []
+    for dialect in settings.dialects:
+        suffix, labels = dialect_named(dialect).group_suffix, dialect_named(dialect).rule_labels
+        own = _recording(settings, dialect)
+        if len(settings.dialects) > 1:  # a record read by a record: this dialect's own
+            own = [{**rule, "expr": inline(rule["expr"], own)} for rule in own]
+        recording: list[dict[str, Any]] = [
+            {**rule, "labels": labels} if labels else rule for rule in own
         ]
-    }
+        alerts = _alerts(settings, dialect)
+        for alert in alerts if labels else []:
+            if alert["alert"] == "EngineStalled":
+                alert["labels"] = {**alert["labels"], **labels}
+        groups += [
+            {"name": f"stallkit-recording{suffix}", "interval": interval, "rules": recording},
+            {"name": f"stallkit-alerts{suffix}", "interval": interval, "rules": alerts},
+        ]
+    return {"groups": groups}
 
 
 def to_yaml(value: Any, indent: int = 0) -> str:
@@ -319,4 +390,9 @@ def _scalar(value: Any) -> str:
 def rules_yaml(settings: RulesSettings) -> str:
     """The rules file's text."""
     header = "# stallkit: the stall rule as Prometheus rules (generated by `kit rules`)\n"
+    for name in settings.dialects:
+        missing = dialect_named(name).unavailable()
+        if missing:
+            why = "; ".join(f"{kind}: {reason}" for kind, reason in missing.items())
+            header += f"# {name}: no rule for {why}\n"
     return header + to_yaml(rules_document(settings)) + "\n"

@@ -119,6 +119,17 @@ class Dialect:
         """The series that fill one field (several: alternatives across releases)."""
         return tuple(s for s in self.series if s.field == field)
 
+    @property
+    def group_suffix(self) -> str:
+        """What names this dialect's Prometheus rule groups apart from the others'."""
+        return f"-{self.name}"
+
+    @property
+    def rule_labels(self) -> dict[str, str]:
+        """Labels its rules add to what they record and fire (a mixed fleet's file holds one
+        set of rules per dialect, each apart from the others)."""
+        return {"dialect": self.name}
+
     def unavailable(self) -> dict[StallKind, str]:
         """The stall kinds this engine's page cannot show, each with why."""
         return {kind: self.lacks[need] for kind, need in KIND_NEEDS.items() if need in self.lacks}

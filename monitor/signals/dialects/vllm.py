@@ -37,3 +37,13 @@ class Vllm(Dialect):
         Series(names.SCHEDULER_STEPS, "steps", "counter"),
         Series(names.ITERATION_TOKENS, "iterations", "histogram_count"),
     )
+
+    @property
+    def group_suffix(self) -> str:
+        """vLLM's groups keep the names the rules had before other dialects."""
+        return ""
+
+    @property
+    def rule_labels(self) -> dict[str, str]:
+        """None: vLLM's rules keep the labels they had before other dialects."""
+        return {}
