@@ -84,7 +84,10 @@ llamacpp_app = typer.Typer(
 def llamacpp_build(
     version: Annotated[
         str | None,
-        typer.Option(help="The llama-cpp-python release whose vendored llama.cpp is built."),
+        typer.Option(
+            help="The llama-cpp-python release whose vendored llama.cpp is built (default: "
+            "the one stallkit is tested with)."
+        ),
     ] = None,
     sdist: Annotated[
         Path | None,

@@ -11,6 +11,7 @@ from stallkit.engine import LlamacppSpec, parse_spec
 from stallkit.engine.errors import EngineError
 from stallkit.engine.launch.llamacpp import build as build_mod
 from stallkit.engine.launch.llamacpp.build import (
+    LLAMACPP_VERSION,
     SERVER_ENV,
     BuildMarker,
     LlamacppBuild,
@@ -128,3 +129,15 @@ def test_kit_engine_llamacpp_build_refuses_a_bad_version_in_one_line() -> None:
     assert done.exit_code == 2, done.output
     lines = done.output.strip().splitlines()
     assert len(lines) == 1 and "no llama-cpp-python release number" in lines[0], done.output
+
+
+def test_an_sdist_of_another_release_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from stallkit.kits.cli import app
+
+    sdist = tmp_path / "llama_cpp_python-0.3.1.tar.gz"
+    done = CliRunner().invoke(app, ["engine", "llamacpp", "build", "--sdist", str(sdist)])
+    assert done.exit_code == 2, done.output
+    assert f"is not the llama-cpp-python {LLAMACPP_VERSION} sdist" in done.output
+    assert not (tmp_path / "llama.cpp").exists()

@@ -139,6 +139,11 @@ def build_server(
 ) -> LlamacppBuild:
     """The version's complete build, built first when it is not (a half build is redone)."""
     check_version(version)
+    if sdist is not None and f"-{version}.tar" not in sdist.name:
+        raise EngineError(
+            f"{sdist.name} is not the {SDIST_PACKAGE} {version} sdist",
+            f"give --version the sdist's release, or its file: llama_cpp_python-{version}.tar.gz",
+        )
     build = LlamacppBuild(version)
     if build.marker() is not None:
         return build
