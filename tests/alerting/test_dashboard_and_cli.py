@@ -16,6 +16,7 @@ from stallkit.contract.names import FORK_FAMILIES
 from stallkit.kits.cli import app
 from stallkit.monitor.on_stall.exporter import StallExporter
 from stallkit.monitor.prometheus.rules import RECORDED
+from stallkit.monitor.signals.dialects import DIALECTS
 from tests.alerting.alerting_support import tool
 
 GOLDEN = Path(__file__).parents[1] / "data" / "vllm-0.32-metric-families.txt"
@@ -29,6 +30,8 @@ PROMQL_WORDS = {
 def _known_series() -> set[str]:
     known = set(RECORDED) | {"DCGM_FI_DEV_GPU_UTIL", "ALERTS", "up", "vllm:scheduler_steps_total"}
     known |= set(FORK_FAMILIES)
+    for dialect in DIALECTS:  # the other engines' families the rules read
+        known |= set(dialect.samples)
     for line in GOLDEN.read_text().splitlines():
         name, kind = line.split()
         known.add(name)
