@@ -175,3 +175,28 @@ def test_each_engine_says_which_kinds_it_cannot_show_and_why() -> None:
     assert "preemption" in unavailable["llamacpp"]["thrashing"]
     for d in DIALECTS:
         assert set(d.unavailable()) <= set(STALL_KINDS)
+
+
+@pytest.mark.parametrize("name", ["sglang", "llamacpp", "tgi"])
+def test_the_simulator_speaks_each_dialect_with_its_engines_semantics(name: str) -> None:
+    from stallkit.engine.serve.metrics import SimMetrics
+    from stallkit.engine.sim.config import SimConfig
+    from stallkit.engine.sim.core import SimEngine
+
+    config = SimConfig()
+    engine, metrics = SimEngine(config), SimMetrics(config, 10.0, dialect=name)  # type: ignore[arg-type]
+    for n in range(3):
+        engine.add_request(f"r{n}", ["word"] * 64, 400, now_s=0.0)
+        metrics.on_added(f"r{n}", 0.0, 400)
+    now = 0.0
+    for _ in range(40):
+        now += engine.step(now).duration_s
+    page = metrics.render(engine.stats, now).decode()
+    dialect = detect_dialect(page)
+    assert dialect is not None and dialect.name == name
+    snap = parse_metrics(page)
+    stats = engine.stats
+    assert (snap.running, snap.waiting) == (stats.num_running, stats.num_waiting)
+    assert snap.gen_tokens == 0  # counted when a request finishes: none has yet
+    assert snap.forward_progress is not None and snap.forward_progress > 0  # live
+    assert snap.sim_clock is not None and snap.sim_clock.engine_s == now
