@@ -55,7 +55,7 @@ def _engine_fields(m: EngineMetrics) -> dict[str, Any]:
     # each value of its field's type already (what validation would make of it), so that the
     # JSON written without the model (`fast_json`) is the model's to the byte; a page without
     # the engine's series (its core dead behind a live server) stays empty
-    vllm = m.is_vllm
+    vllm = m.has_engine_series
     zero = 0 if vllm else None
     return {
         "running": _i(m.running or zero),

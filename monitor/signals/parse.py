@@ -62,11 +62,6 @@ class EngineMetrics:
         )
 
     @property
-    def is_vllm(self) -> bool:
-        """The former name of `has_engine_series`."""
-        return self.has_engine_series
-
-    @property
     def compute_s_total(self) -> float | None:
         """Scheduler compute seconds over all classes (fork only)."""
         return None if self.compute_s is None else sum(self.compute_s.values())
