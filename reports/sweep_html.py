@@ -141,9 +141,16 @@ def _svg(series: RateSeries) -> str:
             x, y = xy(p.offered_rps, v).split(",")
             out.append(f'<circle cx="{x}" cy="{y}" r="{5 if stalled else 3.5}" fill="{fill}">'
                        f"<title>{tip}</title></circle>")  # fmt: skip
+    for value in (0.0, top / 2, top):  # ticks: the axes share one scale
+        x, y = xy(value, 0.0).split(",")
+        out.append(f'<text x="{x}" y="{h - pad + 14}" text-anchor="middle" '
+                   f'font-size="10">{value:.2g}</text>')  # fmt: skip
+        x, y = xy(0.0, value).split(",")
+        out.append(f'<text x="{pad - 4}" y="{y}" text-anchor="end" '
+                   f'font-size="10">{value:.2g}</text>')  # fmt: skip
     out.append(f'<text x="{w / 2:.0f}" y="{h - 8}" text-anchor="middle" font-size="12">'
-               f"offered {series.unit}/s (max {top / 1.08:.3g})</text>")  # fmt: skip
-    out.append(f'<text x="12" y="{h / 2:.0f}" font-size="12" transform="rotate(-90 12 '
+               f"offered {series.unit}/s</text>")  # fmt: skip
+    out.append(f'<text x="10" y="{h / 2:.0f}" font-size="12" transform="rotate(-90 10 '
                f'{h / 2:.0f})" text-anchor="middle">done per s</text></svg>')  # fmt: skip
     return "".join(out)
 
@@ -164,20 +171,23 @@ def _rate_rows(series: RateSeries) -> str:
 
 def _rate_summary(series: RateSeries, rates: RateMap) -> str:
     parts = []
+    slo = any(p.goodput_rps is not None for p in series.points)
+    within = " within the SLOs" if slo else ""
     if series.unit == "requests":
         keeps = series.keeps_up_rps
         parts.append(
-            f"keeps up (\u2265 {rates.keep_up_pct:g} % done) to {_num(keeps, '/s')}"
+            f"keeps up (\u2265 {rates.keep_up_pct:g} % of the offered rate done{within}) "
+            f"to {_num(keeps, '/s')}"
             if keeps is not None
             else "falls behind from the lowest rate"
         )
     stalls = series.stalls_from_rps
     parts.append(f"stalls from {stalls:.3g}/s" if stalls is not None else "never stalled")
     if any(p.attainment_pct is not None for p in series.points):
-        slo = series.slo_max_rps
+        best = series.slo_max_rps
         parts.append(
-            f"meets the SLOs (\u2265 {rates.slo_target_pct:g} %, no stall) to {_num(slo, '/s')}"
-            if slo is not None
+            f"meets the SLOs (\u2265 {rates.slo_target_pct:g} %, no stall) to {_num(best, '/s')}"
+            if best is not None
             else "misses the SLOs from the lowest rate"
         )
     return "; ".join(parts)
