@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stallkit.contract.files import AB_FILE, RUN_FILE
 from stallkit.contract.meta import Clock, EndReason, EngineCapabilities
+from stallkit.contract.slo import NonInferiority, SloFigures, SloSummary
 from stallkit.contract.time import ScaleBasis
 from stallkit.contract.timeline import StallEvidence, StallKind
 
@@ -66,12 +67,12 @@ class Stall(BaseModel):
     duration_s: float = Field(description="How long it lasted, engine seconds.")
     kind: StallKind = Field(description="What the stall looked like (see the timeline's kinds).")
     stopped_run: bool = Field(description="The monitor stopped the run during this stall.")
-
     evidence: StallEvidence | None = Field(
         None,
         description="What the stall showed beyond its kind (e.g. gauges that hid it).",
         exclude_if=lambda value: value is None,
     )
+
 
 class BundleLink(BaseModel):
     """One stall's forensics bundle, for the report."""
@@ -185,6 +186,11 @@ class SeedRow(BaseModel):
     run_digest: str | None = Field(
         None, description="A digest of what the seed observed (see ArmFigures.run_digest)."
     )
+    slo: SloFigures | None = Field(
+        None,
+        description="The seed's SLO figures after the warm-up (only when the kit sets [slo]).",
+        exclude_if=lambda value: value is None,
+    )
 
 
 class StallRate(BaseModel):
@@ -238,6 +244,17 @@ class Verdict(BaseModel):
     )
     conclusion: Conclusion = Field(description="What the figures allow one to say.")
     reason: str = Field(description="The conclusion in words, with why.")
+    noninferiority: list[NonInferiority] | None = Field(
+        None,
+        description="Per figure the kit names, whether the fix is not worse than the base by "
+        "more than the kit's margin (only when the kit sets [slo]).",
+        exclude_if=lambda value: value is None,
+    )
+
+    @property
+    def regressions(self) -> list[NonInferiority]:
+        """The figures on which the fix was shown worse than the base by more than the margin."""
+        return [n for n in self.noninferiority or [] if n.answer == "no"]
 
 
 class DamagedSeed(BaseModel):
@@ -255,6 +272,11 @@ class ArmReport(ArmFigures):
 
     seeds: list[SeedRow] = Field(default_factory=list, description="One row per seed.")
     rate: StallRate | None = Field(None, description="Stalls per engine hour of exposure.")
+    slo: SloSummary | None = Field(
+        None,
+        description="SLO figures over the seeds with 95 % intervals (only when the kit sets [slo]).",
+        exclude_if=lambda value: value is None,
+    )
 
 
 class ABFile(BaseModel):

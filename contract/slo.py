@@ -3,11 +3,12 @@
 A kit's `[slo]` sets what a request must meet to count as good (time to first token, mean
 inter-token latency, end-to-end latency; each a duration with its unit, `"2s"` or `"500ms"`,
 in engine seconds) and a warm-up window left out of every figure. `slo_figures` computes, over
-one arm's turn records after the warm-up: the requests meeting every SLO, goodput (those per
-second of the window), SLO attainment, TTFT and inter-token latency p50/p99 and throughput.
-A request cut short by the end of the run whose SLOs were not yet decided is censored (left
-out, and counted as such); one that had already missed an SLO counts as missed. A failed
-request misses. `[verdict]` names the margin and the figures of the non-inferiority test
+one arm's turn records from the warm-up's end to the window's end (the run's end, or an earlier
+cut, such as an A/B's first stall): the requests meeting every SLO, goodput (those per second
+of the window), SLO attainment, TTFT and inter-token latency p50/p99 (over completed requests,
+as `vllm bench serve` and AIPerf count them) and throughput. A request cut short by the window's
+end whose SLOs were not yet decided is censored (left out, and counted as such); one that had
+already missed an SLO counts as missed. A failed request misses. `[verdict]` names the margin and the figures of the non-inferiority test
 (`stallkit.reports.noninferiority`). Pure: no I/O, no clock.
 """
 
@@ -18,19 +19,33 @@ import re
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
 
 from stallkit.contract.records import TurnRecord
 from stallkit.contract.summary import percentiles
 
 __all__ = [
     "FIGURES",
+    "FIGURE_WORDS",
+    "Answer",
+    "Estimate",
     "Figure",
+    "NonInferiority",
     "Percent",
     "Seconds",
     "SloConfig",
     "SloFigures",
+    "SloSummary",
     "VerdictConfig",
+    "cut_at",
     "figure_value",
     "meets_slo",
     "parse_percent",
@@ -81,13 +96,29 @@ def _seconds_text(seconds: float) -> str:
 
 
 #: a duration given with its unit, held in seconds (written back as `"2s"`, `"500ms"`)
-Seconds = Annotated[float, BeforeValidator(parse_seconds), PlainSerializer(_seconds_text)]
+Seconds = Annotated[
+    float,
+    BeforeValidator(parse_seconds),
+    PlainSerializer(_seconds_text),
+    WithJsonSchema({"type": "string", "pattern": r"^\s*[0-9.eE+-]+\s*(us|ms|s|min|m|h)\s*$"}),
+]
 #: a percentage given with its sign (`"5%"`), held as 5.0 (written back as `"5%"`)
-Percent = Annotated[float, BeforeValidator(parse_percent), PlainSerializer(lambda p: f"{p:g}%")]
+Percent = Annotated[
+    float,
+    BeforeValidator(parse_percent),
+    PlainSerializer(lambda p: f"{p:g}%"),
+    WithJsonSchema({"type": "string", "pattern": r"^\s*[0-9.eE+-]+\s*%$"}),
+]
 
 #: the figures a non-inferiority test may be run on
 Figure = Literal["goodput", "ttft_p99", "throughput"]
 FIGURES: tuple[Figure, ...] = ("goodput", "ttft_p99", "throughput")
+#: a figure's name in a sentence
+FIGURE_WORDS: dict[Figure, str] = {
+    "goodput": "goodput",
+    "ttft_p99": "TTFT p99",
+    "throughput": "throughput",
+}
 
 
 class SloConfig(BaseModel):
@@ -146,7 +177,10 @@ class SloFigures(BaseModel):
     """One run's SLO figures after its warm-up (engine seconds; None where nothing counted)."""
 
     model_config = _FROZEN
-    window_s: float = Field(description="Engine seconds from the warm-up's end to the run's end.")
+    window_s: float = Field(
+        description="Engine seconds from the warm-up's end to the window's end (the run's end, "
+        "or an earlier cut such as the first stall of either arm of an A/B)."
+    )
     requests: int = Field(description="Requests started in the window whose SLOs were decided.")
     met: int = Field(description="Of those, requests meeting every SLO.")
     censored: int = Field(
@@ -160,6 +194,66 @@ class SloFigures(BaseModel):
     ttft_p99_s: float | None = Field(description="99th percentile time to first token, engine s.")
     itl_p50_s: float | None = Field(description="Median inter-token latency (per token), engine s.")
     itl_p99_s: float | None = Field(description="99th percentile inter-token latency, engine s.")
+
+
+class Estimate(BaseModel):
+    """One figure of an arm over its distinct seeds: the mean and its 95 % interval."""
+
+    model_config = _FROZEN
+    mean: float = Field(description="Mean over the seeds that have the figure.")
+    ci95: tuple[float, float] | None = Field(
+        description="95 % t interval of the mean over seeds (null: fewer than two seeds)."
+    )
+    runs: int = Field(description="Distinct seeds the figure is over.")
+
+
+class SloSummary(BaseModel):
+    """An arm's SLO figures over its distinct seeds (repeats counted once), after the warm-up."""
+
+    model_config = _FROZEN
+    objectives: SloConfig = Field(description="The kit's SLOs and warm-up (engine seconds).")
+    method: str = Field(description="How the intervals were made.")
+    goodput_rps: Estimate | None = Field(description="Requests meeting every SLO per engine s.")
+    attainment_pct: Estimate | None = Field(description="Requests meeting every SLO, in %.")
+    request_rps: Estimate | None = Field(description="Completed requests per engine second.")
+    output_tok_s: Estimate | None = Field(description="Generated tokens per engine second.")
+    ttft_p50_s: Estimate | None = Field(description="Median time to first token, engine s.")
+    ttft_p99_s: Estimate | None = Field(description="99th percentile TTFT, engine s.")
+    itl_p50_s: Estimate | None = Field(description="Median inter-token latency, engine s.")
+    itl_p99_s: Estimate | None = Field(description="99th percentile inter-token latency, engine s.")
+
+
+#: the answer of a non-inferiority test
+Answer = Literal["yes", "no", "inconclusive"]
+
+
+class NonInferiority(BaseModel):
+    """One figure's test: is the fix not worse than the base by more than the margin?"""
+
+    model_config = _FROZEN
+    figure: Figure = Field(description="The figure tested.")
+    margin_pct: float = Field(description="The margin, % of the base arm's mean.")
+    answer: Answer = Field(
+        description="yes: shown not worse by more than the margin; no: shown worse by more "
+        "(a regression); inconclusive: neither at the 5 % level."
+    )
+    method: str = Field(description="The test.")
+    base_mean: float | None = Field(description="The base arm's mean over its seeds.")
+    fix_mean: float | None = Field(description="The fix arm's mean over its seeds.")
+    base_runs: int = Field(description="Distinct base seeds with the figure.")
+    fix_runs: int = Field(description="Distinct fix seeds with the figure.")
+    worse_pct: float | None = Field(
+        description="How much worse the fix's mean is than the base's, % of the base's "
+        "(negative: better)."
+    )
+    worse_ci90: tuple[float, float] | None = Field(
+        description="90 % interval of worse_pct (its upper end below the margin: yes; its "
+        "lower end above it: no)."
+    )
+    p_value: float | None = Field(
+        description="One-sided p-value of 'worse by the margin or more' (small: non-inferior)."
+    )
+    reason: str = Field(description="The answer in one line, with the method and the figures.")
 
 
 def request_itl_s(record: TurnRecord) -> float | None:
@@ -198,12 +292,17 @@ def meets_slo(record: TurnRecord, slo: SloConfig, time_scale: float = 1.0) -> bo
 def slo_figures(
     records: Sequence[TurnRecord], slo: SloConfig, *, end_s: float, time_scale: float = 1.0
 ) -> SloFigures:
-    """The SLO figures of one run's records after `slo.warmup`.
+    """The SLO figures of one run's records over the window from `slo.warmup` to `end_s`.
 
-    `end_s`: the run's length, engine seconds; `time_scale`: engine seconds per second of the
-    records' clock (1 on the virtual clock and for real engines).
+    `end_s`: where the window ends, engine seconds (the run's end, or an earlier cut such as
+    the first stall of either arm of an A/B); a request still running there is cut short at
+    it, as if the run had ended. `time_scale`: engine seconds per second of the records'
+    clock (1 on the virtual clock and for real engines).
     """
-    counted = [r for r in records if r.t_start * time_scale >= slo.warmup]
+    cut = end_s / time_scale
+    counted = [
+        cut_at(r, cut) for r in records if slo.warmup <= r.t_start * time_scale and r.t_start < cut
+    ]
     verdicts = [meets_slo(r, slo, time_scale) for r in counted]
     decided = [v for v in verdicts if v is not None]
     met = sum(decided)
@@ -227,6 +326,18 @@ def slo_figures(
         itl_p50_s=None if itl is None else itl.p50,
         itl_p99_s=None if itl is None else itl.p99,
     )
+
+
+def cut_at(record: TurnRecord, t: float) -> TurnRecord:
+    """The record as it stood at `t` (seconds on its clock): one still running then is cut
+    short there, with what it had streamed by then (`aborted`); one that had ended, itself."""
+    if record.t_end <= t:
+        return record
+    offset = t - record.t_start
+    chunks = [c for c in record.chunks if c[0] <= offset]
+    ttft = record.ttft_s if record.ttft_s is not None and record.ttft_s <= offset else None
+    update = {"t_end": t, "chunks": chunks, "ttft_s": ttft, "outcome": "aborted"}
+    return record.model_copy(update=update | {"completion_tokens": None, "error": None})
 
 
 def _generated(record: TurnRecord) -> int:

@@ -18,12 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stallkit.contract.errors import read_text, validation_location, validation_message
 from stallkit.contract.gpu import GpuSource, GpuSourceError, GpuSourceField
+from stallkit.contract.slo import SloConfig, VerdictConfig
 from stallkit.engine import SimConfig, renamed_plugin_path
 from stallkit.kits.errors import KitError, OverrideError
 from stallkit.loadgen import LoadConfig, trace_replay
 from stallkit.monitor import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+#: the arms' names: `kit ab`'s two, `kit run`'s one
+_ARM_NAMES = ("base", "fix", "run")
 #: the kits shipped in the package
 KITS_DIR = Path(__file__).parent / "shipped"
 
@@ -152,6 +155,29 @@ class SimSection(BaseModel):
     model_config = _FROZEN
     time_scale: float = Field(30.0, gt=0, le=10_000, description="engine seconds per wall second")
     engine: SimConfig = Field(default_factory=SimConfig, description="simulated engine sizes")
+    step_cost_scale: dict[str, float] = Field(
+        default_factory=dict,
+        description="per-arm factor on the simulator's step cost (arm name -> factor), e.g. "
+        "{fix = 1.3}: that arm's every step and restore takes 1.3 times as long, on both clocks",
+        exclude_if=lambda value: not value,  # absent from kit.json unless set
+    )
+
+    @field_validator("step_cost_scale")
+    @classmethod
+    def _scale_per_arm(cls, value: dict[str, float]) -> dict[str, float]:
+        for arm, factor in value.items():
+            if arm not in _ARM_NAMES:
+                raise ValueError(f"{arm!r} is not an arm; name one of {', '.join(_ARM_NAMES)}")
+            if not 0 < factor <= 100:
+                raise ValueError(f"{arm} = {factor:g}: a factor is above 0 and at most 100")
+        return value
+
+    def engine_for(self, arm: str) -> SimConfig:
+        """The simulated engine of one arm: `engine`, its step cost scaled by the arm's factor."""
+        factor = self.step_cost_scale.get(arm)
+        if factor is None:
+            return self.engine
+        return self.engine.model_copy(update={"cost": self.engine.cost.scaled(factor)})
 
 
 class PatchedSection(BaseModel):
@@ -286,6 +312,18 @@ class Kit(BaseModel):
     load: LoadConfig = Field(default_factory=LoadConfig)
     monitor: KitMonitor = Field(default_factory=KitMonitor)
     report: ReportSettings = Field(default_factory=ReportSettings)
+    slo: SloConfig | None = Field(
+        None,
+        description="service-level objectives: goodput, attainment and latency percentiles "
+        "per arm in the A/B report (unset: no SLO rows)",
+        exclude_if=lambda value: value is None,
+    )
+    verdict: VerdictConfig | None = Field(
+        None,
+        description="the non-inferiority test beside the stall test (needs [slo]; default with "
+        "[slo]: goodput, ttft_p99 and throughput at a 5 % margin)",
+        exclude_if=lambda value: value is None,
+    )
 
     @field_validator("load")
     @classmethod
@@ -300,7 +338,16 @@ class Kit(BaseModel):
     def _needs_duration(self) -> Self:
         if self.load.duration_s is None:
             raise ValueError("load.duration_s must be set in a kit")
+        if self.verdict is not None and self.slo is None:
+            raise ValueError("verdict: needs an [slo] section (its warm-up and objectives)")
         return self
+
+    @property
+    def verdict_settings(self) -> VerdictConfig | None:
+        """The non-inferiority test to run (None: the kit sets no SLOs, so none)."""
+        if self.slo is None:
+            return None
+        return self.verdict or VerdictConfig()
 
 
 def shipped_kits() -> list[str]:

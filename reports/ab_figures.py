@@ -11,6 +11,7 @@ and `ab.md` are `stallkit.reports.ab_markdown`'s.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +27,11 @@ from stallkit.contract.ab import (
     Verdict,
 )
 from stallkit.contract.files import KIT_FILE, META_FILE, SEED_DIR_PREFIX, TIMELINE_FILE, TURNS_FILE
+from stallkit.contract.kitfile import KitFile
+from stallkit.contract.records import read_records
+from stallkit.contract.slo import SloConfig, SloSummary, VerdictConfig, slo_figures
 from stallkit.reports.errors import DamagedRunError, ReportError
+from stallkit.reports.noninferiority import noninferiority_tests, slo_summary
 from stallkit.reports.rundir import arm_figures, read_kit, read_meta, seed_dirs
 from stallkit.reports.seed_stats import mark_repeats, rate_of, seed_row, verdict
 
@@ -49,6 +54,8 @@ class ABReport(BaseModel):
     damaged: list[DamagedSeed] = []
     #: per arm, the seed directories its figures were read from (the plots read these only)
     dirs: dict[str, list[Path]] = {}
+    #: per arm, its SLO figures over the seeds (empty when the kit sets no SLOs)
+    slo: dict[str, SloSummary] = {}
 
     @property
     def seed_count(self) -> int:
@@ -220,6 +227,7 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
             f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
         )
     kit = read_kit(ab_dir)
+    objectives, settings = kit_slo(kit)
     if (ab_dir / META_FILE).exists() or (ab_dir / TIMELINE_FILE).exists():
         dirs = [ab_dir]  # a one-arm run
     else:  # an arm without its meta.json is still an arm: named as damaged, never skipped
@@ -234,6 +242,7 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
     seeds: dict[str, list[SeedRow]] = {}
     damaged: list[DamagedSeed] = []
     read_from: dict[str, list[Path]] = {}
+    reads: dict[str, list[tuple[Path, ArmFigures]]] = {}
     for d in dirs:
         per_seed = [d] if _has_run_files(d) else seed_dirs(d, every=True)
         read = _read_seeds(ab_dir, d, per_seed, damaged)
@@ -245,13 +254,22 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
         name = read_meta(read[0][0]).arm
         arms[name] = merge_seeds(figures)
         seeds[name] = mark_repeats([seed_row(f) for f in figures])
+        reads[name] = read
         read_from[name] = [s for s, _ in read]
     if damaged and not partial:
         raise damage_error(damaged)
     if not arms:
         raise ReportError(f"no readable arm under {ab_dir}", "each arm needs a meta.json")
+    if objectives is not None:
+        seeds = _with_slo(seeds, reads, objectives)
     result = verdict(seeds["base"], seeds["fix"]) if {"base", "fix"} <= set(seeds) else None
+    if result is not None and settings is not None:
+        tests = noninferiority_tests(seeds["base"], seeds["fix"], settings)
+        result = result.model_copy(update={"noninferiority": tests})
     rates = {name: rate_of(rows) for name, rows in seeds.items()}
+    summaries = {}
+    if objectives is not None:
+        summaries = {name: slo_summary(rows, objectives) for name, rows in seeds.items()}
     return ABReport(
         kit=kit.name,
         arms=arms,
@@ -260,7 +278,47 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
         rates=rates,
         damaged=damaged,
         dirs=read_from,
+        slo=summaries,
     )
+
+
+def kit_slo(kit: KitFile) -> tuple[SloConfig | None, VerdictConfig | None]:
+    """The kit's SLOs and its non-inferiority settings, as the run saved them (None: no SLOs)."""
+    extra = kit.model_extra or {}
+    if extra.get("slo") is None:
+        return None, None
+    objectives = SloConfig.model_validate(extra["slo"])
+    given = extra.get("verdict")
+    return objectives, VerdictConfig() if given is None else VerdictConfig.model_validate(given)
+
+
+def healthy_until(figures: ArmFigures) -> float:
+    """Engine seconds an arm's seed ran before its first stall (its whole run if none)."""
+    return figures.stalls[0].start_s if figures.stalls else figures.duration_s
+
+
+def _with_slo(
+    seeds: dict[str, list[SeedRow]],
+    reads: dict[str, list[tuple[Path, ArmFigures]]],
+    slo: SloConfig,
+) -> dict[str, list[SeedRow]]:
+    """Each seed's row with its SLO figures, from its turn records over the same window in
+    every arm: from the warm-up's end to the first stall or end of any arm in that seed (the
+    performance of the time all arms served; the stalls are the stall test's)."""
+    ends: dict[int | None, float] = {}
+    for read in reads.values():
+        for _, figures in read:
+            ends[figures.seed] = min(ends.get(figures.seed, math.inf), healthy_until(figures))
+    out: dict[str, list[SeedRow]] = {}
+    for name, rows in seeds.items():
+        out[name] = []
+        for row, (seed_dir, figures) in zip(rows, reads[name], strict=True):
+            turns = seed_dir / TURNS_FILE
+            records = read_records(turns) if turns.exists() else []
+            end = ends[figures.seed]
+            found = slo_figures(records, slo, end_s=end, time_scale=figures.time_scale)
+            out[name].append(row.model_copy(update={"slo": found}))
+    return out
 
 
 def shown_dirs(report: ABReport) -> list[Path] | None:
@@ -280,7 +338,12 @@ def title(report: ABReport) -> str:
 def to_ab_file(report: ABReport) -> ABFile:
     """ab.json's model: each arm's figures with its per-seed rows, and the verdict."""
     arms = {
-        name: ArmReport(**dict(arm), seeds=report.seeds.get(name, []), rate=report.rates.get(name))
+        name: ArmReport(
+            **dict(arm),
+            seeds=report.seeds.get(name, []),
+            rate=report.rates.get(name),
+            slo=report.slo.get(name),
+        )
         for name, arm in report.arms.items()
     }
     return ABFile(kit=report.kit, arms=arms, verdict=report.verdict, damaged=report.damaged)

@@ -23,6 +23,7 @@ from stallkit.contract.files import META_FILE, TURNS_FILE
 from stallkit.contract.records import read_records
 from stallkit.reports.ab_figures import ABReport, shown_dirs, title
 from stallkit.reports.ab_markdown import footnotes, seed_cells, table_rows
+from stallkit.reports.ab_slo import NONINFERIOR
 from stallkit.reports.forensics_frames import bundle_items
 from stallkit.reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
 from stallkit.reports.seed_stats import distinct, kaplan_meier
@@ -207,6 +208,8 @@ def _table(report: ABReport) -> str:
         tds = []
         for cell in cells:
             css = ""
+            if key == NONINFERIOR and cell:  # a regression is marked as a stall is
+                css = ' class="stalled"' if cell.startswith("no ") else ""
             if key in ("stalls", "seeds"):
                 css = (
                     ' class="clean"'

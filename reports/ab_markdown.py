@@ -16,6 +16,7 @@ from collections import Counter
 from stallkit.contract.ab import ArmFigures, SeedRow, StallRate, Verdict
 from stallkit.contract.meta import END_WORDS, EndReason
 from stallkit.reports.ab_figures import END_ORDER, ABReport
+from stallkit.reports.ab_slo import slo_rows
 from stallkit.reports.forensics_frames import markdown_lines
 from stallkit.reports.seed_stats import distinct, onset_spread
 
@@ -57,13 +58,13 @@ def stall_cell(arm: ArmFigures, short: bool = False) -> str:
     cell = f"{len(arm.stalls)} ({kinds}), longest {longest}"
     if arm.stopped_by_monitor:
         cell += ", run stopped by monitor"
-    return cell
     # a stall the engine's gauges hid says so (the first such, with how many clients waited)
     hidden = next(
         (s.evidence for s in arm.stalls if s.evidence and s.evidence.client_waiting), None
     )
     if hidden is not None:
         cell += f"; {hidden.words()}"
+    return cell
 
 
 def _log_cell(arm: ArmFigures, name: str) -> str:
@@ -168,6 +169,7 @@ def table_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
 
     rows: list[tuple[str, str, list[str]]] = [
         *_seed_rows(report),
+        *slo_rows(report),  # only when the kit sets [slo]
         ("stalls", "stalls (count, longest, stopped)", [stall_cell(a) for a in arms]),
         (
             "turns",

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from stallkit.reports.ab_figures import ABReport
 from stallkit.reports.ab_markdown import FLAG, footnotes, rate_cell, stall_cell, table_rows
+from stallkit.reports.ab_slo import NONINFERIOR
 from stallkit.reports.seed_stats import onset_spread
 
 #: a compact row's label, by row key (log rows keep their pattern's name, without "(log)")
@@ -27,7 +28,12 @@ _SHORT_LABELS = {
     "turns": "turns/errors/timeouts",
     "kv": "max KV usage",
     "cached": "prompt from cache",
+    "slo": "SLOs",
+    "goodput": "goodput req/s (95 %)",
+    "throughput": "output tok/s",
 }
+#: rows whose cell is a sentence: lines under the compact table, left out of its measure
+_SENTENCES = ("verdict", NONINFERIOR)
 _LOG_SUFFIX = " (log)"
 #: a width no table reaches, to measure the wide table unwrapped
 _UNBOUNDED = 100_000
@@ -49,7 +55,7 @@ class ABTable:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         rows = table_rows(self.report)
         # the verdict's cell wraps in any terminal: the other rows decide the layout
-        unwrapped = _wide_table(self.report, [r for r in rows if r[0] != "verdict"])
+        unwrapped = _wide_table(self.report, [r for r in rows if r[0] not in _SENTENCES])
         unbounded = options.update(max_width=_UNBOUNDED)
         if Measurement.get(console, unbounded, unwrapped).maximum <= options.max_width:
             yield wide_layout(self.report, rows)
@@ -100,6 +106,9 @@ def compact_layout(report: ABReport, rows: list[Row] | None = None) -> Renderabl
         if key == "verdict":
             text = next((c for c in cells if c), "")
             verdict.append(Text.assemble(("verdict: ", "bold"), text))
+            continue
+        if key == NONINFERIOR:  # a sentence: "fix is not worse ... on goodput: yes (...)"
+            verdict.append(Text.assemble((f"{label}: ", "bold"), next((c for c in cells if c), "")))
             continue
         short = [
             _short_cell(report, key, name, cell)

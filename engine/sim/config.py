@@ -39,6 +39,13 @@ class CostModel(BaseModel):
         0.01, ge=0, description="Cost of restoring one KV block from the host tier."
     )
 
+    def scaled(self, factor: float) -> CostModel:
+        """The same model with every cost multiplied by `factor` (a slower or faster engine:
+        each non-empty step and each restore takes `factor` times as long)."""
+        if not 0 < factor < float("inf"):
+            raise ValueError(f"a step cost factor must be a positive number, not {factor}")
+        return CostModel(**{name: value * factor for name, value in self.model_dump().items()})
+
     def prefill_s(self, tokens: int, context: int) -> float:
         """Engine seconds to prefill `tokens` new tokens that follow `context` cached tokens."""
         mean_context = context + tokens / 2

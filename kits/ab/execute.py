@@ -23,6 +23,7 @@ from stallkit.contract.files import KIT_FILE, discard_if_unrecorded, outermost_m
 from stallkit.contract.jsonl import read_json, write_json
 from stallkit.contract.kitfile import KitFile
 from stallkit.contract.meta import END_WORDS, META_FILE, ArmMeta
+from stallkit.contract.slo import FIGURE_WORDS
 from stallkit.engine import Launcher
 from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from stallkit.kits.arm.alerting import Alerting
@@ -45,7 +46,8 @@ class Result:
 def strict_failures(report: ABReport) -> list[str]:
     """Reasons a CI run fails: the fix arm (or the only arm) stalled in a seed, logged a
     traceback, or was not observed for its full length (its engine died, it failed, it was
-    interrupted, its metrics were down at the end) in any seed."""
+    interrupted, its metrics were down at the end) in any seed; or, with the kit's SLOs, the
+    fix was shown worse than the base by more than the margin on a tested figure."""
     name = "fix" if "fix" in report.arms else next(iter(report.arms))
     arm = report.arms[name]
     problems = []
@@ -65,6 +67,12 @@ def strict_failures(report: ABReport) -> list[str]:
         problems.append(f"{name} arm stalled {len(arm.stalls)} time(s)")
     if arm.log_counts.get("tracebacks", 0):
         problems.append(f"{name} arm logged {arm.log_counts['tracebacks']} traceback(s)")
+    regressions = report.verdict.regressions if report.verdict is not None else []
+    for test in regressions:  # shown worse than the base by more than the kit's margin
+        problems.append(
+            f"fix is worse than base by more than {test.margin_pct:g} % on "
+            f"{FIGURE_WORDS[test.figure]} ({test.worse_pct:+.1f} %)"
+        )
     return problems
 
 

@@ -120,6 +120,7 @@ class Plan:
                 "drop --overlay, or use an image or twin: spec",
             )
         check_twin_arms(kit, parsed)
+        _check_step_cost(kit, parsed)
         if parallel:
             _check_disjoint_gpus(kit, parsed)
         out_dir = (
@@ -233,6 +234,18 @@ def _twin_overlays(kit: Kit, overlays: list[str], specs: dict[str, EngineSpec]) 
             shared = str(path.resolve())
     twin = kit.twin.model_copy(update={"overlay": shared, "arm_overlay": per_arm})
     return kit.model_copy(update={"twin": twin})
+
+
+def _check_step_cost(kit: Kit, specs: dict[str, EngineSpec]) -> None:
+    """Refuse a step cost factor for an arm that does not run the kit's simulator (it would be
+    silently ignored there)."""
+    for arm in kit.sim.step_cost_scale:
+        spec = specs.get(arm)
+        if spec is not None and not kind_of(spec).plays_faults:  # runs [sim.engine]: sim: arms
+            raise KitError(
+                f"sim.step_cost_scale.{arm}: {spec.raw} is not a simulator arm",
+                "a step cost factor applies to sim: arms only; drop it for this arm",
+            )
 
 
 def _check_disjoint_gpus(kit: Kit, specs: dict[str, EngineSpec]) -> None:

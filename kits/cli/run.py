@@ -317,7 +317,8 @@ def ab(
         typer.Option(
             "--strict",
             help="Exit 1 when the fix arm stalls, dies, is cut short or logs a traceback in any "
-            "seed (for CI)",
+            "seed, or (a kit with [slo]) is shown worse than base by more than the kit's margin "
+            "on a tested figure (for CI)",
         ),
     ] = False,
     duration: DurationOpt = None,

@@ -10,6 +10,7 @@ from stallkit.contract.records import Outcome, TurnRecord
 from stallkit.contract.slo import (
     SloConfig,
     VerdictConfig,
+    cut_at,
     figure_value,
     meets_slo,
     parse_seconds,
@@ -43,27 +44,27 @@ def test_durations_are_read_with_their_unit(text: str, seconds: float) -> None:
 @pytest.mark.parametrize("bad", [2, 2.5, "2", "fast", "-1s", "2 parsecs", True])
 def test_a_duration_without_a_unit_is_refused(bad: object) -> None:
     with pytest.raises(ValidationError, match=r"unit|not a duration"):
-        SloConfig(ttft=bad)  # type: ignore[arg-type]
+        SloConfig(ttft=bad)
 
 
 def test_the_config_round_trips_with_units_and_needs_an_objective() -> None:
-    slo = SloConfig(ttft="2s", itl="50ms", warmup="60s")  # type: ignore[arg-type]
+    slo = SloConfig(ttft="2s", itl="50ms", warmup="60s")
     dumped = slo.model_dump(mode="json")
     assert dumped == {"ttft": "2s", "itl": "50ms", "e2e": None, "warmup": "60s"}
     assert SloConfig.model_validate(dumped) == slo
     with pytest.raises(ValidationError, match="at least one"):
-        SloConfig(warmup="10s")  # type: ignore[arg-type]
+        SloConfig(warmup="10s")
 
 
 @pytest.mark.parametrize("bad", ["150%", "5", 5, "-1%", "x%"])
 def test_a_margin_is_a_percentage_up_to_100(bad: object) -> None:
     with pytest.raises(ValidationError, match=r"percentage|outside"):
-        VerdictConfig(margin=bad)  # type: ignore[arg-type]
-    assert VerdictConfig(margin="100%").margin == 100.0  # type: ignore[arg-type]
+        VerdictConfig(margin=bad)
+    assert VerdictConfig(margin="100%").margin == 100.0
 
 
 def test_a_request_meets_its_slos_or_misses_or_is_undecided() -> None:
-    slo = SloConfig(ttft="1s", itl="100ms", e2e="5s")  # type: ignore[arg-type]
+    slo = SloConfig(ttft="1s", itl="100ms", e2e="5s")
     good = _rec(0, 0.5, [(0.5, 1), (0.8, 4)], 1.0)  # ITL 0.3/4 = 75 ms
     assert request_itl_s(good) == pytest.approx(0.075)
     assert meets_slo(good, slo) is True
@@ -77,7 +78,7 @@ def test_a_request_meets_its_slos_or_misses_or_is_undecided() -> None:
 
 
 def test_figures_leave_out_the_warm_up_and_count_per_second_of_the_window() -> None:
-    slo = SloConfig(ttft="1s", warmup="10s")  # type: ignore[arg-type]
+    slo = SloConfig(ttft="1s", warmup="10s")
     records = [
         _rec(1, 5.0, [(5.0, 10)], 6),  # in the warm-up: not counted
         _rec(10, 0.5, [(0.5, 1), (1.5, 9)], 12),
@@ -99,7 +100,7 @@ def test_figures_leave_out_the_warm_up_and_count_per_second_of_the_window() -> N
 
 
 def test_a_wall_clock_run_is_converted_to_engine_seconds() -> None:
-    slo = SloConfig(ttft="3s", warmup="30s")  # type: ignore[arg-type]
+    slo = SloConfig(ttft="3s", warmup="30s")
     records = [_rec(0.5, 0.05, [(0.05, 1)], 0.1), _rec(1.0, 0.05, [(0.05, 1)], 1.1)]
     figures = slo_figures(records, slo, end_s=60.0, time_scale=30.0)
     assert (figures.requests, figures.met) == (1, 1)  # the first started at 15 engine s
@@ -108,6 +109,28 @@ def test_a_wall_clock_run_is_converted_to_engine_seconds() -> None:
 
 
 def test_nothing_counted_is_none_not_zero() -> None:
-    figures = slo_figures([], SloConfig(e2e="1s"), end_s=0.0)  # type: ignore[arg-type]
+    figures = slo_figures([], SloConfig(e2e="1s"), end_s=0.0)
     assert figures.goodput_rps is None and figures.attainment_pct is None
     assert figures.ttft_p99_s is None
+
+
+def test_a_window_that_ends_early_cuts_the_requests_running_at_its_end() -> None:
+    slo = SloConfig(ttft="1s", e2e="10s")
+    records = [
+        _rec(0, 0.5, [(0.5, 1), (1.0, 4)], 2),  # ended inside the window
+        _rec(4, 0.5, [(0.5, 1), (3.0, 9)], 8),  # running at 5: its first token only
+        _rec(4.5, 2.0, [(2.0, 3)], 7),  # running at 5, no token yet: undecided
+        _rec(6, 0.2, [(0.2, 5)], 7),  # started after the window: not counted
+    ]
+    cut = cut_at(records[1], 5.0)
+    assert (cut.t_end, cut.outcome, cut.chunks, cut.completion_tokens) == (
+        5.0,
+        "aborted",
+        [(0.5, 1)],
+        None,
+    )
+    assert cut_at(records[0], 5.0) is records[0]
+    figures = slo_figures(records, slo, end_s=5.0)
+    assert (figures.requests, figures.met, figures.censored) == (1, 1, 2)
+    assert figures.output_tok_s == pytest.approx(6 / 5)  # 5 tokens, then 1 streamed by the cut
+    assert figures.window_s == 5.0
