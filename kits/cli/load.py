@@ -60,10 +60,10 @@ def load(
     arrivals: Annotated[
         str | None,
         typer.Option(
-            help=field_help(LoadConfig, "arrivals"), metavar="closed|constant|poisson|bursty"
+            help=field_help(LoadConfig, "arrivals"), metavar="[closed|constant|poisson|bursty]"
         ),
     ] = None,
-    arrival_unit: str = field_option(LoadConfig, "arrival_unit", metavar="requests|sessions"),
+    arrival_unit: str = field_option(LoadConfig, "arrival_unit", metavar="[requests|sessions]"),
     rate: float | None = field_option(LoadConfig, "rate"),
     rate_end: float | None = field_option(LoadConfig, "rate_end"),
     burstiness: float = field_option(LoadConfig, "burstiness"),

@@ -35,7 +35,14 @@ from stallkit.monitor.signals.parse import MetricsSnapshot
 from stallkit.monitor.signals.rates import Deltas
 
 #: float fields that are not durations (a share, a percentage, a rate)
-NOT_DURATIONS = {"restart_spread", "request_rate", "idle_gpu_perc"}
+NOT_DURATIONS = {
+    "restart_spread",
+    "request_rate",
+    "idle_gpu_perc",
+    "rate",
+    "rate_end",
+    "burstiness",
+}
 
 
 @pytest.mark.parametrize("model", [LoadConfig, MonitorConfig])
