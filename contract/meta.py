@@ -109,6 +109,13 @@ class ArmMeta(BaseModel):
         None, description="Wall seconds a virtual-clock arm took to compute."
     )
     error: str | None = Field(None, description="The first line of what ended it, if an error.")
+    prefix_cache: str | None = Field(
+        None,
+        description="An engine kept across seeds (`url:`): `reset` when its prefix cache was "
+        "dropped before the seed, else why not; null: the engine started with the seed, its "
+        "cache empty.",
+        exclude_if=lambda value: value is None,
+    )
     trace: TraceReplay | None = Field(
         None,
         description="What of a trace the load replayed (file digest, sessions, requests, span, "

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.launch.base import Launcher as Launcher
     from stallkit.engine.launch.base import check_listening as check_listening
     from stallkit.engine.launch.base import free_port as free_port
+    from stallkit.engine.launch.base import reset_prefix_cache as reset_prefix_cache
     from stallkit.engine.launch.base import tail_lines as tail_lines
     from stallkit.engine.launch.daemon import DaemonFacts as DaemonFacts
     from stallkit.engine.launch.daemon import DaemonProblem as DaemonProblem

@@ -218,6 +218,30 @@ def serve_first_request(
     )
 
 
+def reset_prefix_cache(url: str, timeout_s: float = 10.0) -> str | None:
+    """Ask an engine to drop its prefix cache, and its connector's (vLLM's
+    `POST /reset_prefix_cache?reset_external=true`), so that a seed does not start with the
+    previous seed's prompts cached. None: it did; else why not, in a few words (vLLM serves
+    the endpoint only with VLLM_SERVER_DEV_MODE=1). Never raises."""
+    try:
+        response = httpx.post(
+            f"{url}/reset_prefix_cache", params={"reset_external": "true"}, timeout=timeout_s
+        )
+    except httpx.HTTPError as exc:
+        return f"not reset ({type(exc).__name__})"
+    if response.status_code in (404, 405):
+        return "not offered by the engine (vLLM offers it with VLLM_SERVER_DEV_MODE=1)"
+    if response.status_code != 200:
+        return f"not reset (HTTP {response.status_code})"
+    try:
+        said = response.json()
+    except ValueError:
+        said = None
+    if isinstance(said, dict) and said.get("success") is False:
+        return "not reset (the engine still held blocks)"
+    return None
+
+
 def kill_process_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
     """SIGTERM the process group, wait up to grace_s, then SIGKILL it. Never raises."""
     try:

@@ -24,9 +24,10 @@ from stallkit.contract.jsonl import read_json, write_json
 from stallkit.contract.kitfile import KitFile
 from stallkit.contract.meta import END_WORDS, META_FILE, ArmMeta
 from stallkit.contract.slo import FIGURE_WORDS
-from stallkit.engine import Launcher
+from stallkit.engine import Launcher, reset_prefix_cache
 from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from stallkit.kits.arm.alerting import Alerting
+from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.arm.virtual import VirtualResult, run_virtual_arm
 from stallkit.kits.arm.wall import RunContext, WallArm, run_arm
 from stallkit.kits.workers import PooledJob, cores, run_pooled, worker_kind
@@ -122,7 +123,28 @@ def _run_wall(plan: Plan, run: RunContext, console: Console, dashboard: bool) ->
         seeded = [
             WallArm(arm.name, arm.spec, plan.seed_dir(arm, seed), kit, overlays) for arm in arms
         ]
+        resets = _reset_kept_engines(arms)
         _run_loop(_run_all(seeded, plan.parallel, run, console, dashboard))
+        for arm, said in resets:
+            _note_prefix_cache(plan.seed_dir(arm, seed), said)
+
+
+def _reset_kept_engines(arms: list[Arm]) -> list[tuple[Arm, str]]:
+    """Drop the prefix cache of each engine kept across seeds (an attached one: every other
+    engine starts with its seed, its cache empty), so seeds do not warm each other; per arm,
+    `reset` or why not."""
+    return [
+        (arm, reset_prefix_cache(arm.spec.target) or "reset")
+        for arm in arms
+        if kind_of(arm.spec).attaches
+    ]
+
+
+def _note_prefix_cache(seed_dir: Path, said: str) -> None:
+    """Say in the seed's meta.json whether its engine's prefix cache was reset before it."""
+    with contextlib.suppress(StallkitError, OSError):
+        meta = read_json(seed_dir / META_FILE, ArmMeta)
+        write_json(seed_dir / META_FILE, meta.update(prefix_cache=said))
 
 
 def _run_loop(main: Coroutine[Any, Any, None]) -> None:

@@ -9,14 +9,17 @@ and `--strict` must exit 1 for it; the unchanged fix passes both, and `--strict`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from stallkit.engine import parse_spec
+from stallkit.engine import parse_spec, reset_prefix_cache
 from stallkit.kits.ab.plan import Plan
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError
@@ -97,3 +100,66 @@ def test_a_step_cost_factor_for_an_arm_that_is_not_the_simulator_is_refused(
     path = _kit_file(tmp_path, "{fix = 1.3}")
     with pytest.raises(KitError, match=r"sim\.step_cost_scale\.fix: url:http"):
         Plan.build(str(path), {"base": "sim:base", "fix": "url:http://127.0.0.1:1"}, None, {}, [])
+
+
+class _CacheServer(ThreadingHTTPServer):
+    """An engine that offers the reset endpoint (vLLM with VLLM_SERVER_DEV_MODE=1)."""
+
+    def __init__(self, success: bool) -> None:
+        self.success = success
+        self.asked: list[str] = []
+        super().__init__(("127.0.0.1", 0), _CacheHandler)
+
+
+class _CacheHandler(BaseHTTPRequestHandler):
+    server: _CacheServer
+
+    def do_POST(self) -> None:
+        self.server.asked.append(self.path)
+        body = json.dumps({"success": self.server.success}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+
+@pytest.mark.parametrize("success", [True, False])
+def test_an_engine_offering_the_reset_drops_its_prefix_cache(success: bool) -> None:
+    server = _CacheServer(success)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        said = reset_prefix_cache(f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert server.asked == ["/reset_prefix_cache?reset_external=true"]
+    assert said == (None if success else "not reset (the engine still held blocks)")
+
+
+async def test_an_engine_without_the_reset_says_so(sim_server: Any) -> None:
+    async with sim_server() as url:
+        said = await asyncio.to_thread(reset_prefix_cache, url)
+    assert said is not None and said.startswith("not offered by the engine")
+    assert reset_prefix_cache("http://127.0.0.1:1", timeout_s=1.0) == "not reset (ConnectError)"
+
+
+@pytest.mark.slow
+async def test_an_attached_engine_kept_across_seeds_is_asked_to_reset_and_meta_says_how(
+    sim_server: Any, tmp_path: Path
+) -> None:
+    """The simulator offers no reset: each seed's meta.json says so (a fresh engine: nothing)."""
+    async with sim_server(time_scale=100.0) as url:
+        args = ["--base", f"url:{url}", "--fix", "sim:fix", "--clock", "wall", "--seeds", "2"]
+        args += ["--duration", "60", "--agents", "2", "--time-scale", "100", "--no-dashboard"]
+        done = await asyncio.to_thread(kit, "ab", *args, "--out", str(tmp_path / "ab"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    for seed in (8, 9):
+        base = json.loads((tmp_path / "ab" / "base" / f"seed-{seed}" / "meta.json").read_text())
+        assert base["prefix_cache"].startswith("not offered by the engine"), base
+        fix = json.loads((tmp_path / "ab" / "fix" / f"seed-{seed}" / "meta.json").read_text())
+        assert "prefix_cache" not in fix
