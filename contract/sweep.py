@@ -147,7 +147,8 @@ class RatePoint(BaseModel):
     cell: int = Field(description="The cell's index in the plan's product of axes.")
     offered_rps: float = Field(description="Arrivals offered per engine second.")
     achieved_rps: float | None = Field(
-        description="Requests completed per engine second of the run, mean over the distinct seeds."
+        description="Requests completed per engine second (after the warm-up when the kit "
+        "sets [slo]), mean over the distinct seeds."
     )
     goodput_rps: float | None = Field(
         description="Requests meeting every SLO per engine second, mean over the seeds (null: "

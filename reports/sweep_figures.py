@@ -161,14 +161,18 @@ def _point(cell: int, runs: Sequence[SweepRun]) -> RatePoint | None:
     offered = _mean([r.offered_rps for r in runs])
     if offered is None:
         return None
-    achieved = [r.turns / r.duration_s if r.duration_s else None for r in runs]
+    # with [slo]: over each run's window after the warm-up; else over the whole run
+    achieved = [
+        r.slo.request_rps if r.slo else r.turns / r.duration_s if r.duration_s else None
+        for r in runs
+    ]
     lags = [r.lag_p99_s for r in runs if r.lag_p99_s is not None]
     return RatePoint(
         cell=cell,
         offered_rps=round(offered, 6),
         achieved_rps=_mean(achieved),
-        goodput_rps=None,  # the runs' SLO figures, once the sweep's runs carry them
-        attainment_pct=None,
+        goodput_rps=_mean([r.slo.goodput_rps if r.slo else None for r in runs]),
+        attainment_pct=_mean([r.slo.attainment_pct if r.slo else None for r in runs]),
         lag_p99_s=max(lags) if lags else None,
         seeds=len(runs),
         stalled_seeds=sum(r.stalled for r in runs),

@@ -26,6 +26,7 @@ from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit, set_dotted
 from stallkit.kits.sweep.plan import Job, cell_overrides
 from stallkit.kits.workers import Pools, cores, worker_kind
+from stallkit.loadgen import read_records
 
 __all__ = [
     "RAY_HINT",
@@ -64,6 +65,7 @@ def _deep_copy(value: dict[str, Any]) -> dict[str, Any]:
 
 def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
     """Run one job in this process and return its row (its directory is scratch)."""
+    from stallkit.contract.slo import slo_figures
     from stallkit.kits.arm.virtual import run_virtual_arm
     from stallkit.reports import arm_seed_row, quiet_span_s
 
@@ -74,6 +76,10 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
         row = arm_seed_row(arm_dir)
         quiet_s = quiet_span_s(arm_dir)
         lag_p99_s = _lag_p99_s(arm_dir)
+        if kit.slo is not None:  # goodput and attainment for the rate map
+            records = read_records(arm_dir)
+            figures = slo_figures(records, kit.slo, end_s=row.duration_s)
+            row = row.model_copy(update={"slo": figures})
     load = kit.load
     open_loop = load.process != "closed"
     return SweepRun(
@@ -91,8 +97,6 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
 
 def _lag_p99_s(arm_dir: Path) -> float | None:
     """The 99th percentile of how late the arm's requests started after their arrivals."""
-    from stallkit.loadgen import read_records
-
     lags = sorted(r.t_start - r.t_arrival for r in read_records(arm_dir) if r.t_arrival is not None)
     if not lags:
         return None

@@ -14,7 +14,7 @@ from stallkit.contract.sweep import SweepFile
 from stallkit.kits.cli import app
 from stallkit.reports import write_sweep_reports
 
-ARGS = ["--vary", "load.rate=0.05,0.4", "--seeds", "1", "--duration", "400"]
+ARGS = ["--vary", "load.rate=0.1,0.4", "--seeds", "1", "--duration", "900"]
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +33,19 @@ def test_a_rate_sweep_maps_what_each_arm_did_against_the_offered_rate(swept: Pat
     assert set(series) == {"base", "fix"}
     for one in series.values():
         low, high = one.points
-        assert (low.offered_rps, high.offered_rps) == (0.05, 0.4) and one.unit == "requests"
+        assert (low.offered_rps, high.offered_rps) == (0.1, 0.4) and one.unit == "requests"
         assert low.achieved_rps is not None and high.achieved_rps is not None
         # the restore-stall engine serves about 0.2 long requests a second: it keeps up with
-        # 0.05 and falls behind 0.4, where requests wait for a free agent
-        assert low.achieved_rps > 0.9 * 0.05 and high.achieved_rps < 0.9 * 0.4
-        assert one.keeps_up_rps == 0.05
+        # 0.1 and falls behind 0.4, where requests wait for a free agent
+        assert low.achieved_rps > 0.9 * 0.1 and high.achieved_rps < 0.9 * 0.4
+        assert one.keeps_up_rps == 0.1
+        # the README kit sets [slo]: every run's goodput and attainment after its warm-up
+        assert low.goodput_rps is not None and low.attainment_pct is not None
+        assert low.goodput_rps <= low.achieved_rps and high.goodput_rps is not None
         assert high.lag_p99_s is not None and low.lag_p99_s is not None
         assert high.lag_p99_s > 10 * max(low.lag_p99_s, 1.0)
     runs = [json.loads(line) for line in (swept / "sweep-runs.jsonl").read_text().splitlines()]
-    assert {r["offered_rps"] for r in runs} == {0.05, 0.4}
+    assert {r["offered_rps"] for r in runs} == {0.1, 0.4}
     html = (swept / "sweep.html").read_text()
     assert "<h2>Rate map</h2>" in html and html.count("<svg") == 2 and "keeps up" in html
     assert "stroke-dasharray" in html and "<script" not in html  # the y = x line, no script
