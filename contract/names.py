@@ -106,6 +106,10 @@ TGI_REQUEST_GENERATED_TOKENS = "tgi_request_generated_tokens"
 # -- others' families ------------------------------------------------------------------------
 #: The DCGM exporter's GPU utilisation (0..100) per `gpu` label.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+#: The DCGM exporter's power draw (watts) per `gpu` label.
+DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
+#: The DCGM exporter's SM activity (a fraction 0..1 of cycles with a warp resident) per `gpu`.
+DCGM_SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 #: The simulator's engine clock (engine seconds since start; simulator only, not vLLM's).
 SIM_ENGINE_TIME = "stallkit_sim_engine_time_seconds"
 #: The simulator's nominal time scale (engine seconds per wall second), read by `url:` arms.

@@ -328,18 +328,32 @@ class SimMetrics:
         return now_s, self.time_scale
 
     def render_dcgm(self, now_s: float, hostname: str = "stallkit-sim") -> bytes:
-        """DCGM exporter text: `DCGM_FI_DEV_GPU_UTIL` (0..100) for each simulated GPU."""
-        util = round(100.0 * self.busy.share(now_s))
-        lines = [
-            f"# HELP {names.DCGM_GPU_UTIL} GPU utilization (in %).",
-            f"# TYPE {names.DCGM_GPU_UTIL} gauge",
-        ]
-        for gpu in range(self.config.num_gpus):
-            lines.append(
-                f'{names.DCGM_GPU_UTIL}{{gpu="{gpu}",UUID="GPU-sim-{gpu:04d}",device="nvidia{gpu}",'
-                f'modelName="{self.config.model_name}",Hostname="{hostname}"}} {util}'
-            )
+        """DCGM exporter text for each simulated GPU: `DCGM_FI_DEV_GPU_UTIL` (0..100), and the
+        power draw and SM activity that go with it (a busy GPU draws power and keeps its SMs
+        active: from `DCGM_IDLE_W` idle to `DCGM_BUSY_W` at full use)."""
+        share = self.busy.share(now_s)
+        families = (
+            (names.DCGM_GPU_UTIL, "GPU utilization (in %).", f"{round(100.0 * share)}"),
+            (names.DCGM_POWER_USAGE, "Power draw (in W).", f"{_dcgm_watts(share):.1f}"),
+            (names.DCGM_SM_ACTIVE, "Ratio of cycles an SM has a warp resident.", f"{share:.3f}"),
+        )
+        lines: list[str] = []
+        for name, help_text, value in families:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+            for gpu in range(self.config.num_gpus):
+                lines.append(
+                    f'{name}{{gpu="{gpu}",UUID="GPU-sim-{gpu:04d}",device="nvidia{gpu}",'
+                    f'modelName="{self.config.model_name}",Hostname="{hostname}"}} {value}'
+                )
         return ("\n".join(lines) + "\n").encode()
+
+
+#: the simulated GPUs' power draw idle and at full use (watts; an H100 PCIe's range)
+DCGM_IDLE_W, DCGM_BUSY_W = 60.0, 350.0
+
+
+def _dcgm_watts(share: float) -> float:
+    return DCGM_IDLE_W + (DCGM_BUSY_W - DCGM_IDLE_W) * share
 
 
 class _Families:

@@ -46,7 +46,10 @@ wedged engine whose gauges read nothing running and nothing waiting is still sta
 those requests go unanswered for `stall_after_s`. Such a stall is named by its kind as any
 other, with the evidence that its gauges hid it (`StallEvidence.client_waiting`). A monitor
 without the clients (`kit monitor` alone) reads such an engine as idle.
-Without a GPU source the rule runs on metrics alone and every verdict says
+Where the GPU source gives SM activity (DCGM's), SMs idle on every GPU (`SM_IDLE_FRACTION`)
+overrule a utilisation gauge that reads busy: a GPU busy at idle SMs is not computing, and
+the stall is `frozen`, not `busy_hang`. Power draw and SM activity past the window are in
+the stall's evidence (`StallEvidence`). Without a GPU source the rule runs on metrics alone and every verdict says
 `gpu_checked=False` (a busy hang then reads as frozen). An engine that shows no sign of
 stepping (no moving counter, its CPU not given) reads as frozen rather than blocked or
 spinning: what cannot be seen to move is not claimed to.
@@ -68,6 +71,7 @@ from stallkit.monitor.detect.events import (
     Status,
     StopRequested,
 )
+from stallkit.monitor.signals.activity import GpuActivity
 from stallkit.monitor.signals.parse import MetricsSnapshot
 from stallkit.monitor.signals.rates import Deltas, snapshot_deltas
 
@@ -89,6 +93,7 @@ class Evidence:
     gpu_busy: bool = False  # the latest GPU reading past the window was over the idle mark
     stepped: bool = False  # scheduler counters or the engine's CPU moved after the first interval
     hidden: int = 0  # the latest sample's gauges read idle while this many waited on clients
+    activity: GpuActivity | None = None  # power and SM activity, the latest past the window
 
 
 #: Each kind's signature, checked in order; the first that holds names the stall.
@@ -100,6 +105,18 @@ SIGNATURES: tuple[tuple[StallKind, Callable[[Evidence], bool]], ...] = (
     ("spinning", lambda e: e.stepped),
     ("frozen", lambda e: True),
 )
+
+
+def _said(found: Evidence) -> StallEvidence | None:
+    """What a stall's evidence shows beyond its kind (None: nothing)."""
+    gpu = found.activity
+    if not found.hidden and not gpu:
+        return None
+    return StallEvidence(
+        client_waiting=found.hidden or None,
+        power_w=dict(gpu.power_w) or None if gpu else None,
+        sm_active=dict(gpu.sm_active) or None if gpu else None,
+    )
 
 
 def classify(evidence: Evidence) -> StallKind:
@@ -191,6 +208,7 @@ class StallDetector:
         engine_t: float | None = None,
         known: tuple[MetricsSnapshot, Deltas] | None = None,
         client_pending: int = 0,
+        activity: GpuActivity | None = None,
     ) -> list[DetectorEvent]:
         """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down).
 
@@ -200,7 +218,8 @@ class StallDetector:
         the caller's deltas to this sample and the snapshot they start from, used when that
         is the detector's own previous sample (the monitor's step computes them anyway).
         `client_pending`: requests the clients have sent and still wait on, where the caller
-        knows (pending work whatever the gauges read).
+        knows (pending work whatever the gauges read). `activity`: the GPUs' power draw and SM
+        activity with `gpu_util`, where the source gives them.
         """
         prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
@@ -242,6 +261,9 @@ class StallDetector:
         if gpu_util and self._gpu_checked and t >= self._onset + self._config.gpu_window_s:
             # the latest reading decides; a missing one changes nothing
             evidence.gpu_busy = any(u > self._config.idle_gpu_perc for u in gpu_util.values())
+            if activity:  # idle SMs overrule a gauge that reads busy (see the module's text)
+                evidence.activity = activity
+                evidence.gpu_busy = evidence.gpu_busy and not activity.sms_idle
         return self._hold(t, now_engine_t)
 
     def _blank_page(self, t: float, engine_t: float) -> list[DetectorEvent]:
@@ -287,8 +309,7 @@ class StallDetector:
         events: list[DetectorEvent] = []
         if self._kind is None and quiet >= self._config.stall_after_s:
             self._kind = classify(self._evidence)
-            found = self._evidence
-            said = StallEvidence(client_waiting=found.hidden) if found.hidden else None
+            said = _said(self._evidence)
             events.append(
                 StallStarted(t, onset, self._kind, self._gpu_checked, self._onset_snapshot, said)
             )

@@ -23,6 +23,7 @@ from stallkit.contract.time import TimeBase
 from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.detect.detector import StallDetector
 from stallkit.monitor.detect.events import Down, GpuReading, MonitorEvent, Sample, Up, Verdict
+from stallkit.monitor.signals.activity import GpuActivity
 from stallkit.monitor.signals.parse import MetricsSnapshot
 from stallkit.monitor.signals.rates import Deltas, snapshot_deltas
 
@@ -66,11 +67,13 @@ class MonitorStep:
         gpu_error: str | None = None,
         engine_cpu_s: float | None = None,
         client_pending: int = 0,
+        activity: GpuActivity | None = None,
     ) -> list[MonitorEvent]:
         """The events of one tick at `t`; `snapshot=None` is a failed scrape (`error` says why).
 
         `client_pending`: requests the run's clients have sent and still wait on (pending work
-        whatever the engine's gauges read; 0 without clients)."""
+        whatever the engine's gauges read; 0 without clients). `activity`: the GPUs' power
+        draw and SM activity read with `util`, where the source gives them."""
         out: list[MonitorEvent] = []
         known: tuple[MetricsSnapshot, Deltas] | None = None
         if self.gpu_checked:
@@ -93,7 +96,14 @@ class MonitorStep:
         engine_t = None if snapshot is None else self.engine_t(t, snapshot)
         out.extend(
             self.detector.observe(
-                t, snapshot, util, engine_cpu_s, engine_t, known, client_pending=client_pending
+                t,
+                snapshot,
+                util,
+                engine_cpu_s,
+                engine_t,
+                known,
+                client_pending=client_pending,
+                activity=activity,
             )
         )
         out.append(Verdict(t, self.detector.state))

@@ -109,6 +109,7 @@ class EngineSource:
             gpu_error=gpu_error,
             engine_cpu_s=cpu_s,
             client_pending=self._client_pending(),
+            activity=self.gpu.activity if gpu_error is None else None,
         )
 
     async def aclose(self) -> None:

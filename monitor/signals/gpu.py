@@ -6,7 +6,9 @@ scrapes a DCGM exporter's `/metrics` (remote GPUs; the simulator serves this for
 `stallkit.contract.gpu.GpuSource`). A configured source that cannot read at start (missing bindings or
 binary, no driver, no such GPU, unreachable exporter) raises `MonitorError`: it never
 silently becomes `none`. After a good start a failed read is data (`GpuReading.error`), like
-a failed scrape.
+a failed scrape. A DCGM page's power draw and SM activity, where it has them, are kept as
+the reader's `activity` after each reading (`stallkit.monitor.signals.activity`); the other
+sources have none.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from stallkit.contract import names
 from stallkit.contract.gpu import SPEC_HINT, GpuSource, GpuSourceError
 from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.signals.activity import GpuActivity, parse_dcgm_activity
 
 SMI_QUERY = (
     "--query-gpu=index,utilization.gpu,memory.used",
@@ -38,6 +41,11 @@ class GpuReader(Protocol):
     @property
     def label(self) -> str:
         """The spec's text form it was built from, for display."""
+        ...
+
+    @property
+    def activity(self) -> GpuActivity | None:
+        """Power draw and SM activity at the last reading (None: this source has none)."""
         ...
 
     async def start(self) -> dict[str, float]:
@@ -71,6 +79,7 @@ class NoGpu:
 
     checked = False
     label = "none"
+    activity: GpuActivity | None = None
 
     async def start(self) -> dict[str, float]:
         return {}
@@ -100,6 +109,7 @@ class SmiGpu:
     """Runs `nvidia-smi` once per reading (local GPUs without Python bindings)."""
 
     checked = True
+    activity: GpuActivity | None = None
 
     def __init__(self, indices: list[str], label: str, timeout_s: float) -> None:
         self._indices = indices
@@ -143,6 +153,7 @@ class NvmlGpu:
     """Local GPUs through nvidia-ml-py (`pynvml`), by index."""
 
     checked = True
+    activity: GpuActivity | None = None
 
     def __init__(self, indices: list[str], label: str) -> None:
         self._indices = indices
@@ -213,8 +224,10 @@ class DcgmGpu:
         self._url = url
         self.label = label
         self._client = httpx.AsyncClient(timeout=timeout_s)
+        self.activity: GpuActivity | None = None
 
     async def read(self) -> dict[str, float]:
+        self.activity = None  # a failed reading leaves none, not the last one's
         try:
             response = await self._client.get(self._url)
             response.raise_for_status()
@@ -223,6 +236,7 @@ class DcgmGpu:
         util = parse_dcgm(response.text)
         if not util:
             raise MonitorError(f"{self.label}: no {names.DCGM_GPU_UTIL} series at {self._url}")
+        self.activity = parse_dcgm_activity(response.text) or None
         return util
 
     async def start(self) -> dict[str, float]:

@@ -82,8 +82,8 @@ def test_a_plain_freeze_names_no_hidden_evidence(tmp_path: Path) -> None:
 def test_on_the_wall_clock_a_run_catches_what_kit_monitor_alone_reads_as_idle(
     tmp_path: Path,
 ) -> None:
-    """`kit sim serve --fault hidden_freeze@40` at 10x: a `kit run` attached to it stops on a
-    frozen stall named hidden, while `kit monitor` beside it, without the clients, reads the
+    """`kit sim serve --fault hidden_freeze@40` at 10x: a `kit run` attached to it (small
+    contexts: no prefill near stall_after) stops on a frozen stall named hidden, while `kit monitor` beside it, without the clients, reads the
     same engine as idle (about 25 wall s, most of it three processes starting)."""
     source = (REPO / "kits" / "shipped" / "restore-stall.toml").read_text()
     quick = source.replace("stall_after_s = 60", "stall_after_s = 10")
@@ -102,7 +102,8 @@ def test_on_the_wall_clock_a_run_catches_what_kit_monitor_alone_reads_as_idle(
         )  # fmt: skip
         run = kit(
             "run", "--engine", f"url:{url}", "--kit", str(kit_file), "--duration", "300",
-            "--agents", "4", "--no-dashboard", "--out", str(tmp_path / "run"), timeout=100,
+            "--agents", "4", "--min-context", "2000", "--max-context", "8000", "--no-dashboard",
+            "--out", str(tmp_path / "run"), timeout=100,
         )  # fmt: skip
         out, err = alone.communicate(timeout=60)
     assert run.returncode == 0, run.stderr
