@@ -7,8 +7,9 @@ so memory stays flat however long the range or large the fleet. The three querie
 live watch's (`stallkit.monitor.prometheus.queries.FleetQuery`), as range queries; an engine's scrape times come
 with its series, so a step shorter than the scrape interval never reads one scrape twice.
 From a file: OpenMetrics text with a timestamp on each sample (what promtool backfills; a
-recorded timeline converts to it with `stallkit.monitor.prometheus.series.openmetrics_text`), replayed at
-its own sample times. `replay_alerts()` evaluates the generated alert rules over a range
+recorded timeline converts to it with `stallkit.monitor.prometheus.series.openmetrics_text`,
+AIPerf's server-metrics export with `stallkit.monitor.backtest.aiperf`), replayed at its own
+sample times. `replay_alerts()` evaluates the generated alert rules over a range
 the same way (Prometheus evaluates each alert's expression; `stallkit.monitor.prometheus.alert_replay` applies
 `for:`).
 """
@@ -26,6 +27,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from stallkit.contract import names
 from stallkit.contract.errors import read_text
 from stallkit.contract.fleet import AlertFiring
+from stallkit.monitor.backtest.aiperf import aiperf_openmetrics, is_aiperf_record
 from stallkit.monitor.backtest.replay import BacktestTally, fill_gaps, replay_engine
 from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.errors import MonitorError
@@ -210,9 +212,10 @@ async def replay_alerts(
 
 
 def history_text(path: Path) -> str:
-    """A history file as OpenMetrics text: as it is, or a run's timeline.jsonl converted (its
-    engine named by its directory, its times the timeline's seconds). MonitorError (one line
-    with a hint) for a file that cannot be read or a timeline that is not JSON lines."""
+    """A history file as OpenMetrics text: as it is, AIPerf's server-metrics export converted
+    (its engines named by their host:port), or a run's timeline.jsonl converted (its engine
+    named by its directory, its times the timeline's seconds). MonitorError (one line with a
+    hint) for a file that cannot be read or JSON lines that are neither."""
     text = read_text(path, MonitorError)
     if path.suffix != ".jsonl":
         return text
@@ -220,6 +223,9 @@ def history_text(path: Path) -> str:
         records = [json.loads(line) for line in text.splitlines() if line.strip()]
     except ValueError as exc:
         raise MonitorError(
-            f"{path}: not JSON lines: {exc}", "give a run's timeline.jsonl"
+            f"{path}: not JSON lines: {exc}",
+            "give a run's timeline.jsonl or AIPerf's server_metrics_export.jsonl",
         ) from None
+    if records and is_aiperf_record(records[0]):
+        return aiperf_openmetrics(records)
     return openmetrics_text({path.parent.name or path.stem: records}, 0.0)
