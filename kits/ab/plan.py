@@ -186,6 +186,9 @@ class Plan:
             host = self.kit.engine.host_for(arm.name).docker_host
             if kind.image and host:
                 clock += f"; docker host {host}"
+            factor = self.kit.sim.step_cost_scale.get(arm.name)
+            if factor is not None:
+                clock += f"; step cost x{factor:g}"
             lines.append(
                 f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; {clock})"
             )

@@ -92,6 +92,13 @@ def test_the_step_cost_factor_reaches_the_arm_on_both_clocks(tmp_path: Path) -> 
     kind_of(spec).launcher("fix", spec, slowed, tmp_path / "fix", tmp_path / "fix.log", [])
     text = (tmp_path / "fix" / "sim-config.toml").read_text()
     assert f"prefill_per_token_s = {1.3 * plain.prefill_per_token_s!r}" in text
+    # the plan says so
+    plan = Plan.build(
+        str(tmp_path / "kit.toml"), {"base": "sim:base", "fix": "sim:fix"}, None, {}, []
+    )
+    assert (
+        "fix: sim:fix (sim; gpus -; wall clock, time scale 30; step cost x1.3)" in plan.describe()
+    )
 
 
 def test_a_step_cost_factor_for_an_arm_that_is_not_the_simulator_is_refused(
