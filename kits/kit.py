@@ -342,13 +342,6 @@ class Kit(BaseModel):
             raise ValueError("verdict: needs an [slo] section (its warm-up and objectives)")
         return self
 
-    @property
-    def verdict_settings(self) -> VerdictConfig | None:
-        """The non-inferiority test to run (None: the kit sets no SLOs, so none)."""
-        if self.slo is None:
-            return None
-        return self.verdict or VerdictConfig()
-
 
 def shipped_kits() -> list[str]:
     """Names of the kits shipped in the package."""
