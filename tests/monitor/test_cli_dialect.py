@@ -4,6 +4,7 @@ serve` refuses an unknown one the same way."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,3 +97,61 @@ def test_rules_refuses_an_unknown_dialect() -> None:
 
 def test_sim_serve_refuses_an_unknown_dialect() -> None:
     _one_line_exit_2(["sim", "serve", "--dialect", "ollama"], "--dialect")
+
+
+@pytest.fixture
+def frozen_sglang_sim() -> Iterator[str]:
+    """`kit sim serve --dialect sglang` in its own process, two requests in flight, frozen at
+    0.5 s (engine second 10 at 20x)."""
+    import subprocess
+    import sys
+    import threading
+
+    import httpx
+
+    argv = [sys.executable, "-m", "stallkit", "sim", "serve", "--dialect", "sglang"]
+    argv += ["--time-scale", "20", "--freeze-at", "10", "--port", "0", "--log-level", "warning"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "listening on" in line, line
+        url = line.rsplit(" ", 1)[1].strip()
+        body = {
+            "model": "stallkit-sim",
+            "prompt": "go " * 100,
+            "max_tokens": 50_000,
+            "stream": True,
+        }
+
+        def request() -> None:
+            with (
+                contextlib.suppress(httpx.HTTPError),
+                httpx.stream("POST", f"{url}/v1/completions", json=body, timeout=60) as r,
+            ):
+                for _ in r.iter_lines():
+                    pass
+
+        for _ in range(2):
+            threading.Thread(target=request, daemon=True).start()
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_kit_monitor_names_a_frozen_sglang_engine_and_the_kinds_it_cannot_show(
+    frozen_sglang_sim: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "stallkit", "monitor", frozen_sglang_sim, "--interval", "0.1"]
+    argv += ["--stall-after", "1", "--stop-after", "0", "--duration", "20", "--no-dashboard"]
+    argv += ["--exit-on-stall", "--out", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "stall: frozen" in done.stdout
+    assert "metrics: SGLang (sglang); not available: blocked" in done.stderr
