@@ -178,8 +178,10 @@ def _engine(raw: _Raw) -> EngineMetrics:
 
 
 def _zero_filled(per_engine: dict[str, _Raw], dialect: Dialect) -> dict[str, _Raw]:
-    """A recognised page of a dialect whose families appear once used: the missing read 0."""
-    scalars = {s.field for s in dialect.series if not s.split}
+    """A recognised page of a dialect whose families appear once used: the missing request
+    gauges and counters read 0 (a missing KV usage stays unknown: no engine idles at a full
+    cache, but none is known to be empty either)."""
+    scalars = {s.field for s in dialect.series if not s.split and not s.field.startswith("kv_")}
     out: dict[str, _Raw] = {}
     for key, raw in (per_engine or {"0": {}}).items():
         filled: _Raw = {name: 0.0 for name in sorted(scalars)}

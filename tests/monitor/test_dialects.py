@@ -3,6 +3,8 @@ told apart by its families, `--dialect` names, and the kinds an engine cannot sh
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from stallkit.contract.timeline import STALL_KINDS
@@ -200,3 +202,26 @@ def test_the_simulator_speaks_each_dialect_with_its_engines_semantics(name: str)
     assert snap.gen_tokens == 0  # counted when a request finishes: none has yet
     assert snap.forward_progress is not None and snap.forward_progress > 0  # live
     assert snap.sim_clock is not None and snap.sim_clock.engine_s == now
+
+
+REAL_PAGES = Path(__file__).parents[1] / "data"
+
+
+def test_llama_cpp_servers_real_page_reads_into_the_expected_signals() -> None:
+    # saved from llama.cpp's server (--metrics, two slots) with both slots generating: its
+    # generated-token counter still reads 0 (a slot counts its tokens when it finishes);
+    # the decode calls are what move
+    page = (REAL_PAGES / "llamacpp-metrics.txt").read_text()
+    dialect = detect_dialect(page)
+    assert dialect is not None and dialect.name == "llamacpp"
+    snap = parse_metrics(page)
+    assert (snap.running, snap.waiting) == (2, 0)
+    assert (snap.gen_tokens, snap.prompt_tokens, snap.forward_progress) == (0, 1072, 1985)
+    assert snap.kv_usage is None and snap.preemptions is None and snap.iterations is None
+    assert snap.has_engine_series
+    idle = parse_metrics((REAL_PAGES / "llamacpp-metrics-idle.txt").read_text())
+    assert idle.has_engine_series and (idle.running, idle.waiting, idle.forward_progress) == (
+        0,
+        0,
+        0,
+    )

@@ -23,6 +23,7 @@ class Llamacpp(Dialect):
 
     name = "llamacpp"
     engine = "llama.cpp server"
+    absent_is_zero = False  # it declares every family from the start (its KV gauge: older releases)
     prefixes = (names.LLAMACPP_PREFIX,)
     lacks: ClassVar[Mapping[Signal, str]] = {
         "preemptions": "no preemption counter (a slot is never preempted)",
