@@ -1,0 +1,105 @@
+"""`kit monitor URL --exit-on-stall` beside AIPerf, against `kit sim serve` with a freeze: the
+monitor names the engine's stall (`frozen`) and exits 3, while AIPerf only sees its requests
+time out; AIPerf's own server-metrics export, replayed by `kit backtest --from-file`, shows the
+same stall. "Is my benchmark hung, or the server?" answered beside any load tool.
+
+AIPerf is found at $STALLKIT_AIPERF or on PATH (CI installs it into a virtual environment of
+its own); without it the test is skipped with the reason. About 45 wall seconds, most of them
+AIPerf starting its services (its first request goes out some 10-15 s after it starts): the
+freeze is set late enough that AIPerf's requests are in flight when it strikes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.kits.test_trace_aiperf import TOKENIZER, _aiperf, _word_tokenizer
+from tests.support import REPO, kit
+
+SCALE = 10.0
+FREEZE_WALL_S = 30.0  # after the simulator starts: AIPerf is sending by then
+
+pytestmark = pytest.mark.skipif(
+    _aiperf() is None,
+    reason="AIPerf is not installed (pip install aiperf, or set STALLKIT_AIPERF to its aiperf)",
+)
+
+
+@contextlib.contextmanager
+def _frozen_sim(fault: str) -> Iterator[str]:
+    """`kit sim serve` playing `fault`; killed at the end if a stream AIPerf left open keeps
+    its graceful shutdown waiting (a frozen engine never ends them)."""
+    argv = [sys.executable, "-m", "stallkit", "sim", "serve", "--port", "0"]
+    argv += ["--time-scale", f"{SCALE:g}", "--fault", fault]
+    server = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO
+    )
+    assert server.stdout is not None
+    try:
+        line = server.stdout.readline()
+        assert "listening on" in line, line
+        yield line.split()[-1]
+    finally:
+        server.terminate()
+        try:
+            server.wait(5)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(5)
+        server.stdout.close()
+
+
+def _timeline(out: Path) -> list[dict[str, object]]:
+    return [json.loads(x) for x in (out / "timeline.jsonl").read_text().splitlines()]
+
+
+def test_the_monitor_names_the_stall_while_aiperf_only_times_out(tmp_path: Path) -> None:
+    aiperf = _aiperf()
+    assert aiperf is not None
+    _word_tokenizer(tmp_path / "hub")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    freeze = f"freeze@{FREEZE_WALL_S * SCALE:g}"
+    with _frozen_sim(freeze) as url:
+        monitor = subprocess.Popen(
+            [sys.executable, "-m", "stallkit", "monitor", url, "--interval", "0.25",
+             "--stall-after", "1", "--stop-after", "0", "--duration", "90", "--exit-on-stall",
+             "--no-dashboard", "--out", str(tmp_path / "monitor")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        )  # fmt: skip
+        done = subprocess.run(
+            [aiperf, "profile", "--model", "stallkit-sim", "--url", url, "--endpoint-type",
+             "chat", "--streaming", "--tokenizer", TOKENIZER, "--ui-type", "none",
+             "--output-artifact-dir", str(tmp_path / "aiperf"), "--workers-max", "1",
+             "--no-gpu-telemetry", "--concurrency", "2", "--isl", "50", "--osl", "5000",
+             "--benchmark-duration", "25", "--benchmark-grace-period", "2",
+             "--request-timeout-seconds", "4", "--server-metrics-formats", "json", "jsonl"],
+            capture_output=True, text=True, timeout=150, env=env, check=False,
+        )  # fmt: skip
+        out, err = monitor.communicate(timeout=60)
+    # the monitor: a frozen stall, named, and exit 3
+    assert monitor.returncode == 3, out[-2000:] + err[-2000:]
+    [stall] = [x for x in _timeline(tmp_path / "monitor") if x["type"] == "stall_started"]
+    assert stall["kind"] == "frozen" and "frozen" in out
+    # AIPerf: requests that timed out, and no word of the engine's state
+    records = [
+        json.loads(x) for x in (tmp_path / "aiperf" / "profile_export.jsonl").read_text().split()
+    ]
+    errors = [r["error"]["type"] for r in records if r.get("error")]
+    assert "TimeoutError" in errors, (errors, done.stdout[-2000:])
+    said = (done.stdout + done.stderr).lower()
+    assert "frozen" not in said and "stalled" not in said
+    # its own server-metrics export holds the stall: kit backtest reads it
+    export = tmp_path / "aiperf" / "server_metrics_export.jsonl"
+    args = ["--no-gpu", "--stall-after", "1", "--out", str(tmp_path / "backtest")]
+    replay = kit("backtest", "--from-file", str(export), *args)
+    assert replay.returncode == 0, replay.stderr[-2000:]
+    stalls = (tmp_path / "backtest" / "stalls.jsonl").read_text().splitlines()
+    assert [json.loads(x)["kind"] for x in stalls][:1] == ["frozen"], replay.stdout
