@@ -72,6 +72,9 @@ def test_the_fix_policy_matches_stock_in_the_release_environment(
     assert "verdict: the candidate matches stock test by test" in done.stdout
 
 
+# one to two minutes (vLLM's test tree fetched and vLLM imported twice) for a path that CI
+# covers in tests/vllm/test_conformance.py except the --release switch: nightly
+@pytest.mark.nightly
 @pytest.mark.timeout(LIMIT_S)
 @pytest.mark.skipif(not HAVE_VLLM, reason=VLLM_MISSING)
 def test_the_release_installed_here_runs_in_this_python_without_an_environment(
