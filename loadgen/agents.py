@@ -294,7 +294,6 @@ async def _send(
 ) -> bool:
     """One attempt of a sized turn; on success the conversation grows by it and its reply."""
     messages, expected, plan = sent.messages, sent.expected, send.plan
-    run.state(plan.agent, "queued")
     body = _request_body(run, messages, plan.max_tokens)
     result = await _attempt(run, send, body, sent)
     if result.outcome != "ok":
@@ -314,6 +313,9 @@ async def _attempt(run: _Run, send: Send, body: dict[str, Any], sent: _Sized) ->
     if run.throttler is not None:
         async with run.throttler:
             pass
+    # queued once sent, not while the rate cap holds it back: a run's own clients count
+    # their queued requests as pending work the engine owes them
+    run.state(plan.agent, "queued")
     result = StreamResult()
     try:
         await _stream(run, plan.agent, body, result)

@@ -171,6 +171,27 @@ async def test_request_rate_cap_spaces_request_starts(hostile: Any) -> None:
     assert min(gaps) >= 0.09  # at most one request per 0.1 s
 
 
+async def test_a_request_held_back_by_the_rate_cap_is_not_queued(hostile: Any) -> None:
+    """`queued` means sent: a run's own clients count queued requests as work the engine owes
+    them (a wedge whose gauges read idle), so one still waiting on the cap must not count."""
+    async with hostile(script=["ok"]) as server:
+        events = await _run(
+            server.url, None, agents=4, max_turns=1, stagger_s=0, think_max_s=0,
+            request_rate=4.0,
+        )  # fmt: skip
+    queued: set[int] = set()
+    most = 0
+    for event in events:
+        if isinstance(event, AgentState):
+            if event.state == "queued":
+                queued.add(event.agent)
+            else:
+                queued.discard(event.agent)
+            most = max(most, len(queued))
+    assert len(_records(events)) == 4
+    assert most <= 2  # one request per 0.25 s, each answered at once: never four sent together
+
+
 async def test_an_agent_is_queued_until_its_first_token_arrives(hostile: Any) -> None:
     """No byte yet: `queued`; tokens arriving: `streaming` (the dashboard shows the difference)."""
     async with hostile(script=["stall", "trickle"], stall_tokens=0, trickle_gap_s=0.2) as server:
