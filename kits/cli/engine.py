@@ -100,8 +100,8 @@ def llamacpp_build(
     """Build `llama-server` from the llama.cpp sources vendored in the llama-cpp-python sdist,
     with cmake and this machine's C++ compiler, and keep it under the cache (`$STALLKIT_CACHE`,
     else ~/.cache/stallkit, in llama.cpp/VERSION/MACHINE). Portable: x86-64's AVX2 baseline,
-    no code for this CPU only. About 13 CPU minutes (half an hour on two busy cores); offline
-    afterwards. A
+    no code for this CPU only. 11 to 13 CPU minutes (10 to 30 minutes on two shared cores);
+    offline afterwards. A
     version already built is left as it is. Prints the binary's path."""
     from stallkit.engine import LLAMACPP_VERSION, build_server
 

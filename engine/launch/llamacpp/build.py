@@ -178,7 +178,7 @@ def _build(build: LlamacppBuild, progress: Progress, sdist: Path | None, jobs: i
             progress(f"downloading the {SDIST_PACKAGE} {build.version} sdist")
             sdist = _download(build.version, work, log)
         source = _extract(sdist, work)
-        progress(f"building llama-server ({jobs} jobs; about 13 minutes of CPU in all)")
+        progress(f"building llama-server ({jobs} jobs; 11 to 13 minutes of CPU in all)")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run(["cmake", "-S", str(source), "-B", str(work / "build"), *generator, *CMAKE_FLAGS],
              log, build)  # fmt: skip
