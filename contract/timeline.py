@@ -133,6 +133,13 @@ class StallEvidence(BaseModel):
         "gauges showed the work.",
         exclude_if=_absent,
     )
+    page_unanswered: bool | None = Field(
+        None,
+        description="The engine's metrics page stopped answering while the run's clients "
+        "waited on `client_waiting` requests (an engine answering neither: stalled, not "
+        "down); absent: the page answered.",
+        exclude_if=_absent,
+    )
     power_w: dict[str, float] | None = Field(
         None,
         description="Power draw in watts by GPU index, the latest reading.",
@@ -147,7 +154,11 @@ class StallEvidence(BaseModel):
     def words(self) -> str:
         """For people: `engine reports idle, 3 requests waiting on clients; power 0:62 W`."""
         said: list[str] = []
-        if self.client_waiting:
+        if self.client_waiting and self.page_unanswered:
+            said.append(
+                f"metrics page unanswered, {self.client_waiting} requests waiting on clients"
+            )
+        elif self.client_waiting:
             said.append(f"engine reports idle, {self.client_waiting} requests waiting on clients")
         if self.power_w:
             said.append("power " + _per_gpu(self.power_w, "{:.0f} W"))

@@ -45,7 +45,12 @@ Work pending also counts what the clients wait on, where the caller knows it
 wedged engine whose gauges read nothing running and nothing waiting is still stalled when
 those requests go unanswered for `stall_after_s`. Such a stall is named by its kind as any
 other, with the evidence that its gauges hid it (`StallEvidence.client_waiting`). A monitor
-without the clients (`kit monitor` alone) reads such an engine as idle.
+without the clients (`kit monitor` alone) reads such an engine as idle. For the same reason a
+page that does not answer while the clients wait on requests is not `down` but quiet with
+work pending (a SIGSTOPped llama.cpp server stops its HTTP threads with it): an engine that is
+gone fails its clients' requests too (connections closed or refused), and then nobody waits;
+one that answers neither its clients nor its page for `stall_after_s` is stalled, and the
+evidence says the page went unanswered (`StallEvidence.page_unanswered`).
 Where the GPU source gives SM activity (DCGM's), SMs idle on every GPU (`SM_IDLE_FRACTION`)
 overrule a utilisation gauge that reads busy: a GPU busy at idle SMs is not computing, and
 the stall is `frozen`, not `busy_hang`. Power draw and SM activity past the window are in
@@ -93,6 +98,7 @@ class Evidence:
     gpu_busy: bool = False  # the latest GPU reading past the window was over the idle mark
     stepped: bool = False  # scheduler counters or the engine's CPU moved after the first interval
     hidden: int = 0  # the latest sample's gauges read idle while this many waited on clients
+    unanswered: bool = False  # the page stopped answering while the clients waited
     activity: GpuActivity | None = None  # power and SM activity, the latest past the window
 
 
@@ -114,6 +120,7 @@ def _said(found: Evidence) -> StallEvidence | None:
         return None
     return StallEvidence(
         client_waiting=found.hidden or None,
+        page_unanswered=found.unanswered or None,
         power_w=dict(gpu.power_w) or None if gpu else None,
         sm_active=dict(gpu.sm_active) or None if gpu else None,
     )
@@ -223,6 +230,8 @@ class StallDetector:
         """
         prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
+            if client_pending > 0:
+                return self._unanswered(t, client_pending)
             return self._went_down(t)
         self._down_since = None
         now_engine_t = t if engine_t is None else engine_t
@@ -281,6 +290,22 @@ class StallDetector:
         # no rate across the blank pages: start afresh when the series come back
         self._prev = None
         self._evidence.core_gone = True
+        return self._hold(t, engine_t)
+
+    def _unanswered(self, t: float, waiting: int) -> list[DetectorEvent]:
+        """No page while the clients wait on `waiting` requests: quiet with work pending (see
+        the module's text), judged on what was seen before; when the page answers again its
+        counters are compared with the last page's, so a token since then ends the stall."""
+        self._down_since = None
+        engine_t = self._prev_engine_t + (t - self._prev_t)  # the engine's clock, carried on
+        if self._onset is None:
+            prev = self._prev
+            if prev is not None and (pending(prev) or self._prev_client > 0):
+                self._begin(self._prev_t, self._prev_engine_t, prev)
+            else:
+                self._begin(t, engine_t, prev or MetricsSnapshot())
+        self._evidence.unanswered = True
+        self._evidence.hidden = waiting
         return self._hold(t, engine_t)
 
     def _went_down(self, t: float) -> list[DetectorEvent]:

@@ -6,9 +6,8 @@ tests/data/llamacpp-metrics.txt are the ones the server serves.
 Marked `nightly`: the server is built from the llama-cpp-python sdist (`kit engine llamacpp
 build`), which takes far more CPU than CI's budget allows (see the README); the nightly job
 builds it. Without a build (or `$STALLKIT_LLAMA_SERVER`) every test here skips with that
-reason. The monitor reads llama.cpp's page through its `llamacpp` metric dialect. The
-SIGSTOP test is a strict xfail until the detector reads a scrape that times out on a live,
-idle-CPU process as quiet work rather than `down` (its reason says why).
+reason. The monitor reads llama.cpp's page through its `llamacpp` metric dialect. A
+SIGSTOPped server answers no scrape; with clients waiting on it, it reads as frozen.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import contextlib
 import json
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -94,14 +93,18 @@ async def load(url: str, n: int, max_tokens: int) -> AsyncIterator[list[asyncio.
 
 
 async def collect(
-    launcher: LlamacppLauncher, duration_s: float, until: type | None = None
+    launcher: LlamacppLauncher,
+    duration_s: float,
+    until: type | None = None,
+    client_pending: Callable[[], int] | None = None,
 ) -> list[MonitorEvent]:
     config = MonitorConfig(
         interval_s=INTERVAL_S, stall_after_s=STALL_AFTER_S, stop_after_s=None, scrape_timeout_s=2
     )
     events: list[MonitorEvent] = []
     async for event in watch(launcher.url, config, gpu_source("none"), duration_s=duration_s,
-                             engine_cpu=launcher.cpu_seconds):  # fmt: skip
+                             engine_cpu=launcher.cpu_seconds,
+                             client_pending=client_pending):  # fmt: skip
         events.append(event)
         if until is not None and isinstance(event, until):
             break
@@ -203,20 +206,20 @@ async def test_healthy_load_is_not_flagged(model: Path, tmp_path: Path) -> None:
     assert {e.state.status for e in events if isinstance(e, Verdict)} <= {"ok", "suspect", "idle"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="waits on the detector: a SIGSTOP stops llama-server's HTTP threads too (and its "
-    "/metrics is answered by the stopped main loop's task queue), so every scrape times out "
-    "on a connection the kernel accepted, and the monitor reads `down`; reading a scrape that "
-    "times out while the engine's process lives, burns no CPU and last showed work pending as "
-    "that work going quiet (frozen) is a rule for monitor/detect",
-)
 async def test_a_sigstopped_server_is_read_as_frozen(model: Path, tmp_path: Path) -> None:
+    """A SIGSTOP stops llama-server's HTTP threads too, so its page never answers (the kernel
+    accepts the connection): with the run's clients waiting on their streams that is a frozen
+    engine, not one that went down."""
     with served(model, tmp_path) as launcher:
-        async with load(launcher.url, SLOTS, max_tokens=20_000):
+        async with load(launcher.url, SLOTS, max_tokens=20_000) as streams:
+
+            def waiting() -> int:
+                return sum(not task.done() for task in streams)
+
             watching = asyncio.create_task(
-                collect(launcher, duration_s=8 * STALL_AFTER_S, until=StallStarted)
-            )
+                collect(launcher, duration_s=8 * STALL_AFTER_S, until=StallStarted,
+                        client_pending=waiting)
+            )  # fmt: skip
             await asyncio.sleep(1.5)  # the monitor has seen tokens flow
             pid = launcher.pids()[0]
             os.kill(pid, signal.SIGSTOP)
@@ -230,3 +233,6 @@ async def test_a_sigstopped_server_is_read_as_frozen(model: Path, tmp_path: Path
     assert all("timed out" in e.error for e in downs)  # accepted, never answered: not refused
     started = [e for e in events if isinstance(e, StallStarted)]
     assert [e.kind for e in started] == ["frozen"], [type(e).__name__ for e in events]
+    evidence = started[0].evidence
+    assert evidence is not None and evidence.page_unanswered
+    assert evidence.client_waiting == SLOTS

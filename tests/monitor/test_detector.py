@@ -257,3 +257,29 @@ def test_gpu_busy_mid_quiet_neither_restarts_the_clock_nor_ends_a_stall() -> Non
         events += det.observe(t, s, util)
     kinds = [(type(e).__name__, e.t, e.onset) for e in events if not isinstance(e, StallOngoing)]
     assert kinds == [("StallStarted", 15, 5), ("StopRequested", 35, 5)]
+
+
+def test_a_page_unanswered_while_clients_wait_is_a_stall_not_down() -> None:
+    """A server that answers neither its clients nor its page (a SIGSTOPped llama.cpp server:
+    its HTTP threads stop too) is stalled; with nobody waiting the same silence is down."""
+    det = StallDetector(CFG, gpu_checked=False)
+    events: list[DetectorEvent] = []
+    events += det.observe(0, snap(100, running=2, waiting=0))
+    events += det.observe(1, snap(120, running=2, waiting=0))
+    for t in range(2, 16):
+        events += det.observe(t, None, client_pending=2)
+    started = [e for e in events if isinstance(e, StallStarted)]
+    assert len(started) == 1 and started[0].kind == "frozen" and started[0].onset == 1
+    evidence = started[0].evidence
+    assert evidence is not None and evidence.page_unanswered and evidence.client_waiting == 2
+    assert evidence.words() == "metrics page unanswered, 2 requests waiting on clients"
+    assert det.state.status == "stalled"
+    # the page answers again with tokens counted since: the stall ends
+    ended = det.observe(16, snap(160, running=2, waiting=0), client_pending=2)
+    assert [type(e) for e in ended] == [StallEnded]
+
+    quiet = StallDetector(CFG, gpu_checked=False)
+    quiet.observe(0, snap(100, running=2, waiting=0))
+    quiet.observe(1, snap(120, running=2, waiting=0))
+    nothing = [e for t in range(2, 16) for e in quiet.observe(t, None, client_pending=0)]
+    assert nothing == [] and quiet.state.status == "down"
