@@ -64,6 +64,8 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.monitor.prometheus.rules import rules_document as rules_document
     from stallkit.monitor.prometheus.rules import rules_yaml as rules_yaml
     from stallkit.monitor.prometheus.series import openmetrics_text as openmetrics_text
+    from stallkit.monitor.signals.dialects import Dialect as Dialect
+    from stallkit.monitor.signals.dialects import dialect_named as dialect_named
     from stallkit.monitor.signals.gpu import GpuReader as GpuReader
     from stallkit.monitor.signals.gpu import gpu_source as gpu_source
     from stallkit.monitor.signals.gpu import probe_engine_dcgm as probe_engine_dcgm
@@ -74,6 +76,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.monitor.signals.parse import parse_metrics as parse_metrics
     from stallkit.monitor.signals.rates import snapshot_deltas as snapshot_deltas
     from stallkit.monitor.signals.scrape import MetricsScraper as MetricsScraper
+    from stallkit.monitor.signals.scrape import resolve_dialect as resolve_dialect
 
 if not TYPE_CHECKING:
     __all__, __getattr__, __dir__ = public_face(__name__)

@@ -20,7 +20,7 @@ from stallkit.contract import names
 from stallkit.engine.core.records import EngineStats
 
 #: (engine seconds, time scale) of the simulator's clock
-Clock = tuple[float, float]
+SimClockPair = tuple[float, float]
 
 
 @dataclass
@@ -51,7 +51,7 @@ def _text(families: Iterable[_Family]) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _clock(clock: Clock, labels: str) -> list[_Family]:
+def _clock(clock: SimClockPair, labels: str) -> list[_Family]:
     engine_s, scale = clock
     return [
         (names.SIM_ENGINE_TIME, "gauge", "Simulator only: engine seconds since start.",
@@ -61,7 +61,7 @@ def _clock(clock: Clock, labels: str) -> list[_Family]:
     ]  # fmt: skip
 
 
-def sglang_page(stats: EngineStats, done: FinishedCounts, clock: Clock, model: str) -> bytes:
+def sglang_page(stats: EngineStats, done: FinishedCounts, clock: SimClockPair, model: str) -> bytes:
     """SGLang's scheduler and tokenizer-manager families."""
     lab = f'{{model_name="{model}"}}'
 
@@ -89,7 +89,9 @@ def sglang_page(stats: EngineStats, done: FinishedCounts, clock: Clock, model: s
     return _page(stats, engine, _clock(clock, lab))
 
 
-def llamacpp_page(stats: EngineStats, done: FinishedCounts, clock: Clock, model: str) -> bytes:
+def llamacpp_page(
+    stats: EngineStats, done: FinishedCounts, clock: SimClockPair, model: str
+) -> bytes:
     """llama.cpp server's `--metrics` families (no labels)."""
     engine: list[_Family] = [
         (names.LLAMACPP_PROMPT_TOKENS, "counter",
@@ -106,7 +108,7 @@ def llamacpp_page(stats: EngineStats, done: FinishedCounts, clock: Clock, model:
     return _page(stats, engine, _clock(clock, ""))
 
 
-def tgi_page(stats: EngineStats, done: FinishedCounts, clock: Clock, model: str) -> bytes:
+def tgi_page(stats: EngineStats, done: FinishedCounts, clock: SimClockPair, model: str) -> bytes:
     """TGI router's families (counters without `_total`, as its exporter writes them)."""
     decode = '{method="decode"}'
     engine: list[_Family] = [
@@ -127,7 +129,7 @@ def _page(stats: EngineStats, engine: list[_Family], clock: list[_Family]) -> by
 
 
 #: The pages of the dialects the simulator speaks besides vLLM's (its default page).
-DIALECT_PAGES: dict[str, Callable[[EngineStats, FinishedCounts, Clock, str], bytes]] = {
+DIALECT_PAGES: dict[str, Callable[[EngineStats, FinishedCounts, SimClockPair, str], bytes]] = {
     "sglang": sglang_page,
     "llamacpp": llamacpp_page,
     "tgi": tgi_page,

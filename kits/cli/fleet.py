@@ -92,8 +92,7 @@ class FleetArgs:
 
 def fleet_query(args: FleetArgs) -> FleetQuery:
     """The checked query (raises `MonitorError` on a bad selector or label)."""
-    from stallkit.monitor import FleetQuery, label_name, matchers
-    from stallkit.monitor.signals.dialects import dialect_named
+    from stallkit.monitor import FleetQuery, dialect_named, label_name, matchers
 
     return FleetQuery(
         selector=matchers(args.selector),

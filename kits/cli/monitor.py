@@ -37,8 +37,7 @@ from stallkit.monitor import MonitorConfig, monitor_config
 if TYPE_CHECKING:
     from stallkit.contract.gpu import GpuSource
     from stallkit.kits.arm.alerting import ArmAlerting
-    from stallkit.monitor import GpuReader, MonitorOutcome
-    from stallkit.monitor.signals.dialects import Dialect
+    from stallkit.monitor import Dialect, GpuReader, MonitorOutcome
 
 #: Exit code of `kit monitor --exit-on-stall` when a stall starts.
 EXIT_STALL = 3
@@ -230,7 +229,7 @@ def _dialect(url: str, name: str | None, timeout_s: float) -> Dialect:
     import asyncio
 
     from stallkit.kits.cli.common import err_console
-    from stallkit.monitor.signals.scrape import resolve_dialect
+    from stallkit.monitor import resolve_dialect
 
     dialect = asyncio.run(resolve_dialect(url, name, timeout_s=timeout_s))
     missing = dialect.unavailable()
