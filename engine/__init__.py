@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from stallkit.contract.faces import public_face
 
 if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded on first use)
+    from stallkit.engine.cache import cache_root as cache_root
     from stallkit.engine.conformance.run import ConformanceReport as ConformanceReport
     from stallkit.engine.conformance.run import ConformanceRequest as ConformanceRequest
     from stallkit.engine.conformance.run import default_out_dir as default_out_dir
@@ -98,7 +99,6 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.twin.release.env import EnvMarker as EnvMarker
     from stallkit.engine.twin.release.env import ReleaseEnv as ReleaseEnv
     from stallkit.engine.twin.release.env import built_releases as built_releases
-    from stallkit.engine.twin.release.env import cache_root as cache_root
     from stallkit.engine.twin.release.env import check_release_here as check_release_here
     from stallkit.engine.vllm_plugin import renamed_plugin_path as renamed_plugin_path
     from stallkit.engine.vllm_plugin.config import PatchedConfig as PatchedConfig

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from stallkit.engine import EngineError
+from stallkit.engine.cache import cache_root
 from stallkit.engine.twin.release.client import ReleasePool, ReleaseWorker
 from stallkit.engine.twin.release.env import (
     MARKER,
     EnvMarker,
     ReleaseEnv,
     built_releases,
-    cache_root,
     check_release_here,
     installed_vllm,
     release_requirements,

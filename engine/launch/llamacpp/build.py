@@ -7,15 +7,13 @@ binary is kept under the user's cache (`$STALLKIT_CACHE`, else `~/.cache/stallki
 x86-64's AVX2/FMA/F16C baseline (no AVX-512 or AMX code), so a cache copied to another CPU
 of the same architecture does not die of an illegal instruction; static libraries, so the
 binary stands alone; no OpenSSL, no web UI download, no network at run time. As for the
-twin's vLLM environments (`stallkit.engine.twin.release.env`), a marker written last says the
-build is complete, and a lock lets only one process build a version at a time. Progress lines
-come from the build tool's own `[done/total]` counters, every tenth of the way.
+twin's vLLM environments, the cache (`stallkit.engine.cache`) holds it: a marker written last
+says the build is complete, and a lock lets only one process build a version at a time.
+Progress lines come from the build tool's own `[done/total]` counters, every tenth of the way.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import platform
 import re
@@ -26,14 +24,14 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stallkit.engine.cache import build_once, cache_root, write_marker
 from stallkit.engine.errors import EngineError
-from stallkit.engine.twin.release.env import cache_root
 
 __all__ = [
     "LLAMACPP_VERSION",
@@ -145,24 +143,12 @@ def build_server(
             f"give --version the sdist's release, or its file: llama_cpp_python-{version}.tar.gz",
         )
     build = LlamacppBuild(version)
-    if build.marker() is not None:
-        return build
-    build.path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(build.lock_path):
-        if build.marker() is not None:  # another process built it while this one waited
-            return build
-        _build(build, progress, sdist, jobs or os.cpu_count() or 1)
+    build_once(
+        lambda: build.marker() is not None,
+        build.lock_path,
+        lambda: _build(build, progress, sdist, jobs or os.cpu_count() or 1),
+    )
     return build
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build(build: LlamacppBuild, progress: Progress, sdist: Path | None, jobs: int) -> None:
@@ -198,7 +184,7 @@ def _build(build: LlamacppBuild, progress: Progress, sdist: Path | None, jobs: i
         jobs=jobs,
         binary_bytes=build.server.stat().st_size,
     )
-    (build.path / MARKER).write_text(marker.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    write_marker(build.path / MARKER, marker, indent=1)
 
 
 def _children_cpu_s() -> float:

@@ -15,19 +15,18 @@ have is refused before anything is built (`check_release`).
 
 from __future__ import annotations
 
-import fcntl
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import IO
 
+from stallkit.engine.cache import build_once, write_marker
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.release.env import (
     DROPPED,
@@ -96,24 +95,10 @@ def check_release(release: str) -> str:
 def ensure_env(release: str, progress: Progress) -> ReleaseEnv:
     """The release's complete environment, built first when it is not (half-built: rebuilt)."""
     env = ReleaseEnv(release)
-    if env.built:
-        return env
-    env.path.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(env.lock_path):
-        if env.built:  # another process built it while this one waited
-            return env
-        _build(env, progress, check_release(release))
+    build_once(
+        lambda: env.built, env.lock_path, lambda: _build(env, progress, check_release(release))
+    )
     return env
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build(env: ReleaseEnv, progress: Progress, package: str) -> None:
@@ -148,7 +133,7 @@ def _build(env: ReleaseEnv, progress: Progress, package: str) -> None:
             torch=_installed(env, "torch"),
             build_s=round(time.monotonic() - t0, 1),
         )
-        (env.path / MARKER).write_text(marker.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_marker(env.path / MARKER, marker, indent=2)
     progress(f"[6/{_STEPS}] {package} {env.release} ready in {marker.build_s:.0f} s: {env.path}")
 
 

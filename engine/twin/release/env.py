@@ -13,7 +13,6 @@ worker started from another checkout runs that checkout).
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 import sys
 from importlib import metadata
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stallkit.engine.cache import cache_root
 from stallkit.engine.errors import EngineError
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "EnvMarker",
     "ReleaseEnv",
     "built_releases",
-    "cache_root",
     "check_release_here",
     "filter_requirements",
     "installed_vllm",
@@ -71,12 +70,6 @@ class EnvMarker(BaseModel):
     python: str = Field(description="The interpreter's `major.minor` the environment runs.")
     torch: str = Field(description="The torch version installed.")
     build_s: float = Field(description="Wall seconds the build took.")
-
-
-def cache_root() -> Path:
-    """The user's stallkit cache: `$STALLKIT_CACHE`, else `~/.cache/stallkit`."""
-    configured = os.environ.get("STALLKIT_CACHE")
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "stallkit"
 
 
 def source_root() -> Path:
