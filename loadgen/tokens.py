@@ -56,20 +56,7 @@ class ServerTokenCounter:
 
     async def count(self, messages: Sequence[Message]) -> int:
         body = {"model": self._model, "messages": list(messages), "add_generation_prompt": True}
-        try:
-            response = await self._client.post(self._url, json=body)
-        except httpx.TimeoutException as exc:
-            raise TokenizeFailed("timeout", f"/tokenize timed out: {exc!r}") from None
-        except httpx.TransportError as exc:
-            raise TokenizeFailed("connect_error", f"/tokenize failed: {exc!r}") from None
-        if response.status_code != 200:
-            excerpt = response.text[:300]
-            raise TokenizeFailed(
-                "http_error",
-                f"/tokenize answered {response.status_code}: {excerpt}",
-                response.status_code,
-            )
-        return _count_from(response.json())
+        return _count_from(await _post(self._client, self._url, "/tokenize", body))
 
 
 class TemplateTokenCounter:
@@ -90,19 +77,24 @@ class TemplateTokenCounter:
         return _count_from(await self._post("/tokenize", body))
 
     async def _post(self, path: str, body: dict[str, Any]) -> Any:
-        try:
-            response = await self._client.post(self._base + path, json=body)
-        except httpx.TimeoutException as exc:
-            raise TokenizeFailed("timeout", f"{path} timed out: {exc!r}") from None
-        except httpx.TransportError as exc:
-            raise TokenizeFailed("connect_error", f"{path} failed: {exc!r}") from None
-        if response.status_code != 200:
-            excerpt = response.text[:300]
-            raise TokenizeFailed(
-                "http_error", f"{path} answered {response.status_code}: {excerpt}",
-                response.status_code,
-            )  # fmt: skip
-        return response.json()
+        return await _post(self._client, self._base + path, path, body)
+
+
+async def _post(client: httpx.AsyncClient, url: str, path: str, body: dict[str, Any]) -> Any:
+    """The JSON answer of `POST url` (`path` names it in messages); a failure is
+    `TokenizeFailed` with its type."""
+    try:
+        response = await client.post(url, json=body)
+    except httpx.TimeoutException as exc:
+        raise TokenizeFailed("timeout", f"{path} timed out: {exc!r}") from None
+    except httpx.TransportError as exc:
+        raise TokenizeFailed("connect_error", f"{path} failed: {exc!r}") from None
+    if response.status_code != 200:
+        excerpt = response.text[:300]
+        raise TokenizeFailed(
+            "http_error", f"{path} answered {response.status_code}: {excerpt}", response.status_code
+        )
+    return response.json()
 
 
 def _count_from(payload: Any) -> int:
