@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from stallkit.monitor.errors import MonitorError
+from stallkit.monitor.prometheus.series import timed_openmetrics
 
 __all__ = ["JOB", "aiperf_openmetrics", "is_aiperf_record"]
 
@@ -73,10 +74,4 @@ def aiperf_openmetrics(records: Iterable[Mapping[str, Any]]) -> str:
                 for sample, labels, value in _samples(str(name), entry):
                     series = _series(sample, {**labels, **base})
                     rows.setdefault(sample, []).append((series, ts, value))
-    out = []
-    for name, lines in sorted(rows.items()):
-        out.append(f"# TYPE {name} unknown")
-        # OpenMetrics wants one series' samples together, in time order
-        out.extend(f"{series} {value:.10g} {ts:.3f}" for series, ts, value in sorted(lines))
-    out.append("# EOF")
-    return "\n".join(out) + "\n"
+    return timed_openmetrics(rows, lambda value: f"{value:.10g}")

@@ -11,8 +11,8 @@ for `gpu` lines and `up`, labelled like a scrape of one engine.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from stallkit.contract import names
 
@@ -28,6 +28,7 @@ _FIELDS = {
     "prefix_hits": names.PREFIX_CACHE_HITS,
     "iterations": names.sample(names.ITERATION_TOKENS, "count"),
 }
+_Value = TypeVar("_Value", str, float)
 _REASONS = {"waiting_capacity": "capacity", "waiting_deferred": "deferred"}
 STALE = "stale"
 GAP = "_"
@@ -144,10 +145,18 @@ def openmetrics_text(
                     labels = {"job": gpu_job, "instance": instance, "gpu": str(gpu)}
                     series = _labels(names.DCGM_GPU_UTIL, labels)
                     rows.setdefault(names.DCGM_GPU_UTIL, []).append((series, ts, _num(util)))
+    return timed_openmetrics(rows, str)
+
+
+def timed_openmetrics(
+    rows: Mapping[str, list[tuple[str, float, _Value]]], value_text: Callable[[_Value], str]
+) -> str:
+    """OpenMetrics text of timed samples: family name -> (series with its labels, Unix
+    time, value), each family typed `unknown`, each series' samples together in time order
+    (as OpenMetrics wants them), `value_text` writing a value."""
     out = []
     for name, lines in sorted(rows.items()):
         out.append(f"# TYPE {name} unknown")
-        # OpenMetrics wants one series' samples together, in time order
-        out.extend(f"{series} {value} {ts:.3f}" for series, ts, value in sorted(lines))
+        out.extend(f"{series} {value_text(value)} {ts:.3f}" for series, ts, value in sorted(lines))
     out.append("# EOF")
     return "\n".join(out) + "\n"
