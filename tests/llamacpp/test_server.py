@@ -30,6 +30,7 @@ from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.detect.events import Down, MonitorEvent, Sample, StallStarted, Verdict
 from stallkit.monitor.live.watch import watch
 from stallkit.monitor.signals.gpu import gpu_source
+from tests.serving import chat_load
 from tests.support import REPO, alive, kit
 
 _SERVER = find_server()
@@ -63,33 +64,11 @@ def served(model: Path, work: Path) -> Iterator[LlamacppLauncher]:
         launcher.stop()
 
 
-async def _stream(client: httpx.AsyncClient, url: str, max_tokens: int) -> int:
-    body = {
-        "model": "tiny",
-        "messages": [{"role": "user", "content": "tell me about stalls " * 40}],
-        "max_tokens": max_tokens,
-        "ignore_eos": True,
-        "stream": True,
-    }
-    deltas = 0
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data: {"):
-                deltas += bool(json.loads(line[6:])["choices"])
-    return deltas
-
-
 @contextlib.asynccontextmanager
 async def load(url: str, n: int, max_tokens: int) -> AsyncIterator[list[asyncio.Task[int]]]:
-    """`n` concurrent streaming chats, cancelled when the block ends."""
-    async with httpx.AsyncClient(timeout=httpx.Timeout(60.0)) as client:
-        tasks = [asyncio.create_task(_stream(client, url, max_tokens)) for _ in range(n)]
-        try:
-            yield tasks
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+    """`n` concurrent streaming chats to the tiny model, to its last token (no EOS stop)."""
+    async with chat_load(url, n, max_tokens, model="tiny", ignore_eos=True, timeout_s=60) as t:
+        yield t
 
 
 async def collect(

@@ -5,16 +5,14 @@ endpoints as llama.cpp's tools/server does (a word a token, plus the begin token
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
-
 from stallkit.loadgen.config import LoadConfig
 from stallkit.loadgen.preflight import preflight
+from tests.serving import asgi_server
 
 TEMPLATE = "{role}: {content}\n"
 
@@ -52,16 +50,8 @@ async def llamacpp_like() -> AsyncIterator[tuple[str, list[str]]]:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
-                                           lifespan="off"))  # fmt: skip
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}", seen
-    finally:
-        server.should_exit = True
-        await task
+    async with asgi_server(app) as url:
+        yield url, seen
 
 
 async def test_preflight_counts_through_the_template_where_tokenize_ignores_messages() -> None:

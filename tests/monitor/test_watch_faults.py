@@ -17,7 +17,8 @@ from stallkit.monitor.detect.events import GpuReading, MonitorEvent, Sample, Sta
 from stallkit.monitor.live.watch import watch
 from stallkit.monitor.signals.gpu import gpu_source
 from tests.conftest import SimServerFactory
-from tests.monitor.test_watch_sim import INTERVAL_S, stream_chat
+from tests.monitor.test_watch_sim import INTERVAL_S
+from tests.serving import stream_chat
 
 SCALE = 20.0
 AT_S = 60.0  # engine seconds: 3 wall seconds after the simulator starts, load running by then

@@ -4,7 +4,6 @@ plain streaming requests."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -13,9 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 
 from stallkit.contract import names
 from stallkit.engine.serve.metrics import SimMetrics
@@ -36,6 +33,8 @@ from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.live.session import run_monitor
 from stallkit.monitor.live.watch import watch
 from stallkit.monitor.signals.gpu import gpu_source
+from tests.serving import asgi_server
+from tests.serving import chat_load as load
 
 SimServer = Callable[..., AbstractAsyncContextManager[str]]
 INTERVAL_S = 0.1
@@ -43,35 +42,6 @@ STALL_AFTER_S = 1.0
 CONFIG = MonitorConfig(
     interval_s=INTERVAL_S, stall_after_s=STALL_AFTER_S, stop_after_s=None, scrape_timeout_s=2
 )
-
-
-async def stream_chat(client: httpx.AsyncClient, url: str, max_tokens: int) -> int:
-    """One streaming chat completion; returns the number of content deltas seen."""
-    body = {
-        "model": "stallkit-sim",
-        "messages": [{"role": "user", "content": "tell me about stalls " * 40}],
-        "max_tokens": max_tokens,
-        "stream": True,
-    }
-    deltas = 0
-    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data: {"):
-                deltas += bool(json.loads(line[6:])["choices"])
-    return deltas
-
-
-@contextlib.asynccontextmanager
-async def load(url: str, n: int, max_tokens: int) -> AsyncIterator[list[asyncio.Task[int]]]:
-    """`n` concurrent streaming requests, cancelled when the block ends."""
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
-        tasks = [asyncio.create_task(stream_chat(client, url, max_tokens)) for _ in range(n)]
-        try:
-            yield tasks
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def collect(
@@ -95,16 +65,8 @@ async def page_server(respond: Callable[[], tuple[int, str]]) -> AsyncIterator[s
         await send({"type": "http.response.start", "status": status, "headers": []})
         await send({"type": "http.response.body", "body": body.encode()})
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
-                                           lifespan="off"))  # fmt: skip
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        await task
+    async with asgi_server(app) as url:
+        yield url
 
 
 def starved_sim_page(with_clock: bool) -> Callable[[], tuple[int, str]]:

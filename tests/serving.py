@@ -1,0 +1,79 @@
+"""In-process servers and load the test packages share: an ASGI app served on 127.0.0.1
+port 0, and streaming chat completions held open against an engine while a test watches it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import uvicorn
+
+
+@contextlib.asynccontextmanager
+async def asgi_server(app: Any) -> AsyncIterator[str]:
+    """A real HTTP server on 127.0.0.1 port 0 running the ASGI `app`; yields its URL."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_config=None,
+                                           lifespan="off"))  # fmt: skip
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def stream_chat(
+    client: httpx.AsyncClient,
+    url: str,
+    max_tokens: int,
+    *,
+    model: str = "stallkit-sim",
+    ignore_eos: bool = False,
+) -> int:
+    """One streaming chat completion; returns the number of content deltas seen."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "tell me about stalls " * 40}],
+        "max_tokens": max_tokens,
+        "stream": True,
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    deltas = 0
+    async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data: {"):
+                deltas += bool(json.loads(line[6:])["choices"])
+    return deltas
+
+
+@contextlib.asynccontextmanager
+async def chat_load(
+    url: str,
+    n: int,
+    max_tokens: int,
+    *,
+    model: str = "stallkit-sim",
+    ignore_eos: bool = False,
+    timeout_s: float = 30.0,
+) -> AsyncIterator[list[asyncio.Task[int]]]:
+    """`n` concurrent streaming chats (`stream_chat`), cancelled when the block ends."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s)) as client:
+        tasks = [
+            asyncio.create_task(
+                stream_chat(client, url, max_tokens, model=model, ignore_eos=ignore_eos)
+            )
+            for _ in range(n)
+        ]
+        try:
+            yield tasks
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
