@@ -30,9 +30,22 @@ def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.Comple
     )
 
 
+def kit_process(*args: str) -> subprocess.Popen[str]:
+    """`kit ARGS` started in a child process, its stdout and stderr piped as text."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "stallkit", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
 @contextlib.contextmanager
 def served_sim(*args: str) -> Iterator[str]:
-    """`kit sim serve --port 0 ARGS` in its own process; yields its URL, stops it after."""
+    """`kit sim serve --port 0 ARGS` in its own process; yields its URL, stops it after
+    (killed if its graceful shutdown still waits after 10 s: a frozen engine never ends the
+    streams a client left open)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "stallkit", "sim", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -47,7 +60,11 @@ def served_sim(*args: str) -> Iterator[str]:
         yield line.split()[-1]
     finally:
         server.terminate()
-        server.wait(10)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(5)
         server.stdout.close()
 
 

@@ -6,8 +6,6 @@ clients (`kit monitor` alone) reads the same engine as idle."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from stallkit.kits.kit import load_kit
 from stallkit.monitor import MonitorConfig
 from stallkit.monitor.detect.detector import StallDetector
 from stallkit.monitor.signals.parse import MetricsSnapshot
-from tests.support import REPO, kit, served_sim
+from tests.support import REPO, kit, kit_process, served_sim
 
 AT_S = 300.0
 
@@ -58,10 +56,7 @@ def test_a_hidden_freeze_is_caught_on_the_virtual_clock_and_named_hidden(tmp_pat
             events += detector.observe(x["t"], MetricsSnapshot(**fields))
     assert events == [] and detector.state.status == "idle"
     # ab.md's table says what hid it
-    report = subprocess.run(
-        [sys.executable, "-m", "stallkit", "report", str(tmp_path)],
-        capture_output=True, text=True, cwd=REPO, check=False, timeout=60,
-    )  # fmt: skip
+    report = kit("report", str(tmp_path), timeout=60)
     assert report.returncode == 0, report.stderr
     assert (
         f"engine reports idle, {waiting} requests waiting on clients"
@@ -94,11 +89,10 @@ def test_on_the_wall_clock_a_run_catches_what_kit_monitor_alone_reads_as_idle(
     kit_file.write_text(quick)
     assert quick.count("_after_s = ") == 2 and quick != source
     with served_sim("--time-scale", "10", "--fault", "hidden_freeze@40") as url:
-        alone = subprocess.Popen(
-            [sys.executable, "-m", "stallkit", "monitor", url, "--interval", "0.2",
-             "--stall-after", "1", "--stop-after", "0", "--duration", "12", "--exit-on-stall",
-             "--no-dashboard", "--out", str(tmp_path / "alone")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        alone = kit_process(
+            "monitor", url, "--interval", "0.2", "--stall-after", "1", "--stop-after", "0",
+            "--duration", "12", "--exit-on-stall", "--no-dashboard",
+            "--out", str(tmp_path / "alone"),
         )  # fmt: skip
         run = kit(
             "run", "--engine", f"url:{url}", "--kit", str(kit_file), "--duration", "300",

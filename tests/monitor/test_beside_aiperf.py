@@ -11,18 +11,15 @@ freeze is set late enough that AIPerf's requests are in flight when it strikes.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.kits.test_trace_aiperf import TOKENIZER, _aiperf, _word_tokenizer
-from tests.support import REPO, kit
+from tests.support import kit, kit_process, served_sim
 
 SCALE = 10.0
 FREEZE_WALL_S = 30.0  # after the simulator starts: AIPerf is sending by then
@@ -38,30 +35,6 @@ pytestmark = [
 ]
 
 
-@contextlib.contextmanager
-def _frozen_sim(fault: str) -> Iterator[str]:
-    """`kit sim serve` playing `fault`; killed at the end if a stream AIPerf left open keeps
-    its graceful shutdown waiting (a frozen engine never ends them)."""
-    argv = [sys.executable, "-m", "stallkit", "sim", "serve", "--port", "0"]
-    argv += ["--time-scale", f"{SCALE:g}", "--fault", fault]
-    server = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO
-    )
-    assert server.stdout is not None
-    try:
-        line = server.stdout.readline()
-        assert "listening on" in line, line
-        yield line.split()[-1]
-    finally:
-        server.terminate()
-        try:
-            server.wait(5)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(5)
-        server.stdout.close()
-
-
 def _timeline(out: Path) -> list[dict[str, object]]:
     return [json.loads(x) for x in (out / "timeline.jsonl").read_text().splitlines()]
 
@@ -72,12 +45,11 @@ def test_the_monitor_names_the_stall_while_aiperf_only_times_out(tmp_path: Path)
     _word_tokenizer(tmp_path / "hub")
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     freeze = f"freeze@{FREEZE_WALL_S * SCALE:g}"
-    with _frozen_sim(freeze) as url:
-        monitor = subprocess.Popen(
-            [sys.executable, "-m", "stallkit", "monitor", url, "--interval", "0.25",
-             "--stall-after", "1", "--stop-after", "0", "--duration", "90", "--exit-on-stall",
-             "--no-dashboard", "--out", str(tmp_path / "monitor")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    with served_sim("--time-scale", f"{SCALE:g}", "--fault", freeze) as url:
+        monitor = kit_process(
+            "monitor", url, "--interval", "0.25", "--stall-after", "1", "--stop-after", "0",
+            "--duration", "90", "--exit-on-stall", "--no-dashboard",
+            "--out", str(tmp_path / "monitor"),
         )  # fmt: skip
         done = subprocess.run(
             [aiperf, "profile", "--model", "stallkit-sim", "--url", url, "--endpoint-type",
