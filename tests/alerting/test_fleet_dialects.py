@@ -18,19 +18,18 @@ import httpx
 import pytest
 
 from stallkit.contract.names import DIALECT_NAMES
-from stallkit.monitor.config import MonitorConfig
-from stallkit.monitor.fleet.session import run_fleet
-from stallkit.monitor.prometheus.client import PrometheusClient
-from stallkit.monitor.prometheus.queries import FleetQuery
 from stallkit.monitor.prometheus.rules import RulesSettings, rules_yaml
 from tests.alerting.alerting_support import prometheus, sim_process, tool
-from tests.alerting.test_fleet_prometheus import HEALTHY, STALLED, Engine, _load
-
-SCALE = 10.0
-SCRAPE_S = 0.2
-CONFIG = MonitorConfig(
-    interval_s=0.4, stall_after_s=1.0, stop_after_s=None, gpu_window_s=0.0, scrape_timeout_s=2
+from tests.alerting.test_fleet_prometheus import (
+    HEALTHY,
+    SCALE,
+    SCRAPE_S,
+    STALLED,
+    Engine,
+    _load,
+    watch_fleet,
 )
+
 #: name -> (dialect, how it runs); the frozen one last, so its load starts right before it
 ENGINES: dict[str, tuple[str, Engine]] = {
     "vllm": ("vllm", HEALTHY),
@@ -72,14 +71,7 @@ async def test_a_mixed_fleet_names_the_frozen_engine_alone(
     fleet: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:
     prom, hosts = fleet
-    client = PrometheusClient(prom)
-    try:
-        outcome = await run_fleet(
-            client, FleetQuery(selector='job="vllm"'), CONFIG, out_dir=tmp_path,
-            duration_s=4.0, display="none",
-        )  # fmt: skip
-    finally:
-        await client.aclose()
+    outcome = await watch_fleet(prom, tmp_path)
     by_host = {host: name for name, host in hosts.items()}
     assert outcome.engines == set(by_host)
     stalled = {by_host[e]: kinds for e, kinds in outcome.stalled_engines().items()}

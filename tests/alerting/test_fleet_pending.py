@@ -10,38 +10,25 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.errors import MonitorError
-from stallkit.monitor.fleet.session import run_fleet
 from stallkit.monitor.fleet.watch import check_pending
 from stallkit.monitor.prometheus.client import PrometheusClient
-from stallkit.monitor.prometheus.queries import FleetQuery, client_pending
+from stallkit.monitor.prometheus.queries import client_pending
 from tests.alerting.alerting_support import prometheus, sim_process, tool
-from tests.alerting.test_fleet_prometheus import Engine, _load
+from tests.alerting.test_fleet_prometheus import SCALE, Engine, Fleet, _load, watch_fleet
 from tests.support import kit, one_error_line
 
-SCALE = 10.0
-CONFIG = MonitorConfig(
-    interval_s=0.4, stall_after_s=1.0, stop_after_s=None, gpu_window_s=0.0, scrape_timeout_s=2
-)
 #: the gateway's in-flight gauge, its upstream label renamed to the engines' group label
 PENDING = (
     'sum by (instance) (label_replace(gateway_inflight_requests, "instance", "$1", '
     '"upstream", "(.*)"))'
 )
 IN_FLIGHT = Engine(requests=2, max_tokens=50_000)
-
-
-@dataclass(frozen=True)
-class Fleet:
-    prom: str
-    hosts: dict[str, str]  # name -> instance (host:port)
 
 
 @contextlib.contextmanager
@@ -97,14 +84,7 @@ def test_the_join_is_on_the_group_label_alone() -> None:
 
 
 async def _watch(fleet: Fleet, out: Path, pending: str | None) -> dict[str, set[str]]:
-    client = PrometheusClient(fleet.prom)
-    try:
-        query = FleetQuery(selector='job="vllm"', pending=pending)
-        outcome = await run_fleet(
-            client, query, CONFIG, out_dir=out, duration_s=4.0, display="none"
-        )
-    finally:
-        await client.aclose()
+    outcome = await watch_fleet(fleet.prom, out, pending)
     by_host = {host: name for name, host in fleet.hosts.items()}
     assert set(outcome.engines) == set(by_host)
     hidden = [s for e, s in outcome.stalls if by_host[e] == "hidden"]

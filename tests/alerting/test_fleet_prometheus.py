@@ -24,6 +24,7 @@ import pytest
 from stallkit.contract.fleet import FLEET_FILE, fleet_adapter
 from stallkit.monitor.config import MonitorConfig
 from stallkit.monitor.fleet.session import run_fleet
+from stallkit.monitor.fleet.sinks import FleetOutcome
 from stallkit.monitor.prometheus.client import PrometheusClient
 from stallkit.monitor.prometheus.queries import FleetQuery
 from tests.alerting.alerting_support import prometheus, sim_process, tool
@@ -145,18 +146,23 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         yield Fleet(prom, hosts)
 
 
+async def watch_fleet(prom: str, out_dir: Path, pending: str | None = None) -> FleetOutcome:
+    """`run_fleet` headless for 4 s over the engines Prometheus scrapes as job vllm."""
+    client = PrometheusClient(prom)
+    try:
+        query = FleetQuery(selector='job="vllm"', pending=pending)
+        return await run_fleet(
+            client, query, CONFIG, out_dir=out_dir, duration_s=4.0, display="none"
+        )
+    finally:
+        await client.aclose()
+
+
 @pytest.mark.slow
 async def test_every_stalled_engine_named_with_its_kind_and_no_healthy_one(
     fleet: Fleet, tmp_path: Path
 ) -> None:
-    client = PrometheusClient(fleet.prom)
-    try:
-        outcome = await run_fleet(
-            client, FleetQuery(selector='job="vllm"'), CONFIG, out_dir=tmp_path,
-            duration_s=4.0, display="none",
-        )  # fmt: skip
-    finally:
-        await client.aclose()
+    outcome = await watch_fleet(fleet.prom, tmp_path)
     by_host = {host: name for name, host in fleet.hosts.items()}
     assert outcome.engines == set(by_host)
     stalled = {by_host[e]: kinds for e, kinds in outcome.stalled_engines().items()}
