@@ -1,12 +1,15 @@
 """In-process servers and load the test packages share: an ASGI app served on 127.0.0.1
-port 0, and streaming chat completions held open against an engine while a test watches it."""
+port 0, a threaded `http.server` likewise, and streaming chat completions held open against
+an engine while a test watches it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -26,6 +29,17 @@ async def asgi_server(app: Any) -> AsyncIterator[str]:
     finally:
         server.should_exit = True
         await task
+
+
+@contextlib.contextmanager
+def threaded_server(server: ThreadingHTTPServer) -> Iterator[str]:
+    """Serve `server` (bound to 127.0.0.1 port 0) on a thread; yields its URL, closes it after."""
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 async def stream_chat(

@@ -8,7 +8,6 @@ refuses is one line and exit 2."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +20,7 @@ from stallkit.monitor.prometheus.client import PrometheusClient
 from stallkit.monitor.prometheus.queries import client_pending
 from tests.alerting.alerting_support import prometheus, sim_process, tool
 from tests.alerting.test_fleet_prometheus import SCALE, Engine, Fleet, _load, watch_fleet
+from tests.serving import threaded_server
 from tests.support import kit, one_error_line
 
 #: the gateway's in-flight gauge, its upstream label renamed to the engines' group label
@@ -47,14 +47,8 @@ def _gateway(hosts: dict[str, str]) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded_server(ThreadingHTTPServer(("127.0.0.1", 0), Page)) as url:
+        yield url.removeprefix("http://")
 
 
 @pytest.fixture(scope="module")

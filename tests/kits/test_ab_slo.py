@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from stallkit.kits.ab.plan import Plan
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import load_kit
+from tests.serving import threaded_server
 from tests.support import kit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,13 +137,8 @@ class _CacheHandler(BaseHTTPRequestHandler):
 @pytest.mark.parametrize("success", [True, False])
 def test_an_engine_offering_the_reset_drops_its_prefix_cache(success: bool) -> None:
     server = _CacheServer(success)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        said = reset_prefix_cache(f"http://127.0.0.1:{server.server_address[1]}")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded_server(server) as url:
+        said = reset_prefix_cache(url)
     assert server.asked == ["/reset_prefix_cache?reset_external=true"]
     assert said == (None if success else "not reset (the engine still held blocks)")
 

@@ -12,13 +12,13 @@ import pytest
 from typer.testing import CliRunner
 
 from stallkit.kits.cli import app
+from tests.serving import threaded_server
 
 
 @pytest.fixture
 def page_url() -> Iterator[str]:
     """A server whose /metrics is a page in no dialect (a DCGM exporter's)."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from threading import Thread
 
     class Page(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -31,13 +31,8 @@ def page_url() -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             del format, args
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded_server(ThreadingHTTPServer(("127.0.0.1", 0), Page)) as url:
+        yield url
 
 
 def _one_line_exit_2(args: list[str], *words: str) -> None:

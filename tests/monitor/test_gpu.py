@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import stat
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,6 +23,7 @@ from stallkit.monitor.signals.gpu import (
     parse_smi_csv,
     resolve_gpu_source,
 )
+from tests.serving import threaded_server
 
 _LABELS = 'UUID="GPU-{uuid}",device="nvidia{i}",modelName="NVIDIA H100 80GB HBM3",Hostname="n7"'
 DCGM_PAGE = "\n".join(
@@ -137,14 +137,8 @@ class _DcgmPage(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def engine_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _DcgmPage)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded_server(ThreadingHTTPServer(("127.0.0.1", 0), _DcgmPage)) as url:
+        yield url
 
 
 def test_auto_is_resolved_in_one_place_named_launchers_then_the_engine(engine_url: str) -> None:
