@@ -37,7 +37,8 @@ CHAT_TEMPLATE = (
 _SYLLABLE_TEXT = (
     "karitomenalosuvidepanetiromakuselamidofuhazebogiyawuanelinorusatenisonarstthchshquprtrgrblcl"
 )
-_SYLLABLES = tuple(_SYLLABLE_TEXT[i : i + 2] for i in range(0, len(_SYLLABLE_TEXT), 2))
+#: the two-letter syllables the tiny models' words are made of (the GGUF model's too)
+SYLLABLES = tuple(_SYLLABLE_TEXT[i : i + 2] for i in range(0, len(_SYLLABLE_TEXT), 2))
 _PUNCT = (".", ",", "?", "!", ":", ";", " -", "()", "[]", "{}", "=", "+", "/", "'", '"')
 
 
@@ -59,7 +60,7 @@ def _import_stack() -> tuple[Any, Any, Any]:
 def training_text(seed: int, lines: int = 4000) -> list[str]:
     """Deterministic ASCII text (made-up words, numbers, punctuation) to train the tokenizer."""
     rng = random.Random(seed)
-    words = ["".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4))) for _ in range(3000)]
+    words = ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4))) for _ in range(3000)]
     out: list[str] = []
     for _ in range(lines):
         parts: list[str] = []

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from stallkit.engine.errors import EngineError
+from stallkit.engine.launch.tinymodel import SYLLABLES
 
 __all__ = ["EXTRA_HINT", "TinyGguf", "tiny_vocab", "write_tiny_gguf"]
 
@@ -34,9 +35,6 @@ CHAT_TEMPLATE = (
     "{{ message['role'] + ': ' + message['content'] + '\\n' }}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}"
-)
-_SYLLABLE_TEXT = (
-    "karitomenalosuvidepanetiromakuselamidofuhazebogiyawuanelinorusatenisonarstthchshquprtrgrblcl"
 )
 # gguf's TokenType values (the same numbers as llama.cpp's llama_token_type)
 _NORMAL, _UNKNOWN, _CONTROL, _BYTE = 1, 2, 3, 6
@@ -72,7 +70,7 @@ def tiny_vocab() -> tuple[list[str], list[float], list[int]]:
     tokens += [f"<0x{byte:02X}>" for byte in range(256)]
     types += [_BYTE] * 256
     singles = [WORD_START] + [chr(c) for c in range(33, 127)]
-    syllables = sorted({_SYLLABLE_TEXT[i : i + 2] for i in range(0, len(_SYLLABLE_TEXT), 2)})
+    syllables = sorted(set(SYLLABLES))
     pieces = singles + [WORD_START + s for s in singles[1:]] + syllables
     pieces += [WORD_START + s for s in syllables]
     tokens += pieces
