@@ -79,17 +79,8 @@ def load(
     """Run multi-agent streaming load with long, growing contexts; print and save a summary."""
     import time
 
-    from pydantic import ValidationError
-
-    from stallkit.contract.errors import validation_message
-    from stallkit.contract.urls import URL_HINT, url_problem
-    from stallkit.loadgen import LoadError
     from stallkit.loadgen.http import loop
 
-    # judged as the user wrote it, as `kit monitor` and `url:` specs judge theirs
-    problem = url_problem(url)
-    if problem is not None:
-        raise LoadError(f"bad URL {url.strip()!r}: {problem}", URL_HINT)
     options: dict[str, Any] = {
         "agents": agents, "min_context": min_context, "max_context": max_context,
         "read_timeout_s": read_timeout, "duration_s": duration, "max_turns": max_turns,
@@ -102,8 +93,33 @@ def load(
     }  # fmt: skip
     if arrivals is not None:  # unset: closed, or Poisson when a rate or stages are given
         options["arrivals"] = arrivals
+    cfg = _load_config(ctx, url, options)
+    out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
+    interrupted = False
+    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
+        loop.run(_drive(url, cfg, out_dir))
+    except KeyboardInterrupt:
+        interrupted = True
+    _finish(out_dir)
+    if interrupted:
+        raise typer.Exit(130)
+
+
+def _load_config(ctx: typer.Context, url: str, options: dict[str, Any]) -> LoadConfig:
+    """The validated config of `kit load`'s options; a bad URL, option, or trace is one
+    `LoadError`, raised before any request."""
+    from pydantic import ValidationError
+
+    from stallkit.contract.errors import validation_message
+    from stallkit.contract.urls import URL_HINT, url_problem
+    from stallkit.loadgen import LoadError
+
+    # judged as the user wrote it, as `kit monitor` and `url:` specs judge theirs
+    problem = url_problem(url)
+    if problem is not None:
+        raise LoadError(f"bad URL {url.strip()!r}: {problem}", URL_HINT)
     # turn sizes have no flags here: fit them to the context bounds the user gave
-    options |= sizes_for_context(min_context, max_context)
+    options = options | sizes_for_context(options["min_context"], options["max_context"])
     try:
         cfg = LoadConfig.model_validate(options)
     except ValidationError as exc:
@@ -116,27 +132,20 @@ def load(
         stray = [f for f in given if f.startswith(("--fixed-schedule", "--trace-"))]
         if stray:
             raise LoadError(f"{stray[0]} applies to a trace replay only", "give --trace FILE")
-    if cfg.trace is not None:  # a trace that does not parse, or a window that holds none of
-        from stallkit.loadgen import trace_replay  # it, stops here, before any request
+        return cfg
+    # a trace that does not parse, or a window that holds none of it, stops here
+    from stallkit.loadgen import trace_replay
 
-        replay = trace_replay(cfg)
-        assert replay is not None
-        if "--agents" in given and agents != replay.sessions:
-            raise LoadError(
-                f"--agents {agents}: a trace runs one agent per session "
-                f"({replay.sessions} in this trace)",
-                "drop --agents, or cut the trace with --fixed-schedule-start/end-offset",
-            )
-        cfg = cfg.model_copy(update={"agents": replay.sessions})  # recorded as it runs
-    out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
-    interrupted = False
-    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
-        loop.run(_drive(url, cfg, out_dir))
-    except KeyboardInterrupt:
-        interrupted = True
-    _finish(out_dir)
-    if interrupted:
-        raise typer.Exit(130)
+    replay = trace_replay(cfg)
+    assert replay is not None
+    agents = options["agents"]
+    if "--agents" in given and agents != replay.sessions:
+        raise LoadError(
+            f"--agents {agents}: a trace runs one agent per session "
+            f"({replay.sessions} in this trace)",
+            "drop --agents, or cut the trace with --fixed-schedule-start/end-offset",
+        )
+    return cfg.model_copy(update={"agents": replay.sessions})  # recorded as it runs
 
 
 async def _drive(url: str, cfg: Any, out_dir: Path) -> None:
