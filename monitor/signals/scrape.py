@@ -103,17 +103,32 @@ class MetricsScraper:
 
 async def resolve_dialect(url: str, name: str | None, *, timeout_s: float) -> Dialect:
     """The dialect `name` names, else the one the engine's page speaks (one GET); a
-    `MonitorError` (one line with a hint) for an unknown name or a page that matches none.
-    An engine that does not answer gets vLLM's: the monitor's first scrape says why."""
+    `MonitorError` (one line with a hint) for an unknown name, a page that matches none, or
+    a named dialect the page shows none of while it speaks another, or an engine that does
+    not answer when a dialect is named. Unnamed, an engine that does not answer gets vLLM's:
+    the monitor's first scrape says why."""
     from stallkit.monitor.signals.dialects import VLLM, dialect_named
 
-    if name is not None:
-        return dialect_named(name)
+    named = None if name is None else dialect_named(name)
     scraper = MetricsScraper(url, timeout_s=timeout_s)
     try:
-        text, _error = await scraper.fetch()
+        text, error = await scraper.fetch()
     finally:
         await scraper.aclose()
+    if named is not None:
+        if text is None:  # said now, before the kinds it cannot show
+            raise MonitorError(
+                f"cannot read engine metrics at {scraper.url}: {error}",
+                hint="is the engine running and the URL right?",
+            )
+        spoken = None if named.recognises(text) else detect_dialect(text)
+        if spoken is not None:
+            raise MonitorError(
+                f"{scraper.url} speaks {spoken.engine}'s metrics ({spoken.name}), not "
+                f"{named.engine}'s",
+                hint=f"drop --dialect, or give --dialect {spoken.name}",
+            )
+        return named
     if text is None:
         return VLLM
     found = detect_dialect(text)

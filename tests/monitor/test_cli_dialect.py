@@ -18,11 +18,16 @@ from tests.serving import threaded_server
 @pytest.fixture
 def page_url() -> Iterator[str]:
     """A server whose /metrics is a page in no dialect (a DCGM exporter's)."""
+    with _page(b'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 3\n') as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _page(body: bytes) -> Iterator[str]:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Page(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = b'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 3\n'
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -53,6 +58,16 @@ def test_monitor_refuses_an_unknown_dialect(page_url: str, tmp_path: Path) -> No
 def test_monitor_refuses_a_page_in_no_dialect(page_url: str, tmp_path: Path) -> None:
     args = ["monitor", page_url, "--no-dashboard", "--out", str(tmp_path / "r")]
     _one_line_exit_2(args, "no engine metrics", "--dialect")
+
+
+def test_monitor_refuses_a_named_dialect_the_page_does_not_speak(tmp_path: Path) -> None:
+    vllm = b"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"
+    with _page(vllm) as url:
+        args = ["monitor", url, "--dialect", "sglang", "--no-dashboard", "--out", str(tmp_path)]
+        _one_line_exit_2(args, "speaks vLLM's metrics", "--dialect vllm")
+    # no engine: said before the kinds an SGLang page cannot show
+    args = ["monitor", url, "--dialect", "sglang", "--no-dashboard", "--out", str(tmp_path)]
+    _one_line_exit_2(args, "cannot read engine metrics")
 
 
 def test_backtest_refuses_an_unknown_dialect_and_a_history_in_none(tmp_path: Path) -> None:
