@@ -137,7 +137,26 @@ def test_an_sdist_of_another_release_is_refused_before_anything_is_built(tmp_pat
     from stallkit.kits.cli import app
 
     sdist = tmp_path / "llama_cpp_python-0.3.1.tar.gz"
+    sdist.write_bytes(b"")
     done = CliRunner().invoke(app, ["engine", "llamacpp", "build", "--sdist", str(sdist)])
     assert done.exit_code == 2, done.output
     assert f"is not the llama-cpp-python {LLAMACPP_VERSION} sdist" in done.output
     assert not (tmp_path / "llama.cpp").exists()
+
+
+def test_a_missing_or_broken_sdist_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from stallkit.kits.cli import app
+
+    monkeypatch.setenv("STALLKIT_CACHE", str(tmp_path / "cache"))
+    missing = tmp_path / f"llama_cpp_python-{LLAMACPP_VERSION}.tar.gz"
+    junk = tmp_path / "junk" / missing.name
+    junk.parent.mkdir()
+    junk.write_text("not a tarball\n")  # tarfile's own text for it runs over five lines
+    for sdist, says in ((missing, "not a file"), (junk, "not a tar archive")):
+        done = CliRunner().invoke(app, ["engine", "llamacpp", "build", "--sdist", str(sdist)])
+        lines = done.output.strip().splitlines()
+        assert done.exit_code == 2 and len(lines) == 1 and says in lines[0], done.output

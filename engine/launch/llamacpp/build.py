@@ -137,6 +137,10 @@ def build_server(
 ) -> LlamacppBuild:
     """The version's complete build, built first when it is not (a half build is redone)."""
     check_version(version)
+    if sdist is not None and not sdist.is_file():
+        raise EngineError(
+            f"--sdist {sdist}: not a file", "check the path; without --sdist pip fetches it"
+        )
     if sdist is not None and f"-{version}.tar" not in sdist.name:
         raise EngineError(
             f"{sdist.name} is not the {SDIST_PACKAGE} {version} sdist",
@@ -217,8 +221,9 @@ def _extract(sdist: Path, work: Path) -> Path:
                     f"{sdist} holds no vendor/llama.cpp", "give a llama-cpp-python sdist"
                 )
             archive.extractall(work / "src", members=members, filter="data")
-    except (OSError, tarfile.TarError) as exc:
-        raise EngineError(f"cannot read {sdist}: {exc}", "give a llama-cpp-python sdist") from None
+    except (OSError, tarfile.TarError) as exc:  # a TarError's text lists every method, over lines
+        why = "not a tar archive" if isinstance(exc, tarfile.TarError) else str(exc)
+        raise EngineError(f"cannot read {sdist}: {why}", "give a llama-cpp-python sdist") from None
     return next((work / "src").glob("*/vendor/llama.cpp"))
 
 
