@@ -114,12 +114,6 @@ def monitor(
     pending_query: PendingQueryOpt = None,
 ) -> None:
     """Attach to a running engine: live metrics, GPU utilisation and stall detection."""
-    import time
-
-    from stallkit.contract.gpu import GpuSource
-    from stallkit.contract.urls import URL_HINT, url_problem
-    from stallkit.monitor import gpu_source as make_gpu_source
-
     config = monitor_config(
         names=flags_by_field(ctx, MonitorConfig),
         interval_s=interval,
@@ -146,7 +140,28 @@ def monitor(
         )
         monitor_fleet(url, fleet, config, out, duration, no_dashboard, exit_on_stall, alerts)
         return
-    url = url.strip()
+    view = (duration, no_dashboard, exit_on_stall)
+    _monitor_one(url.strip(), dialect, gpu_source, config, out, view, alerts)
+
+
+def _monitor_one(
+    url: str,
+    dialect: str | None,
+    gpu_source: str,
+    config: MonitorConfig,
+    out: Path | None,
+    view: tuple[float | None, bool, bool],
+    alerts: tuple[int | None, str, str | None, bool, float],
+) -> None:
+    """`kit monitor URL`: one engine watched, its timeline written, the outcome reported
+    (`view`: the duration, no dashboard, exit on stall)."""
+    import time
+
+    from stallkit.contract.gpu import GpuSource
+    from stallkit.contract.urls import URL_HINT, url_problem
+    from stallkit.monitor import gpu_source as make_gpu_source
+
+    duration, no_dashboard, exit_on_stall = view
     problem = url_problem(url)
     if problem is not None:
         raise fail(f"bad URL {url!r}: {problem}", URL_HINT)
