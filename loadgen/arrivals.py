@@ -48,7 +48,7 @@ class Stage(BaseModel):
     """One stage of a load's rate: `rate` per second for `duration_s`, or a linear ramp from
     `rate` to `rate_end` over it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     rate: float = Field(gt=0.0, description="Arrivals per second at the stage's start.")
     duration_s: float = Field(

@@ -23,7 +23,7 @@ MAX_AGENTS = 100_000
 class LoadConfig(BaseModel):
     """How many agents, how large their contexts grow, how they pace and retry."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     agents: int = Field(
         12,
@@ -230,13 +230,19 @@ class LoadConfig(BaseModel):
 
     def _arrival_problem(self) -> str | None:
         given = [n for n in ("rate", "rate_end", "stages") if getattr(self, n) is not None]
+        if self.arrival_unit == "sessions":
+            given.append("arrival_unit = sessions")
         if self.process == "closed":
             if given:
                 return f"{given[0]} applies to open-loop arrivals: set arrivals (e.g. poisson)"
+            if self.burstiness != 1.0:
+                return "burstiness applies to arrivals = bursty: set arrivals and rate"
             return None
         if self.burstiness != 1.0 and self.process != "bursty":
             return f"burstiness applies to arrivals = bursty, not {self.process}"
-        if (self.rate is None) == (self.stages is None):
+        if self.rate is not None and self.stages is not None:
+            return "rate and stages are exclusive: give one of the two"
+        if self.rate is None and self.stages is None:
             return f"arrivals = {self.process} needs a rate or stages (one of the two)"
         if self.rate_end is not None and (self.stages is not None or self.duration_s is None):
             return "rate_end ramps over duration_s: give rate and duration_s (or use stages)"

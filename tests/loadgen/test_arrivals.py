@@ -137,6 +137,11 @@ def test_arriving_sessions_are_one_agent_each_playing_one_session() -> None:
         (["--arrivals", "poisson"], "needs a --rate or stages"),
         (["--rate", "1", "--arrival-unit", "sessions"], "need an end"),
         (["--rate", "1", "--burstiness", "0.5"], "--burstiness applies to --arrivals = bursty"),
+        (["--burstiness", "0.5"], "--burstiness applies to --arrivals = bursty"),
+        (["--arrival-unit", "sessions"], "--arrival-unit = sessions applies to open-loop"),
+        (["--rate", "1", "--stages", "1:60"], "--rate and stages are exclusive"),
+        (["--rate", "inf"], "--rate: Input should be a finite number"),
+        (["--stages", "nan:60"], "Input should be a finite number"),
     ],
 )
 def test_bad_arrival_flags_are_one_line_and_exit_2(flags: list[str], says: str) -> None:
