@@ -83,6 +83,17 @@ class Fault(BaseModel):
     )
     at_s: float = Field(ge=0, description="Engine seconds after start at which it strikes.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_spec(cls, value: object) -> object:
+        """`KIND@SECONDS`, as `--fault` takes it, is the same fault."""
+        if not isinstance(value, str):
+            return value
+        kind, at, seconds = value.strip().partition("@")
+        if not at:
+            raise ValueError(f'{value!r} is not KIND@SECONDS (e.g. "hidden_freeze@60")')
+        return {"kind": kind, "at_s": seconds}
+
 
 class SimConfig(BaseModel):
     """Every knob of the simulated engine; the defaults are the restore-stall sizes."""
@@ -116,7 +127,9 @@ class SimConfig(BaseModel):
     cost: CostModel = Field(default_factory=CostModel, description="Step cost model.")
     idle_tick_s: float = Field(0.02, gt=0, description="Engine seconds an empty step takes.")
     fault: Fault | None = Field(
-        None, description='A stall to play on purpose (e.g. {kind = "block", at_s = 600}).'
+        None,
+        description='A stall to play on purpose (e.g. {kind = "block", at_s = 600}, or '
+        '"block@600").',
     )
 
     @field_validator("prefill_compute_share")

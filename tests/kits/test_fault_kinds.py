@@ -82,3 +82,13 @@ def test_the_twin_refuses_a_fault_by_one_rule_wherever_it_runs(tmp_path: Path) -
     assert plan.value.message == "stock: twin arms cannot play [sim.engine] fault (block)"
     assert server.value.message == "--core twin:stock cannot play a fault (block)"
     assert core.value.hint == plan.value.hint == server.value.hint == FAULT_HINT
+
+
+def test_a_kit_names_a_fault_as_kind_at_seconds_too() -> None:
+    from stallkit.kits.errors import KitError
+
+    spec = load_kit("restore-stall", {"sim.engine.fault": "hidden_freeze@60"})
+    table = load_kit("restore-stall", {"sim.engine.fault": {"kind": "hidden_freeze", "at_s": 60}})
+    assert spec.sim.engine.fault == table.sim.engine.fault is not None
+    with pytest.raises(KitError, match="is not KIND@SECONDS"):
+        load_kit("restore-stall", {"sim.engine.fault": "hidden_freeze"})
