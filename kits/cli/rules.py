@@ -135,6 +135,11 @@ def _dialects(value: str) -> tuple[str, ...]:
     from stallkit.contract.names import DIALECT_NAMES
 
     listed = tuple(dict.fromkeys(p.strip().lower() for p in value.split(",") if p.strip()))
+    unknown = [name for name in listed if name not in DIALECT_NAMES]
+    if listed != ("all",) and (unknown or not listed):
+        said = f"unknown metric dialect {unknown[0]!r}" if unknown else "--dialect names none"
+        said = "--dialect all names every dialect: give it alone" if "all" in listed else said
+        raise fail(said, f"one of: {', '.join(DIALECT_NAMES)}, comma-separated; or all")
     return DIALECT_NAMES if listed == ("all",) else listed
 
 

@@ -102,7 +102,9 @@ def test_backtest_reads_a_tgi_history(tmp_path: Path) -> None:
 
 
 def test_rules_refuses_an_unknown_dialect() -> None:
-    _one_line_exit_2(["rules", "--dialect", "vllm,ollama"], "dialects")
+    _one_line_exit_2(["rules", "--dialect", "vllm,ollama"], "unknown metric dialect 'ollama'")
+    _one_line_exit_2(["rules", "--dialect", ","], "--dialect names none")
+    _one_line_exit_2(["rules", "--dialect", "all,tgi"], "give it alone")
 
 
 def test_sim_serve_refuses_an_unknown_dialect() -> None:
