@@ -17,13 +17,28 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-__all__ = ["build_once", "cache_root", "locked", "write_marker"]
+__all__ = ["CachedBuild", "build_once", "cache_root", "locked", "write_marker"]
 
 
 def cache_root() -> Path:
     """The user's stallkit cache: `$STALLKIT_CACHE`, else `~/.cache/stallkit`."""
     configured = os.environ.get("STALLKIT_CACHE")
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "stallkit"
+
+
+class CachedBuild:
+    """A folder of the cache that is built once; its lock and its build's log sit beside it."""
+
+    path: Path
+
+    @property
+    def lock_path(self) -> Path:
+        return self.path.parent / f"{self.path.name}.lock"
+
+    @property
+    def log_path(self) -> Path:
+        """The build's full output (beside the build, kept on failure)."""
+        return self.path.parent / f"{self.path.name}.build.log"
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from typing import TextIO
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stallkit.engine.cache import build_once, cache_root, write_marker
+from stallkit.engine.cache import CachedBuild, build_once, cache_root, write_marker
 from stallkit.engine.errors import EngineError
 
 __all__ = [
@@ -81,7 +81,7 @@ class BuildMarker(BaseModel):
     binary_bytes: int = Field(description="The size of bin/llama-server.")
 
 
-class LlamacppBuild:
+class LlamacppBuild(CachedBuild):
     """The cached build of one version on this machine's architecture (built or not)."""
 
     def __init__(self, version: str = LLAMACPP_VERSION, root: Path | None = None) -> None:
@@ -91,15 +91,6 @@ class LlamacppBuild:
     @property
     def server(self) -> Path:
         return self.path / "bin" / "llama-server"
-
-    @property
-    def lock_path(self) -> Path:
-        return self.path.parent / f"{self.path.name}.lock"
-
-    @property
-    def log_path(self) -> Path:
-        """The build's full output (beside the build, kept on failure)."""
-        return self.path.parent / f"{self.path.name}.build.log"
 
     def marker(self) -> BuildMarker | None:
         """The marker of a complete build (None: not built, or cut short)."""

