@@ -42,10 +42,10 @@ def kit_process(*args: str) -> subprocess.Popen[str]:
 
 
 @contextlib.contextmanager
-def served_sim(*args: str) -> Iterator[str]:
-    """`kit sim serve --port 0 ARGS` in its own process; yields its URL, stops it after
-    (killed if its graceful shutdown still waits after 10 s: a frozen engine never ends the
-    streams a client left open)."""
+def served_sim(*args: str, kill_on_hang: bool = False) -> Iterator[str]:
+    """`kit sim serve --port 0 ARGS` in its own process; yields its URL, stops it after.
+    A shutdown still waiting after 10 s fails the test, unless `kill_on_hang` (a frozen
+    engine never ends the streams another tool left open, so its graceful shutdown waits)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "stallkit", "sim", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -63,6 +63,8 @@ def served_sim(*args: str) -> Iterator[str]:
         try:
             server.wait(10)
         except subprocess.TimeoutExpired:
+            if not kill_on_hang:
+                raise
             server.kill()
             server.wait(5)
         server.stdout.close()

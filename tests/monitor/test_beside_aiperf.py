@@ -45,7 +45,7 @@ def test_the_monitor_names_the_stall_while_aiperf_only_times_out(tmp_path: Path)
     _word_tokenizer(tmp_path / "hub")
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
     freeze = f"freeze@{FREEZE_WALL_S * SCALE:g}"
-    with served_sim("--time-scale", f"{SCALE:g}", "--fault", freeze) as url:
+    with served_sim("--time-scale", f"{SCALE:g}", "--fault", freeze, kill_on_hang=True) as url:
         monitor = kit_process(
             "monitor", url, "--interval", "0.25", "--stall-after", "1", "--stop-after", "0",
             "--duration", "90", "--exit-on-stall", "--no-dashboard",
