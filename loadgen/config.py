@@ -23,7 +23,7 @@ MAX_AGENTS = 100_000
 class LoadConfig(BaseModel):
     """How many agents, how large their contexts grow, how they pace and retry."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     agents: int = Field(
         12,
@@ -130,18 +130,21 @@ class LoadConfig(BaseModel):
     rate: float | None = Field(
         None,
         gt=0.0,
+        allow_inf_nan=False,
         description="Open-loop arrivals per second (engine seconds in a kit).",
         json_schema_extra={"unit": "per_engine_s"},
     )
     rate_end: float | None = Field(
         None,
         gt=0.0,
+        allow_inf_nan=False,
         description="Ramp the rate linearly from `rate` to this over duration_s.",
         json_schema_extra={"unit": "per_engine_s"},
     )
     burstiness: float = Field(
         1.0,
         gt=0.0,
+        allow_inf_nan=False,
         description="Shape of the gamma gaps of `bursty` arrivals: 1 is Poisson, lower is "
         "burstier (coefficient of variation 1/sqrt(burstiness)), at the same mean rate.",
     )
