@@ -8,6 +8,8 @@ and the footnotes wrapped. Either way, stall cells are red, clean ones green.
 
 from __future__ import annotations
 
+import re
+
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
@@ -35,6 +37,12 @@ _SHORT_LABELS = {
 #: rows whose cell is a sentence: lines under the compact table, left out of its measure
 _SENTENCES = ("verdict", NONINFERIOR)
 _LOG_SUFFIX = " (log)"
+#: the rows of estimates over seeds (ab_slo's), and a cell whose interval repeats its unit
+#: (`12.2 ms (11.9 ms - 12.4 ms)`, which wrapped in an 80-column table)
+_ESTIMATES = ("goodput", "attainment", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "throughput")
+_ESTIMATE = re.compile(
+    r"^(?P<mean>\S+)(?P<unit> \S+)? \((?P<low>\S+)(?P=unit)? - (?P<high>\S+)(?P=unit)?\)$"
+)
 #: a width no table reaches, to measure the wide table unwrapped
 _UNBOUNDED = 100_000
 
@@ -133,7 +141,17 @@ def _short_cell(report: ABReport, key: str, arm: str, cell: str) -> str:
         return short_onset(onset_spread(report.seeds[arm])) + flag
     if key == "stalls":
         return stall_cell(report.arms[arm], short=True) + flag
-    return cell
+    return short_estimate(cell) if key in _ESTIMATES else cell
+
+
+def short_estimate(cell: str) -> str:
+    """`12.2 ms (11.9-12.4)`: an estimate's interval without its repeated unit (a cell whose
+    ends have another unit, or that is no estimate, as it is)."""
+    found = _ESTIMATE.match(cell)
+    if found is None:
+        return cell
+    unit = found["unit"] or ""
+    return f"{found['mean']}{unit} ({found['low']}-{found['high']})"
 
 
 def short_onset(spread: tuple[float, float, float] | None) -> str:

@@ -69,3 +69,16 @@ def test_the_compact_table_says_each_answer_under_it(
     flat = " ".join(out.split())
     for figure in ("goodput", "TTFT p99", "throughput"):  # the default figures
         assert f"fix is not worse than base by more than 5 % on {figure}: " in flat
+
+
+def test_the_compact_table_keeps_each_estimate_on_one_line(
+    tmp_path: Path, seed_arm: SeedArmWriter
+) -> None:
+    report = load_ab(_ab_dir(tmp_path, seed_arm, {"slo": {**SLO, "itl": "50ms"}}))
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    console.print(ab_table(report))
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    for label in ("SLO attainment", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"):
+        [line] = [x for x in lines if x.startswith(label)]
+        # both arms' cells on the label's line, the unit said once per cell
+        assert line.count("(") == 2 and line.count(" - ") == 0, line
