@@ -100,6 +100,10 @@ def sweep(
     arm: stalls, exposure, stall rate per engine hour with its exact interval, the cell's
     verdict) and sweep.html (heat maps of where each arm stalls, each cell linked to the
     `kit ab` command that replays it). Ctrl-C keeps every finished run; --resume runs the rest.
+
+    Varying load.rate (e.g. --vary load.rate=0.05,0.1,0.2,0.4) adds the rate map: per arm,
+    requests done and goodput against the offered arrival rate, where the arm stops keeping
+    up, where it starts stalling and the highest rate meeting the kit's SLOs.
     """
     from rich.console import Console
 
