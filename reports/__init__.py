@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.reports.sweep_figures import arm_seed_row as arm_seed_row
     from stallkit.reports.sweep_figures import quiet_span_s as quiet_span_s
     from stallkit.reports.sweep_figures import write_sweep_reports as write_sweep_reports
+    from stallkit.reports.sweep_html import rate_summary as rate_summary
     from stallkit.reports.write import write_reports as write_reports
 
 if not TYPE_CHECKING:

@@ -169,7 +169,8 @@ def _rate_rows(series: RateSeries) -> str:
     return f"<table>{''.join(rows)}</table>"
 
 
-def _rate_summary(series: RateSeries, rates: RateMap) -> str:
+def rate_summary(series: RateSeries, rates: RateMap) -> str:
+    """Where an arm keeps up, stalls and meets the SLOs, in one line (sweep.html, `kit sweep`)."""
     parts = []
     slo = any(p.goodput_rps is not None for p in series.points)
     within = " within the SLOs" if slo else ""
@@ -209,7 +210,7 @@ def _rate_map(content: SweepFile) -> list[str]:
         title = series.arm + (f" ({where})" if where else "")
         charts.append(
             f"<div><h4>{escape(title)}</h4>{_svg(series)}"
-            f'<p class="note">{escape(_rate_summary(series, rates))}</p>{_rate_rows(series)}</div>'
+            f'<p class="note">{escape(rate_summary(series, rates))}</p>{_rate_rows(series)}</div>'
         )
     out.append(f'<div class="maps">{"".join(charts)}</div>')
     return out

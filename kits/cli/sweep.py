@@ -236,6 +236,14 @@ def _print_sweep(console: Console, content: SweepFile, out: Path) -> None:
         stalls = sum(len(c.stalled_seeds) for c in cells)
         runs = sum(len(c.seeds) for c in cells)
         console.print(f"{arm}: stalled in {hit} of {len(cells)} cells ({stalls} of {runs} runs)")
+    if content.rate_map is not None:  # a load.rate sweep: where each arm keeps up
+        from stallkit.reports import rate_summary
+
+        for series in content.rate_map.series:
+            where = ", ".join(f"{k} = {v}" for k, v in series.fixed.items())
+            line = rate_summary(series, content.rate_map)
+            arm = series.arm + (f" ({where})" if where else "")
+            console.print(f"{arm} against the rate: {line}", highlight=False)
     console.print(f"[dim]reports: {out / 'sweep.html'}, {out / 'sweep.json'}[/]")
 
 

@@ -23,6 +23,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
     args = ["sweep", *ARGS, "--out", str(out), "--no-dashboard", "--workers", "1"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+    (out.parent / "output.txt").write_text(result.output)  # beside the sweep, not in it
     return out
 
 
@@ -49,6 +50,15 @@ def test_a_rate_sweep_maps_what_each_arm_did_against_the_offered_rate(swept: Pat
     html = (swept / "sweep.html").read_text()
     assert "<h2>Rate map</h2>" in html and html.count("<svg") == 2 and "keeps up" in html
     assert "stroke-dasharray" in html and "<script" not in html  # the y = x line, no script
+
+
+def test_the_terminal_says_where_each_arm_keeps_up(swept: Path) -> None:
+    said = " ".join((swept.parent / "output.txt").read_text().split())
+    for arm in ("base", "fix"):
+        assert f"{arm} against the rate: keeps up (" in said or (
+            f"{arm} against the rate: falls behind" in said
+        )
+    assert said.count("meets the SLOs") + said.count("misses the SLOs") == 2
 
 
 def test_runs_recorded_before_the_rate_map_still_read_and_map_nothing(
