@@ -116,7 +116,12 @@ def test_a_wall_clock_arm_reports_its_true_engine_time_and_lag(tmp_path: Path) -
         ("time_scale = 30", "time_scale = 10000"),
         ("duration_s = 5400", "duration_s = 40000"),
         ("read_timeout_s = 600", "read_timeout_s = 1000000"),
+        # 60 engine s are 6 wall ms here: requests the clients sent and the engine has not yet
+        # taken in (sized, parsed) would read as a stall whose gauges say idle and stop the run
+        ("stall_after_s = 60", "stall_after_s = 600000"),
+        ("stop_after_s = 240", "stop_after_s = 600000"),
     ):
+        assert old in kit, old
         kit = kit.replace(old, new)
     (tmp_path / "fast.toml").write_text(kit)
     out = tmp_path / "lag"
