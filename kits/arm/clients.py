@@ -10,29 +10,46 @@ hands `waiting` to the monitor; the virtual-clock arm counts its requests in fli
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from stallkit.loadgen import AgentState
 
 __all__ = ["ClientWaits"]
 
-#: an agent in these states has a request out (sent, no token yet; or tokens arriving)
-IN_FLIGHT = frozenset({"queued", "streaming"})
+#: Wall seconds a request sent but not yet answered is counted as in transit, not yet the
+#: engine's: at a high time scale a few milliseconds between the agent and the engine's queue
+#: are engine minutes, and a healthy engine starting up would read as wedged (its gauges at 0,
+#: requests on their way). A request whose tokens are arriving is the engine's at once.
+IN_TRANSIT_S = 2.0
 
 
 class ClientWaits:
-    """The agents with a request in flight, followed from their state changes."""
+    """The agents with a request in flight, followed from their state changes: a request
+    streaming tokens counts at once, one sent and unanswered after `in_transit_s` wall s."""
 
-    def __init__(self) -> None:
-        self._agents: set[int] = set()
+    def __init__(
+        self, in_transit_s: float = IN_TRANSIT_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._in_transit_s = in_transit_s
+        self._clock = clock
+        self._sent: dict[int, float] = {}  # agent -> when its request was sent (no token yet)
+        self._streaming: set[int] = set()
 
     def load(self, event: object) -> None:
         """Follow one of the agents' events (any other state than in flight answers)."""
         if not isinstance(event, AgentState):
             return
-        if event.state in IN_FLIGHT:
-            self._agents.add(event.agent)
-        else:
-            self._agents.discard(event.agent)
+        agent = event.agent
+        self._streaming.discard(agent)
+        self._sent.pop(agent, None)
+        if event.state == "queued":
+            self._sent[agent] = self._clock()
+        elif event.state == "streaming":
+            self._streaming.add(agent)
 
     def waiting(self) -> int:
-        """Requests the agents are waiting on now."""
-        return len(self._agents)
+        """Requests the agents are waiting on now (those still in transit left out)."""
+        now = self._clock()
+        unanswered = sum(now - t >= self._in_transit_s for t in self._sent.values())
+        return len(self._streaming) + unanswered
