@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+#: the autouse check that fails a test which leaves a listening socket or a child behind
+pytest_plugins = ["tests.leaks"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Children the tests start must take Ctrl-C the way they would from a terminal.
@@ -34,10 +37,47 @@ def pytest_configure(config: pytest.Config) -> None:
 NIGHTLY_ENV = "STALLKIT_NIGHTLY"
 
 
+#: the xdist group of every test that starts a real engine process (a docker container or a
+#: real vLLM): they share the session's engine fixtures, and two of them at once would share
+#: two cores with a third of the suite beside them
+HEAVY_GROUP = "heavy-engines"
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The worker group `item` must share under `pytest -n N --dist loadgroup`, or None.
+
+    Tests that start real engines run on one worker, one at a time. Tests that share a fixture
+    set up once per module or session (a Prometheus, a Ray cluster, recorded timelines) run on
+    one worker too, so the fixture is set up once, not once per worker."""
+    if item.get_closest_marker("docker") or item.get_closest_marker("vllm"):
+        return HEAVY_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    shared = [
+        fixturedef
+        for defs in (info.name2fixturedefs.values() if info is not None else ())
+        for fixturedef in defs
+        if fixturedef.scope in ("module", "package", "session")
+        and fixturedef.baseid.startswith("tests")
+    ]
+    if any(d.scope == "session" and d.baseid.startswith(("tests/docker", "tests/vllm"))
+           for d in shared):  # fmt: skip
+        return HEAVY_GROUP
+    if not shared:
+        return None
+    widest = max(shared, key=lambda d: ("module", "package", "session").index(d.scope))
+    return widest.baseid if widest.scope != "module" else item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `nightly` (long real-vLLM A/Bs whose behaviour CI covers more cheaply
-    elsewhere) skip with the reason unless `STALLKIT_NIGHTLY=1`."""
+    """Tests marked `nightly` (long runs whose behaviour CI covers more cheaply elsewhere) skip
+    with the reason unless `STALLKIT_NIGHTLY=1`; tests that must share a worker get their
+    xdist group (`xdist_group_of`)."""
     del config
+    for item in items:
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if os.environ.get(NIGHTLY_ENV) == "1":
         return
     skip = pytest.mark.skip(reason=f"nightly: set {NIGHTLY_ENV}=1 to run it")
