@@ -78,17 +78,21 @@ DEAD = f"http://127.0.0.1:{free_port()}"
 class Case:
     """A command line that must fail in one line (its files are made first)."""
 
-    argv: list[str]
+    words: list[str]  # with DEAD for the dead engine's URL, so ids are the same in every worker
     files: list[str] = field(default_factory=list)
     code: int = 2
 
     @property
+    def argv(self) -> list[str]:
+        return [word.replace("DEAD", DEAD) for word in self.words]
+
+    @property
     def id(self) -> str:
-        return " ".join(self.argv)[:90]
+        return " ".join(self.words)[:90]
 
 
 def case(line: str, *files: str, code: int = 2) -> Case:
-    return Case(shlex.split(line.replace("DEAD", DEAD)), list(files), code)
+    return Case(shlex.split(line), list(files), code)
 
 
 def cases_for(command: str, lines: list[str]) -> list[Case]:
@@ -266,7 +270,7 @@ LOAD = [
     case("load notaurl"),
     case("load ftp://127.0.0.1:1"),
     case("load http://"),
-    case(f"load {DEAD}"),
+    case("load DEAD"),
 ]
 MONITOR = [
     *cases_for(
