@@ -23,7 +23,7 @@ from stallkit.monitor.live.watch import watch
 from stallkit.monitor.signals.dialects import dialect_named
 from stallkit.monitor.signals.gpu import gpu_source
 from tests.machine import scaled
-from tests.monitor.test_watch_sim import page_server
+from tests.monitor.test_watch_sim import VirtualClock, page_server
 
 CONFIG = MonitorConfig(
     interval_s=0.05,
@@ -38,20 +38,6 @@ FLOW_S = 0.6  # tokens flow until then (virtual seconds)
 #: cases watched at once: each is a server and a watcher in one event loop; more only
 #: crowd the loop (21 at once missed a 1 s first scrape on a slow two-core machine)
 AT_ONCE = 4
-
-
-class VirtualClock:
-    """The loop's clock and sleep: time moves only when the loop sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, delay_s: float) -> None:
-        self.now += delay_s
-        await asyncio.sleep(0)  # let the other cases' servers and watchers run
 
 
 @dataclass(frozen=True)
