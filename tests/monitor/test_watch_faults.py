@@ -26,7 +26,9 @@ from tests.serving import stream_chat
 pytestmark = pytest.mark.wallclock
 
 SCALE = 20.0
-AT_S = 60.0  # engine seconds: 3 wall seconds after the simulator starts, load running by then
+#: engine seconds: 3 wall seconds after the simulator starts on the idle reference machine,
+#: load running by then; stretched by this machine's speed and load
+AT_S = scaled(3.0) * SCALE
 STALL_AFTER_S = 2.0  # the simulator's DCGM page averages the last wall second at 20x
 CONFIG = MonitorConfig(
     interval_s=INTERVAL_S,
@@ -40,9 +42,9 @@ CONFIG = MonitorConfig(
 
 async def _collect(url: str) -> list[MonitorEvent]:
     events: list[MonitorEvent] = []
-    # ends at the stall: 3 s to the strike, 1 s of drain (block), stall_after: 6 s on the idle
-    # reference machine, so 9 s, stretched by this machine's speed and load
-    duration_s = scaled(9.0)
+    # ends at the stall: the strike, 1 s of drain (block), stall_after: 3 s after the strike
+    # on the idle reference machine, so 6 s after it, stretched by this machine's speed and load
+    duration_s = AT_S / SCALE + scaled(6.0)
     gpu = gpu_source(f"dcgm:{url}/dcgm/metrics")
     async for event in watch(url, CONFIG, gpu, duration_s=duration_s):
         events.append(event)

@@ -174,14 +174,16 @@ async def test_freeze_is_a_frozen_stall_within_stall_after_plus_two_intervals(
 
 
 async def test_metrics_fault_is_down_not_a_stall(sim_server: SimServer) -> None:
-    scale = 20.0
+    # /metrics fails 0.5 s in on the idle reference machine, after the watch's first scrape;
+    # stretched by this machine's speed and load, so the first scrape still comes before it
+    scale, fail_at_s = 20.0, scaled(0.5)
     async with (
-        sim_server(time_scale=scale, fail_metrics_at_s=0.5 * scale) as url,
+        sim_server(time_scale=scale, fail_metrics_at_s=fail_at_s * scale) as url,
         load(url, 2, max_tokens=50_000),
     ):
         # down from 0.5 s in, judged down stall_after later: 2.5 s on the idle reference
         # machine (a starved simulator's clock, which the fault keeps, falls behind)
-        events = await collect(url, duration_s=scaled(2.5))
+        events = await collect(url, duration_s=fail_at_s + scaled(2.0))
     downs = [e for e in events if isinstance(e, Down)]
     assert downs and all("503" in d.error for d in downs)
     assert not any(isinstance(e, StallStarted | StallEnded) for e in events)
@@ -206,8 +208,10 @@ async def test_healthy_run_has_no_stall(sim_server: SimServer) -> None:
 async def test_run_monitor_writes_the_timeline_and_exits_on_stall(
     sim_server: SimServer, tmp_path: Path
 ) -> None:
+    # the freeze comes once the load is in flight: 0.5 s in on the idle reference machine,
+    # stretched by this machine's speed and load (a freeze before the load is no stall)
     async with (
-        sim_server(time_scale=20.0, freeze_at_s=10.0) as url,
+        sim_server(time_scale=20.0, freeze_at_s=scaled(0.5) * 20.0) as url,
         load(url, 2, max_tokens=50_000),
     ):
         outcome = await run_monitor(
