@@ -15,6 +15,8 @@ from typing import Any
 
 import psutil
 
+from tests.machine import scaled
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -44,8 +46,10 @@ def kit_process(*args: str) -> subprocess.Popen[str]:
 @contextlib.contextmanager
 def served_sim(*args: str, kill_on_hang: bool = False) -> Iterator[str]:
     """`kit sim serve --port 0 ARGS` in its own process; yields its URL, stops it after.
-    A shutdown still waiting after 10 s fails the test, unless `kill_on_hang` (a frozen
-    engine never ends the streams another tool left open, so its graceful shutdown waits)."""
+    A shutdown still waiting after 10 s (well under 1 s on the idle reference machine;
+    stretched by this machine's speed and load) fails the test, unless `kill_on_hang` (a
+    frozen engine never ends the streams another tool left open, so its graceful shutdown
+    waits)."""
     server = subprocess.Popen(
         [sys.executable, "-m", "stallkit", "sim", "serve", "--port", "0", *args],
         stdout=subprocess.PIPE,
@@ -61,12 +65,12 @@ def served_sim(*args: str, kill_on_hang: bool = False) -> Iterator[str]:
     finally:
         server.terminate()
         try:
-            server.wait(10)
+            server.wait(scaled(10) if not kill_on_hang else 10)
         except subprocess.TimeoutExpired:
             if not kill_on_hang:
                 raise
             server.kill()
-            server.wait(5)
+            server.wait(scaled(5))
         server.stdout.close()
 
 

@@ -33,6 +33,7 @@ from stallkit.monitor.live.timeline import event_record
 from stallkit.monitor.signals.gpu import parse_dcgm
 from stallkit.monitor.signals.parse import MetricsSnapshot, parse_metrics
 from stallkit.monitor.signals.rates import snapshot_deltas
+from tests.machine import scaled
 
 INTERVAL_S = 0.1
 STALL_AFTER_S = 1.0
@@ -72,7 +73,10 @@ async def _stream(client: httpx.AsyncClient, url: str, max_tokens: int) -> None:
 @contextlib.asynccontextmanager
 async def streaming_load(url: str, n: int, max_tokens: int) -> AsyncIterator[None]:
     """`n` concurrent streaming requests, cancelled when the block ends."""
-    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as client:
+    # a frozen engine sends nothing: a read timeout would drop its requests and make it look
+    # idle, so it is 30 s (longer than any of these tests watches a stall, idle reference
+    # machine), stretched by this machine's speed and load
+    async with httpx.AsyncClient(timeout=httpx.Timeout(scaled(30.0))) as client:
         tasks = [asyncio.create_task(_stream(client, url, max_tokens)) for _ in range(n)]
         try:
             yield
@@ -164,7 +168,7 @@ def sim_process(
     )
     launcher.start()
     try:
-        launcher.wait_healthy(30)
+        launcher.wait_healthy(scaled(30))  # a start takes 1-2 s on the idle reference machine
         yield launcher
     finally:
         launcher.stop()
@@ -190,8 +194,15 @@ def prometheus_config(targets: list[str], rules: Path | None, scrape_s: float) -
     )
 
 
+def sim_engine_s(url: str) -> float:
+    """The simulator's own engine clock (engine seconds since it started), from its page."""
+    snapshot = parse_metrics(httpx.get(f"{url}/metrics", timeout=scaled(2)).text)
+    assert snapshot.sim_clock is not None, url
+    return snapshot.sim_clock.engine_s
+
+
 def _scraped(url: str) -> int:
-    body = httpx.get(f"{url}/api/v1/query", params={"query": "up"}, timeout=2).json()
+    body = httpx.get(f"{url}/api/v1/query", params={"query": "up"}, timeout=scaled(2)).json()
     return len(body["data"]["result"])
 
 
@@ -221,10 +232,12 @@ def prometheus(
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        # ready in about 1 s and its first scrape of every target within 5 s more (idle
+        # reference machine): 30 s, stretched by this machine's speed and load
+        deadline = time.monotonic() + scaled(30)
         while True:
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/-/ready", timeout=scaled(1)).status_code == 200:
                     break
             assert proc.poll() is None, (tmp / "prometheus.log").read_text()[-2000:]
             assert time.monotonic() < deadline, "prometheus did not get ready"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
@@ -120,6 +121,7 @@ def test_on_stall_runs_once_per_stall_with_the_verdict_in_its_environment(tmp_pa
     assert end["STALLKIT_STALL_DURATION_S"] == "68.500"
 
 
+@pytest.mark.wallclock
 def test_a_failing_or_hanging_command_is_recorded(tmp_path: Path) -> None:
     snap = MetricsSnapshot()
     failing = _runner(tmp_path / "f", "import sys; print('paging failed'); sys.exit(3)")
@@ -155,6 +157,7 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path: Path)
     assert result.exit_code == 2 and "cannot parse --on-stall" in result.output
 
 
+@pytest.mark.wallclock
 async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_path: Path) -> None:
     launcher = SimLauncher(
         parse_spec("sim:base"), tmp_path / "sim", {}, 20.0, extra_args=["--freeze-at", "20"]

@@ -19,8 +19,9 @@ import pytest
 
 from stallkit.contract.names import DIALECT_NAMES
 from stallkit.monitor.prometheus.rules import RulesSettings, rules_yaml
-from tests.alerting.alerting_support import prometheus, sim_process, tool
+from tests.alerting.alerting_support import prometheus, sim_engine_s, sim_process, tool
 from tests.alerting.test_fleet_prometheus import (
+    FREEZE_AFTER_S,
     HEALTHY,
     SCALE,
     SCRAPE_S,
@@ -29,6 +30,9 @@ from tests.alerting.test_fleet_prometheus import (
     _load,
     watch_fleet,
 )
+from tests.machine import scaled
+
+pytestmark = pytest.mark.wallclock
 
 #: name -> (dialect, how it runs); the frozen one last, so its load starts right before it
 ENGINES: dict[str, tuple[str, Engine]] = {
@@ -62,6 +66,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[
         }
         hosts = {name: s.url.removeprefix("http://") for name, s in sims.items()}
         stack.enter_context(_load({n: (sims[n].url, e) for n, (_d, e) in ENGINES.items()}))
+        at_s = sim_engine_s(sims["llamacpp-frozen"].url)
+        assert at_s < FREEZE_AFTER_S * SCALE, f"set up too slow: load on at {at_s:g} engine s"
         prom = stack.enter_context(prometheus(tmp, list(hosts.values()), rules, SCRAPE_S))
         yield prom, hosts
 
@@ -84,16 +90,21 @@ async def test_every_dialects_rules_in_one_file_fire_for_the_frozen_engine_alone
 ) -> None:
     prom, hosts = fleet
     query = 'ALERTS{alertname="EngineStalled", alertstate="firing"}'
-    deadline = time.monotonic() + 20
+    # the freeze is seconds behind by now and its alert fires stall_after (1 s) and an
+    # evaluation after it (idle reference machine): 20 s, stretched by this machine's speed
+    # and load; a query over loopback takes milliseconds (5 s likewise)
+    deadline = time.monotonic() + scaled(20.0)
     firing: list[dict[str, str]] = []
-    async with httpx.AsyncClient(timeout=5) as client:
+    async with httpx.AsyncClient(timeout=scaled(5.0)) as client:
         while time.monotonic() < deadline:
             answer = await client.get(f"{prom}/api/v1/query", params={"query": query})
             firing = [r["metric"] for r in answer.json()["data"]["result"]]
             if firing:
                 break
             await asyncio.sleep(0.5)
-        await asyncio.sleep(2)  # a healthy engine's alert would have fired by now too
+        # a healthy engine's alert would have fired by now too: stall_after (1 s) and a few
+        # 0.2 s evaluations on the idle reference machine; a slower one evaluates later
+        await asyncio.sleep(scaled(2.0))
         answer = await client.get(f"{prom}/api/v1/query", params={"query": query})
         firing = [r["metric"] for r in answer.json()["data"]["result"]]
     assert [(a["instance"], a["kind"], a.get("dialect")) for a in firing] == [

@@ -18,10 +18,13 @@ from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.fleet.watch import check_pending
 from stallkit.monitor.prometheus.client import PrometheusClient
 from stallkit.monitor.prometheus.queries import client_pending
-from tests.alerting.alerting_support import prometheus, sim_process, tool
+from tests.alerting.alerting_support import prometheus, sim_engine_s, sim_process, tool
 from tests.alerting.test_fleet_prometheus import SCALE, Engine, Fleet, _load, watch_fleet
+from tests.machine import scaled
 from tests.serving import threaded_server
 from tests.support import kit, one_error_line
+
+pytestmark = pytest.mark.wallclock
 
 #: the gateway's in-flight gauge, its upstream label renamed to the engines' group label
 PENDING = (
@@ -55,11 +58,17 @@ def _gateway(hosts: dict[str, str]) -> Iterator[str]:
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     tool("prometheus")
     tmp = tmp_path_factory.mktemp("pending")
-    faults = {"hidden": ("--fault", f"hidden_freeze@{2 * SCALE:g}"), "healthy": ()}
+    # the wedge strikes once the load is in flight: the healthy simulator starts after it
+    # (1-2 s on the idle reference machine), then the load; 2 s, stretched by this
+    # machine's speed and load
+    wedge_s = scaled(2.0) * SCALE
+    faults = {"hidden": ("--fault", f"hidden_freeze@{wedge_s:g}"), "healthy": ()}
     with contextlib.ExitStack() as stack:
         sims = {n: stack.enter_context(sim_process(tmp, SCALE, n, *a)) for n, a in faults.items()}
         hosts = {name: s.url.removeprefix("http://") for name, s in sims.items()}
         stack.enter_context(_load({n: (sims[n].url, IN_FLIGHT) for n in sims}))
+        at_s = sim_engine_s(sims["hidden"].url)
+        assert at_s < wedge_s, f"set up too slow: load on at {at_s:g} engine s"
         gateway = stack.enter_context(_gateway(hosts))
         job = f'  - job_name: gateway\n    static_configs: [{{targets: ["{gateway}"]}}]\n'
         yield Fleet(

@@ -27,13 +27,26 @@ from stallkit.monitor.fleet.session import run_fleet
 from stallkit.monitor.fleet.sinks import FleetOutcome
 from stallkit.monitor.prometheus.client import PrometheusClient
 from stallkit.monitor.prometheus.queries import FleetQuery
-from tests.alerting.alerting_support import prometheus, sim_process, tool
+from tests.alerting.alerting_support import prometheus, sim_engine_s, sim_process, tool
+from tests.machine import scaled
+
+pytestmark = pytest.mark.wallclock
 
 SCALE = 10.0
 SCRAPE_S = 0.2
 CONFIG = MonitorConfig(
-    interval_s=0.4, stall_after_s=1.0, stop_after_s=None, gpu_window_s=0.0, scrape_timeout_s=2
+    interval_s=0.4,
+    stall_after_s=1.0,
+    stop_after_s=None,
+    gpu_window_s=0.0,
+    # one instant query over loopback: milliseconds on the idle reference machine
+    scrape_timeout_s=scaled(2.0),
 )
+#: wall seconds from the frozen simulator's start to its freeze: the spinning one starts
+#: after it (1-2 s on the idle reference machine), then the load, which must be in flight by
+#: then (a freeze with nothing in flight is no stall); 3 s, stretched by this machine's speed
+#: and load
+FREEZE_AFTER_S = scaled(3.0)
 #: the livelock scenario's small pool: two decodes fill it while more requests wait; under
 #: requests back to back, base soon reaches a step that schedules nothing, and stays there
 SPIN_POOL = {
@@ -61,7 +74,7 @@ class Engine:
 
 #: expected kind -> how to make it (a new fault knob is one more entry)
 STALLED = {
-    "frozen": Engine(args=("--freeze-at", f"{3 * SCALE:g}")),  # loaded by then
+    "frozen": Engine(args=("--freeze-at", f"{FREEZE_AFTER_S * SCALE:g}")),  # loaded by then
     "spinning": Engine(
         config=tuple(SPIN_POOL.items()), requests=4, max_tokens=90, prompt_words=30, repeat=True
     ),
@@ -142,17 +155,23 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         }
         hosts = {name: s.url.removeprefix("http://") for name, s in sims.items()}
         stack.enter_context(_load({n: (sims[n].url, e) for n, e in engines.items()}))
+        at_s = sim_engine_s(sims["frozen"].url)
+        assert at_s < FREEZE_AFTER_S * SCALE, f"set up too slow: load on at {at_s:g} engine s"
         prom = stack.enter_context(prometheus(tmp, list(hosts.values()), None, SCRAPE_S))
         yield Fleet(prom, hosts)
 
 
 async def watch_fleet(prom: str, out_dir: Path, pending: str | None = None) -> FleetOutcome:
-    """`run_fleet` headless for 4 s over the engines Prometheus scrapes as job vllm."""
+    """`run_fleet` headless for 4 s (stretched by this machine's speed and load) over the
+    engines Prometheus scrapes as job vllm."""
     client = PrometheusClient(prom)
     try:
         query = FleetQuery(selector='job="vllm"', pending=pending)
+        # stall_after (1 s) and a few 0.4 s ticks after the first: 4 s on the idle reference
+        # machine, where both stalls have begun before the watch starts
+        duration_s = scaled(4.0)
         return await run_fleet(
-            client, query, CONFIG, out_dir=out_dir, duration_s=4.0, display="none"
+            client, query, CONFIG, out_dir=out_dir, duration_s=duration_s, display="none"
         )
     finally:
         await client.aclose()

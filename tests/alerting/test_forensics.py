@@ -46,6 +46,7 @@ def _started(kind: str = "spinning") -> StallStarted:
     return StallStarted(5.0, 4.0, kind, False, MetricsSnapshot())  # type: ignore[arg-type]
 
 
+@pytest.mark.wallclock
 def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path) -> None:
     # The simulator's core in the base livelock, stepping forever in its own process.
     proc = subprocess.Popen(
@@ -84,6 +85,7 @@ def test_stack_dump_of_the_spinning_base_scheduler_names_its_step(tmp_path: Path
     assert any(f"engine/{m})" in leaf for leaf in leaves for m in step_modules), leaves
 
 
+@pytest.mark.wallclock
 async def test_bundle_of_a_frozen_sim_arm(tmp_path: Path) -> None:
     scale = 20.0
     launcher = SimLauncher(

@@ -22,20 +22,36 @@ from stallkit.monitor.detect.events import StallStarted
 from stallkit.monitor.live.watch import watch
 from stallkit.monitor.prometheus.rules import RulesSettings, rules_yaml
 from stallkit.monitor.signals.gpu import gpu_source
-from tests.alerting.alerting_support import prometheus, sim_process, streaming_load, tool
+from tests.alerting.alerting_support import (
+    prometheus,
+    sim_engine_s,
+    sim_process,
+    streaming_load,
+    tool,
+)
+from tests.machine import scaled
+
+pytestmark = pytest.mark.wallclock
 
 SCRAPE_S = 0.2
 STALL_AFTER_S = 1.0
 SCALE = 10.0
-STRIKE_AT_S = 12.0 * SCALE  # engine seconds: 12 wall seconds after each simulator starts (the
-# four start one after another, then Prometheus: the load must be on by then)
-#: simulator -> the fault it plays, or none
+#: simulator -> the fault it plays, or none; the healthy one first, so the stalled ones'
+#: strikes come as late after the load's start as they can
 ENGINES: dict[str, FaultKind | None] = {
+    "healthy": None,
     "frozen": "freeze",
     "blocked": "block",
     "busy_hang": "busy_hang",
-    "healthy": None,
 }
+
+
+def strike_at_s() -> float:
+    """Engine seconds after each simulator starts: the four start one after another, then
+    Prometheus, and the load must be on by then: about 6 s on the idle reference machine, so
+    12 s, stretched by this machine's speed and load (a strike before the load freezes an
+    idle engine, which is no stall)."""
+    return scaled(12.0) * SCALE
 
 
 def _rules(tmp: Path) -> Path:
@@ -73,7 +89,8 @@ async def _alert_states(prom: str, deadline_s: float, stalled: set[str]) -> Seen
     """instance -> [(wall time, state, kind)] of EngineStalled until every instance in
     `stalled` has a firing one."""
     seen: Seen = {}
-    async with httpx.AsyncClient(timeout=2) as client:
+    # one query over loopback: milliseconds on the idle reference machine
+    async with httpx.AsyncClient(timeout=scaled(2.0)) as client:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
             body = (await client.get(f"{prom}/api/v1/alerts")).json()
@@ -95,12 +112,11 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
     tmp_path: Path,
 ) -> None:
     tool("prometheus")
+    strike_s = strike_at_s()
     with contextlib.ExitStack() as stack:
         sims = {
             name: stack.enter_context(
-                sim_process(
-                    tmp_path, SCALE, name, *(["--fault", f"{f}@{STRIKE_AT_S:g}"] if f else [])
-                )
+                sim_process(tmp_path, SCALE, name, *(["--fault", f"{f}@{strike_s:g}"] if f else []))
             )
             for name, f in ENGINES.items()
         }
@@ -117,9 +133,14 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
                 ]
                 detector = asyncio.create_task(_detector_onset(sims["frozen"].url))
                 try:
+                    at_s = await asyncio.to_thread(sim_engine_s, sims["frozen"].url)
+                    assert at_s < strike_s, f"set up too slow: load on at {at_s:g} engine s"
                     stalled = {hosts[n] for n, fault in ENGINES.items() if fault}
-                    seen = await _alert_states(prom, deadline_s=40, stalled=stalled)
-                    t0, started = await asyncio.wait_for(detector, 10)
+                    # the strikes are under 12 s away and each alert fires about 2 s after
+                    # its own (idle reference machine): 40 s, stretched likewise
+                    seen = await _alert_states(prom, deadline_s=scaled(40.0), stalled=stalled)
+                    # the detector names the stall about when the alerts fire (idle: < 1 s)
+                    t0, started = await asyncio.wait_for(detector, scaled(10.0))
                 finally:
                     for task in [*tasks, detector]:
                         task.cancel()
@@ -141,5 +162,6 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
           f"scrape/eval {SCRAPE_S} s); detector stall started {started.t - started.onset:.2f} s "
           "after onset")  # fmt: skip
     # one scrape to see the counter quiet, up to one evaluation, polling: under 3 s late with
-    # four simulators, their load and Prometheus sharing two cores
-    assert STALL_AFTER_S <= delay < STALL_AFTER_S + 3.0
+    # four simulators, their load and Prometheus sharing two cores (idle reference machine),
+    # stretched by this machine's speed and load
+    assert STALL_AFTER_S <= delay < STALL_AFTER_S + scaled(3.0)

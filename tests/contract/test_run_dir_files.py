@@ -119,6 +119,7 @@ def test_a_virtual_ab_directory_reads_back_through_the_models(virtual_ab: Path) 
     assert all(line.engines is None for line in lines if isinstance(line, SampleLine))
 
 
+@pytest.mark.wallclock
 def test_a_wall_clock_run_of_the_simulator_reads_back_through_the_models(wall_run: Path) -> None:
     seen = validate_run_dir(wall_run)
     assert seen == {"run.json": 1, "kit.json": 1, "meta.json": 1, "summary.json": 1,

@@ -29,7 +29,7 @@ from tests.docker.docker_support import (
 )
 
 # the first docker test also waits for the session's image build (minutes without a cache)
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420), pytest.mark.wallclock]
 
 OVERLAY_DEST = "/opt/stallkit/stallkit/engine"
 

@@ -20,7 +20,7 @@ from stallkit.engine.spec import parse_spec
 from tests.docker.docker_support import REPO, DockerHosts, Images, ours
 
 # the first docker test also waits for the session's image build (minutes without a cache)
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420), pytest.mark.wallclock]
 
 
 def _profile() -> dict[str, str]:

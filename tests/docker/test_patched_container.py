@@ -34,7 +34,7 @@ from stallkit.engine.launch.docker import parse_cpu_stat
 from stallkit.kits.kit import load_kit
 from tests.docker.docker_support import REPO, DockerHosts, StockImage, ours, run_kit
 
-pytestmark = [pytest.mark.docker, pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.vllm, pytest.mark.slow, pytest.mark.wallclock]
 
 #: the plugin's packages, where PYTHONPATH=/opt/stallkit finds them (as in the nightly job)
 OVERLAYS = (

@@ -24,6 +24,8 @@ from stallkit.engine.spec import SimSpec
 from stallkit.reports.rundir import count_log_patterns
 from tests.support import alive
 
+pytestmark = pytest.mark.wallclock
+
 ENGINE = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time

@@ -23,6 +23,8 @@ from typer.testing import CliRunner
 
 from stallkit.contract.names import SIM_FORK_FAMILIES, SIM_VLLM_FAMILIES
 
+pytestmark = pytest.mark.wallclock
+
 GOLDEN = Path(__file__).parents[1] / "data" / "vllm-0.32-metric-families.txt"
 MODEL = "stallkit-sim"
 ONE_MESSAGE = b'"messages": [{"role": "user", "content": "x"}]'

@@ -134,6 +134,7 @@ def test_a_worker_on_another_release_is_one_line(tmp_path: Path) -> None:
         ReleaseWorker(env)
 
 
+@pytest.mark.wallclock
 @needs_vllm
 def test_ctrl_c_interrupts_a_running_job_and_shutdown_leaves_nothing(tmp_path: Path) -> None:
     assert HERE is not None

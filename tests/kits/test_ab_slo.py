@@ -78,6 +78,7 @@ def test_the_unchanged_fix_passes_both_halves(tmp_path: Path) -> None:
     assert all(seed["slo"]["window_s"] > 0 for seed in fix["seeds"])
 
 
+@pytest.mark.wallclock
 def test_the_step_cost_factor_reaches_the_arm_on_both_clocks(tmp_path: Path) -> None:
     slowed = load_kit(str(_kit_file(tmp_path, "{fix = 1.3}")))
     spec = parse_spec("sim:fix")
@@ -150,6 +151,7 @@ async def test_an_engine_without_the_reset_says_so(sim_server: Any) -> None:
     assert reset_prefix_cache("http://127.0.0.1:1", timeout_s=1.0) == "not reset (ConnectError)"
 
 
+@pytest.mark.wallclock
 @pytest.mark.slow
 async def test_an_attached_engine_kept_across_seeds_is_asked_to_reset_and_meta_says_how(
     sim_server: Any, tmp_path: Path

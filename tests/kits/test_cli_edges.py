@@ -126,6 +126,7 @@ def test_an_unreachable_url_arm_names_what_to_check(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.wallclock
 def test_a_one_arm_run_writes_its_own_report(tmp_path: Path) -> None:
     out = tmp_path / "r"
     done = kit(
@@ -155,6 +156,7 @@ def sim_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.wallclock
 def test_a_url_arm_on_a_fast_simulator_takes_the_scale_it_states(tmp_path: Path) -> None:
     """Attached to `kit sim serve --time-scale 20`, a run's engine seconds are the simulator's:
     120 engine s of load take about 6 wall s, and the report counts engine seconds."""
@@ -175,6 +177,7 @@ def test_a_url_arm_on_a_fast_simulator_takes_the_scale_it_states(tmp_path: Path)
     assert "(log)" not in done.stdout and meta["spec"].startswith("url:")
 
 
+@pytest.mark.wallclock
 def test_load_with_small_contexts_fits_its_turns_to_them(sim_url: str, tmp_path: Path) -> None:
     done = kit(
         "load", sim_url, "--agents", "2", "--min-context", "200", "--max-context", "2000",
@@ -194,6 +197,7 @@ def _gpu_lines(run_dir: Path) -> list[dict[str, Any]]:
     return [line for line in lines if line["type"] == "gpu"]
 
 
+@pytest.mark.wallclock
 def test_monitor_and_a_url_arm_pick_the_engines_dcgm_page_by_default(
     sim_url: str, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from stallkit.engine.launch.docker import DockerLauncher, DockerOptions
 from stallkit.engine.spec import parse_spec
 from stallkit.kits.ab.execute import Plan
 from stallkit.kits.errors import KitError
+from tests.machine import scaled
 from tests.support import alive, kit, one_error_line
 
 IMAGES = {"base": "registry/fork:base", "fix": "registry/fork:fix"}
@@ -46,6 +47,7 @@ def test_a_failed_docker_run_shows_dockers_reason(fake_docker: Path, tmp_path: P
     assert ["rm", "--force", launcher.name] in _calls(fake_docker)
 
 
+@pytest.mark.wallclock
 def test_stop_ends_an_image_pull_instead_of_waiting_for_it(
     fake_docker: Path, tmp_path: Path
 ) -> None:
@@ -72,7 +74,9 @@ def test_stop_ends_an_image_pull_instead_of_waiting_for_it(
     stop_s = time.monotonic() - began
     worker.join(timeout=30)
     assert not worker.is_alive()
-    assert stop_s < 20, stop_s  # the pull sleeps 60 s: stop() ended it
+    # the pull sleeps 60 s: stop() ended it. Well under a second on the idle reference
+    # machine; 20 s stretched by this machine's speed and load, kept under the pull's 60 s
+    assert stop_s < min(scaled(20), 50), stop_s
     assert len(failed) == 1 and isinstance(failed[0], EngineError)
     assert "stopped while its image was pulled" in failed[0].message
     assert not alive(int(pull_pid.read_text()))

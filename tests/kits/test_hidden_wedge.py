@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from stallkit.contract.timeline import StallEvidence
 from stallkit.engine import parse_spec
 from stallkit.kits.arm.virtual import run_virtual_arm
@@ -74,6 +76,7 @@ def test_a_plain_freeze_names_no_hidden_evidence(tmp_path: Path) -> None:
     assert stall["kind"] == "frozen" and "evidence" not in stall
 
 
+@pytest.mark.wallclock
 def test_on_the_wall_clock_a_run_catches_what_kit_monitor_alone_reads_as_idle(
     tmp_path: Path,
 ) -> None:

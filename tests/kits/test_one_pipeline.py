@@ -73,6 +73,7 @@ def _wall_arm(out: Path) -> Path:
     return arm.dir
 
 
+@pytest.mark.wallclock
 def test_a_virtual_and_an_http_arm_write_the_same_files_through_one_recorder(
     tmp_path: Path,
 ) -> None:

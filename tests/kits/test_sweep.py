@@ -153,6 +153,7 @@ def test_resume_takes_the_command_that_made_the_sweep_and_names_a_difference(
     assert _rows(copy) == _rows(swept)
 
 
+@pytest.mark.wallclock
 def test_ctrl_c_keeps_every_finished_run_and_the_reports(tmp_path: Path) -> None:
     out = tmp_path / "s"
     argv = [sys.executable, "-m", "stallkit", "sweep", "--vary", f"{SEQS}=4,6,8", "--seeds", "6"]

@@ -86,6 +86,7 @@ async def _stream(client: httpx.AsyncClient, url: str) -> None:
             pass
 
 
+@pytest.mark.wallclock
 @pytest.mark.parametrize(
     ("scale", "stall_after", "interval"),
     [(1.0, 3.0, 0.25), (30.0, 60.0, 3.0), (120.0, 240.0, 12.0)],

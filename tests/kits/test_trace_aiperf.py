@@ -42,10 +42,13 @@ def _aiperf() -> str | None:
     return os.environ.get("STALLKIT_AIPERF") or shutil.which("aiperf")
 
 
-pytestmark = pytest.mark.skipif(
-    _aiperf() is None,
-    reason="AIPerf is not installed (pip install aiperf, or set STALLKIT_AIPERF to its aiperf)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        _aiperf() is None,
+        reason="AIPerf is not installed (pip install aiperf, or set STALLKIT_AIPERF to its aiperf)",
+    ),
+    pytest.mark.wallclock,
+]
 
 
 def _word_tokenizer(cache: Path) -> None:

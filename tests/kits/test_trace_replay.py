@@ -130,6 +130,7 @@ def test_a_bad_trace_line_stops_the_ab_before_anything_runs(tmp_path: Path) -> N
     assert not out.exists()
 
 
+@pytest.mark.wallclock
 def test_kit_load_replays_a_trace_over_http(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text(
@@ -164,6 +165,7 @@ def _load_json(run: Path) -> dict[str, Any]:
     return loaded
 
 
+@pytest.mark.wallclock
 def test_kit_load_records_the_sessions_that_ran_not_the_default_agents(tmp_path: Path) -> None:
     trace = tmp_path / "many.jsonl"
     trace.write_text("".join(
@@ -186,6 +188,7 @@ def test_kit_load_records_the_sessions_that_ran_not_the_default_agents(tmp_path:
     assert f"200 / {summary['peak_in_flight']}" in done.stdout  # the summary's row
 
 
+@pytest.mark.wallclock
 def test_two_traces_share_no_prefix_cache_unless_asked(tmp_path: Path) -> None:
     """The same hash_ids in two traces are other text (the simulator hashes words), the same
     trace and seed again is the same text, and a salt given on purpose shares across traces."""
@@ -210,6 +213,7 @@ def test_two_traces_share_no_prefix_cache_unless_asked(tmp_path: Path) -> None:
         assert cached(url, "b", "--trace-salt", "") == 6272  # shared on purpose
 
 
+@pytest.mark.wallclock
 def test_a_slice_from_the_middle_of_a_trace_starts_at_once(tmp_path: Path) -> None:
     trace = tmp_path / "long.jsonl"
     trace.write_text("".join(

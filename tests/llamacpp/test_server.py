@@ -35,6 +35,7 @@ from tests.support import REPO, alive, kit
 
 _SERVER = find_server()
 pytestmark = [
+    pytest.mark.wallclock,
     pytest.mark.nightly,
     pytest.mark.skipif(
         _SERVER is None or not _SERVER.is_file(),

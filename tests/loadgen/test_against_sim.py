@@ -6,11 +6,15 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from stallkit.contract.summary import summarize
 from stallkit.loadgen.agents import RunFinished, run_agents
 from stallkit.loadgen.config import LoadConfig
 from stallkit.loadgen.preflight import preflight
 from stallkit.loadgen.records import read_records
+
+pytestmark = pytest.mark.wallclock
 
 SIM = {"policy": "fix", "time_scale": 200.0, "block_size": 16, "num_blocks": 8000}
 

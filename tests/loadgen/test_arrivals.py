@@ -151,6 +151,7 @@ def test_bad_arrival_flags_are_one_line_and_exit_2(flags: list[str], says: str) 
     assert len(lines) == 1 and says in lines[0] and "hint" in lines[0]
 
 
+@pytest.mark.wallclock
 def test_a_constant_rate_starts_turns_at_their_planned_wall_times(tmp_path: Path) -> None:
     out = tmp_path / "run"
     sizes = [f"--{k.replace('_', '-')}={v}" for k, v in SMALL.items() if "context" in k]

@@ -43,6 +43,7 @@ def test_invalid_bounds_are_a_user_error() -> None:
     assert result.exit_code == 2 and "invalid load options" in result.stderr
 
 
+@pytest.mark.wallclock
 def test_short_run_writes_records_summary_and_no_key(
     hostile_in_thread: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from stallkit.loadgen.http.client import StreamResult, make_client, stream_chat
+
+pytestmark = pytest.mark.wallclock
 
 BODY: dict[str, Any] = {
     "model": "hostile",

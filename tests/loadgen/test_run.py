@@ -23,6 +23,8 @@ from stallkit.loadgen.errors import LoadError
 from stallkit.loadgen.preflight import preflight
 from stallkit.loadgen.records import read_records
 
+pytestmark = pytest.mark.wallclock
+
 SMALL = {
     "min_context": 200,
     "max_context": 800,

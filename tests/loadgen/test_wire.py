@@ -22,6 +22,8 @@ from stallkit.loadgen.http.transport import LeanTransport
 
 from .conftest import BEHAVIOURS
 
+pytestmark = pytest.mark.wallclock
+
 BODY: dict[str, Any] = {
     "model": "hostile",
     "messages": [{"role": "user", "content": "a b c"}],

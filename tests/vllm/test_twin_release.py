@@ -28,6 +28,7 @@ pytestmark = [
 ]
 
 
+@pytest.mark.wallclock
 @pytest.mark.timeout(600)  # two workers importing two vLLMs, on a busy 2-core machine
 @pytest.mark.skipif(
     not ReleaseEnv(RELEASE).built,
