@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # only for the hints: `kit --help` loads no pydantic
 __all__ = [
     "RunFileError",
     "StallkitError",
+    "failure_words",
     "is_invalid_json",
     "not_utf8",
     "read_text",
@@ -89,6 +90,14 @@ def read_text(path: Path, error: type[StallkitError] = StallkitError) -> str:
     except UnicodeDecodeError as exc:
         raise error(not_utf8(path, exc), NOT_UTF8_HINT) from None
     return path.read_text(encoding="utf-8")  # the file changed between the two reads
+
+
+def failure_words(doing: str, exc: BaseException) -> str:
+    """A foreign exception as one line: what was being done, its type and its message, or its
+    type alone where it says nothing (an HTTP library's read timeout often has an empty
+    message), never a type followed by an empty colon."""
+    said = " ".join(str(exc).split())
+    return f"{doing}: {type(exc).__name__}" + (f": {said}" if said else "")
 
 
 def _clean(err_type: str, msg: str) -> str:

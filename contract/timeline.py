@@ -135,9 +135,17 @@ class StallEvidence(BaseModel):
     )
     page_unanswered: bool | None = Field(
         None,
-        description="The engine's metrics page stopped answering while the run's clients "
-        "waited on `client_waiting` requests (an engine answering neither: stalled, not "
-        "down); absent: the page answered.",
+        description="The engine's metrics page stopped answering while work was pending: the "
+        "run's clients waited on `client_waiting` requests, or its port accepted connections "
+        "(`connections_accepted`) after a page that showed work (an engine answering neither: "
+        "stalled, not down); absent: the page answered.",
+        exclude_if=_absent,
+    )
+    connections_accepted: bool | None = Field(
+        None,
+        description="The engine's port accepted connections while its metrics page went "
+        "unanswered (a process frozen whole, e.g. SIGSTOPped: the kernel's listen backlog "
+        "takes them; a dead engine refuses them, which is down); absent: not seen.",
         exclude_if=_absent,
     )
     power_w: dict[str, float] | None = Field(
@@ -154,10 +162,12 @@ class StallEvidence(BaseModel):
     def words(self) -> str:
         """For people: `engine reports idle, 3 requests waiting on clients; power 0:62 W`."""
         said: list[str] = []
-        if self.client_waiting and self.page_unanswered:
-            said.append(
-                f"metrics page unanswered, {self.client_waiting} requests waiting on clients"
-            )
+        if self.page_unanswered:
+            page = ["connections accepted"] if self.connections_accepted else []
+            page.append("page unanswered" if page else "metrics page unanswered")
+            if self.client_waiting:
+                page.append(f"{self.client_waiting} requests waiting on clients")
+            said.append(", ".join(page))
         elif self.client_waiting:
             said.append(f"engine reports idle, {self.client_waiting} requests waiting on clients")
         if self.power_w:

@@ -18,6 +18,7 @@ import contextlib
 import itertools
 import logging
 import time
+from collections.abc import Callable
 
 from stallkit.engine.core.protocol import SteppedCore
 from stallkit.engine.serve.metrics import SimMetrics
@@ -33,6 +34,38 @@ TICK_S = 0.01
 YIELD_EVERY_S = 0.004
 #: Wall seconds of lag behind the wall clock after which the driver warns (once).
 LAG_WARN_S = 5.0
+#: Wall seconds between two turns of the driver's loop, past what it asked to sleep, that
+#: mean the process was stopped (SIGSTOP, a suspended terminal job), not slow: a turn takes
+#: at most a few milliseconds of CPU plus its sleep, and even a machine starved of CPU
+#: schedules it many times a second.
+PAUSE_S = 2.0
+
+
+class PauseWatch:
+    """Tells a stopped process from a slow one, from the wall time between the loop's turns.
+
+    `beat(asked_s)` at each turn, with what the turn asked to sleep: the wall seconds past
+    that since the previous beat, when more than `PAUSE_S` (the process did not run then),
+    else None. `owed_s` is what the pauses put the simulator behind its clock, until it has
+    caught up (`caught_up()`): lag that lowering the time scale would not cure.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last = clock()
+        self.owed_s = 0.0
+
+    def beat(self, asked_s: float = 0.0) -> float | None:
+        now = self._clock()
+        gap = now - self._last - max(asked_s, 0.0)
+        self._last = now
+        if gap <= PAUSE_S:
+            return None
+        self.owed_s += gap
+        return gap
+
+    def caught_up(self) -> None:
+        self.owed_s = 0.0
 
 
 class RequestStream:
@@ -85,6 +118,7 @@ class EngineDriver:
         self._wall0 = time.monotonic()
         self._busy = False
         self._lag_warned = False
+        self._pauses = PauseWatch()
         self._ids = itertools.count()
         self._streams: dict[str, RequestStream] = {}
         self._pending: list[tuple[RequestStream, list[str] | str]] = []
@@ -181,6 +215,23 @@ class EngineDriver:
             else:
                 stream.push(item)
 
+    def _note_pause(self, asked_s: float) -> None:
+        paused_s = self._pauses.beat(asked_s)
+        if paused_s is not None:
+            log.warning(
+                "simulator was stopped for %.1f wall s (its process paused, e.g. SIGSTOP); "
+                "it is that far behind its clock and catches up",
+                paused_s,
+            )
+
+    def _warn_lag(self, lag_s: float) -> None:
+        """Warn once when the simulator falls behind its clock by more than the pauses put it."""
+        if lag_s - self._pauses.owed_s > LAG_WARN_S and not self._lag_warned:
+            self._lag_warned = True
+            log.warning(
+                "simulator is %.1f wall seconds behind its clock; lower --time-scale", lag_s
+            )
+
     async def _wait_for_work(self) -> None:
         self._busy = False
         while not self.engine.has_work():
@@ -192,24 +243,26 @@ class EngineDriver:
     async def _run(self) -> None:
         engine = self.engine
         cpu_mark = time.perf_counter()
+        asked_s = 0.0  # what the previous turn slept for
         while True:
+            self._note_pause(asked_s)
+            asked_s = 0.0
             has_work = engine.has_work()
             if not has_work and not self._pending:
                 await self._wait_for_work()
+                self._pauses.beat(float("inf"))  # an idle wait is no pause
                 has_work = True
                 cpu_mark = time.perf_counter()
             lead_s = (self.sim_now - self.wall_engine_s()) / self.time_scale
             if lead_s >= 0 or not has_work:
+                self._pauses.caught_up()
                 # Outputs are known at the end of their step: deliver once the wall gets there.
-                await asyncio.sleep(max(lead_s, TICK_S if has_work else 0.0))
+                asked_s = max(lead_s, TICK_S if has_work else 0.0)
+                await asyncio.sleep(asked_s)
                 self._flush()
                 cpu_mark = time.perf_counter()
                 continue
-            if -lead_s > LAG_WARN_S and not self._lag_warned:
-                self._lag_warned = True
-                log.warning(
-                    "simulator is %.1f wall seconds behind its clock; lower --time-scale", -lead_s
-                )
+            self._warn_lag(-lead_s)
             start_s = self.sim_now
             result = engine.step(start_s)
             self.sim_now = start_s + result.duration_s

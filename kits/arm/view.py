@@ -3,8 +3,12 @@ panel and a progress bar, or plain log lines when stdout is not a terminal.
 
 Everything shown is in engine seconds: the monitor's events (wall seconds since it started)
 are converted with the arm's nominal time scale before they are displayed, so durations and
-rates read as the engine's (the wall rate is stated once when the arm starts). The timeline
-keeps the monitor's own events; reports convert those with the measured scale."""
+rates read as the engine's (the wall rate is stated once when the arm starts). One engine
+clock is on screen, the view's own (wall seconds since the load started, at the nominal
+scale): the header's time and the progress bar both read it, and the end's line states the
+simulator's own clock apart where it ran differently (it lags when starved of CPU and stands
+still while its process is stopped). The timeline keeps the monitor's own events; reports
+convert those with the measured scale."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from stallkit.contract.meta import ArmMeta
 from stallkit.loadgen import AgentState, TurnFinished
 from stallkit.monitor import (
     Dashboard,
@@ -148,8 +153,28 @@ class RunView:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(self.outcomes.items()))
         return Group(text, Text("turns: " + (outcomes or "none finished yet"), style="dim"))
 
+    def wall_elapsed(self) -> float:
+        """Wall seconds since the load started (0 before)."""
+        return 0.0 if self.started is None else time.monotonic() - self.started
+
+    def engine_elapsed(self) -> float:
+        """The one engine clock on screen: the load's wall seconds at the nominal scale."""
+        return self.wall_elapsed() * self.scale
+
+    def ran(self, meta: ArmMeta) -> str:
+        """How long an arm ran, on the screen's engine clock, for its end's line (the
+        simulator's own clock said apart where it differs by more than a second in a hundred)."""
+        if self.scale == 1.0:
+            return f"{meta.wall_s:.1f} wall s"
+        nominal = meta.wall_s * self.scale
+        said = f"{nominal:.0f} engine s at {self.scale:g}x ({meta.wall_s:.1f} wall s)"
+        own = meta.engine_s
+        if own is not None and abs(own - nominal) > 0.01 * nominal:
+            said += f"; the simulator's own clock ran {own:.0f} s"
+        return said
+
     def _progress(self) -> tuple[ProgressBar, Text]:
-        elapsed = 0.0 if self.started is None else time.monotonic() - self.started
+        elapsed = self.wall_elapsed()
         total = max(self.duration_s, 1e-9)
         bar = ProgressBar(total=total, completed=min(elapsed, total), width=30)
         engine = f"{fmt_s(elapsed * self.scale)} of {fmt_s(self.duration_s * self.scale)} engine"
@@ -173,7 +198,7 @@ class RunView:
         if not self.enabled:
             yield
             return
-        self.dashboard = Dashboard(url)
+        self.dashboard = Dashboard(url, elapsed=self.engine_elapsed)
         self.dashboard.add_panel(self._agents_panel, compact=self._agents_line)
         self.dashboard.add_panel(self._progress_panel, compact=self._progress_line)
         try:

@@ -129,11 +129,24 @@ async def _sim_clock(url: str, timeout_s: float) -> SimClock | None:
     return None if scraped.snapshot is None else scraped.snapshot.sim_clock
 
 
-async def _engine_time_s(url: str) -> float | None:
-    """The simulator's engine clock (None for real engines, which run on the wall clock)."""
-    # a simulator that fell far behind answers slowly: wait for it rather than guess
-    clock = await _sim_clock(url, timeout_s=30.0)
+#: wall seconds the simulator's clock is waited for at the end of a run that ran its course
+#: (one that fell far behind its clock answers slowly: wait for it rather than guess)
+END_CLOCK_WAIT_S = 30.0
+
+
+async def _engine_time_s(url: str, timeout_s: float = END_CLOCK_WAIT_S) -> float | None:
+    """The simulator's engine clock (None for real engines, which run on the wall clock, and
+    for one that did not answer within `timeout_s`)."""
+    clock = await _sim_clock(url, timeout_s=timeout_s)
     return None if clock is None else clock.engine_s
+
+
+def _end_clock_wait_s(end: ArmEnd, mon: MonitorConfig) -> float:
+    """How long the end of an arm waits for the engine's clock: a run that ran its course
+    waits for a slow simulator; one stopped otherwise (a stall, an error, Ctrl-C) waits no
+    longer than a scrape, since a frozen engine never answers and the stop must not wait
+    on it."""
+    return END_CLOCK_WAIT_S if end.reason == "duration" else mon.scrape_timeout_s
 
 
 async def _arm_scale(arm: WallArm) -> float:
@@ -285,12 +298,14 @@ async def run_arm(arm: WallArm, run: RunContext, console: Console, dashboard: bo
         raise
     finally:
         # the wall time is taken when the engine clock is read, so the two cover the same span
-        engine_t1 = await _engine_time_s(launcher.url) if engine_t0 is not None else None
         wall_s = time.monotonic() - t_load
+        engine_t1 = None
+        if engine_t0 is not None:
+            engine_t1 = await _engine_time_s(launcher.url, _end_clock_wait_s(end, mon))
         engine_s = None if engine_t1 is None or engine_t0 is None else engine_t1 - engine_t0
         await asyncio.to_thread(recorder.close_sinks)  # bundles and on-stall, before the stop
+        # a frozen engine is continued and killed after the launcher's grace: never waited on
         with contextlib.suppress(Exception):
             await asyncio.to_thread(launcher.stop)
         meta = recorder.finish(replace(end, wall_s=wall_s, engine_s=engine_s))
-        ran = f"{meta.engine_s:.0f} engine s, " if meta.engine_s is not None else ""
-        view.note(f"{arm.name}: {END_WORDS[meta.end_reason]} after {ran}{meta.wall_s:.1f} wall s")
+        view.note(f"{arm.name}: {END_WORDS[meta.end_reason]} after {view.ran(meta)}")

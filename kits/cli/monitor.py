@@ -54,7 +54,10 @@ MONITOR_HELP = (
     "Alone, the monitor sees only what the engine's page says: an engine wedged with its "
     "running and waiting gauges at 0 reads as idle, since no client's waiting shows there. "
     "`kit run` and `kit ab` count their own agents' requests in flight and catch it; for a "
-    "fleet, --pending-query joins a gateway's or frontend's in-flight series to each engine."
+    "fleet, --pending-query joins a gateway's or frontend's in-flight series to each engine. "
+    "An engine frozen whole (a stopped process: its port still accepts connections, its page "
+    "never answers) after a page with work pending reads as a frozen stall; one that refuses "
+    "connections is down."
 )
 
 

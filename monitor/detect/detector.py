@@ -50,7 +50,12 @@ page that does not answer while the clients wait on requests is not `down` but q
 work pending (a SIGSTOPped llama.cpp server stops its HTTP threads with it): an engine that is
 gone fails its clients' requests too (connections closed or refused), and then nobody waits;
 one that answers neither its clients nor its page for `stall_after_s` is stalled, and the
-evidence says the page went unanswered (`StallEvidence.page_unanswered`).
+evidence says the page went unanswered (`StallEvidence.page_unanswered`). Without the
+clients, the scrape itself tells the two apart: a process frozen whole still has its
+connections accepted (the kernel's listen backlog) and never answers, a dead one refuses
+them. A page unanswered on an accepted connection (`page_unanswered`) after a page that
+showed work pending is quiet with that work pending, as above, and its evidence says so
+(`StallEvidence.connections_accepted`); a refused connection is down.
 Where the GPU source gives SM activity (DCGM's), SMs idle on every GPU (`SM_IDLE_FRACTION`)
 overrule a utilisation gauge that reads busy: a GPU busy at idle SMs is not computing, and
 the stall is `frozen`, not `busy_hang`. Power draw and SM activity past the window are in
@@ -98,7 +103,8 @@ class Evidence:
     gpu_busy: bool = False  # the latest GPU reading past the window was over the idle mark
     stepped: bool = False  # scheduler counters or the engine's CPU moved after the first interval
     hidden: int = 0  # the latest sample's gauges read idle while this many waited on clients
-    unanswered: bool = False  # the page stopped answering while the clients waited
+    unanswered: bool = False  # the page stopped answering with work pending
+    accepted: bool = False  # ... on connections the engine's port accepted
     activity: GpuActivity | None = None  # power and SM activity, the latest past the window
 
 
@@ -116,11 +122,12 @@ SIGNATURES: tuple[tuple[StallKind, Callable[[Evidence], bool]], ...] = (
 def _said(found: Evidence) -> StallEvidence | None:
     """What a stall's evidence shows beyond its kind (None: nothing)."""
     gpu = found.activity
-    if not found.hidden and not gpu:
+    if not found.hidden and not gpu and not found.unanswered:
         return None
     return StallEvidence(
         client_waiting=found.hidden or None,
         page_unanswered=found.unanswered or None,
+        connections_accepted=found.accepted or None,
         power_w=dict(gpu.power_w) or None if gpu else None,
         sm_active=dict(gpu.sm_active) or None if gpu else None,
     )
@@ -216,8 +223,11 @@ class StallDetector:
         known: tuple[MetricsSnapshot, Deltas] | None = None,
         client_pending: int = 0,
         activity: GpuActivity | None = None,
+        page_unanswered: bool = False,
     ) -> list[DetectorEvent]:
-        """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down).
+        """Judge one sample taken at `t`; `snapshot=None` means the scrape failed (down, or
+        with `page_unanswered`, a connection accepted and the page not answered: frozen
+        evidence when the last page showed work pending).
 
         `engine_cpu_s`: the engine's cumulative CPU seconds at `t`, when known. `engine_t`:
         the engine's own clock at this sample, in the unit of `t` (engine seconds over the
@@ -230,8 +240,8 @@ class StallDetector:
         """
         prev_cpu_s, self._prev_cpu_s = self._prev_cpu_s, engine_cpu_s
         if snapshot is None:
-            if client_pending > 0:
-                return self._unanswered(t, client_pending)
+            if client_pending > 0 or (page_unanswered and self._work_unanswered()):
+                return self._unanswered(t, client_pending, accepted=page_unanswered)
             return self._went_down(t)
         self._down_since = None
         now_engine_t = t if engine_t is None else engine_t
@@ -292,9 +302,16 @@ class StallDetector:
         self._evidence.core_gone = True
         return self._hold(t, engine_t)
 
-    def _unanswered(self, t: float, waiting: int) -> list[DetectorEvent]:
-        """No page while the clients wait on `waiting` requests: quiet with work pending (see
-        the module's text), judged on what was seen before; when the page answers again its
+    def _work_unanswered(self) -> bool:
+        """Whether the last page that answered showed work pending (or the clients'), so that
+        a page now unanswered on an accepted connection leaves that work pending."""
+        prev = self._prev
+        return prev is not None and (pending(prev) or self._prev_client > 0)
+
+    def _unanswered(self, t: float, waiting: int, *, accepted: bool) -> list[DetectorEvent]:
+        """No page while the clients wait on `waiting` requests, or while the port accepts
+        connections after a page with work (`accepted`): quiet with work pending (see the
+        module's text), judged on what was seen before; when the page answers again its
         counters are compared with the last page's, so a token since then ends the stall."""
         self._down_since = None
         engine_t = self._prev_engine_t + (t - self._prev_t)  # the engine's clock, carried on
@@ -305,6 +322,7 @@ class StallDetector:
             else:
                 self._begin(t, engine_t, prev or MetricsSnapshot())
         self._evidence.unanswered = True
+        self._evidence.accepted = self._evidence.accepted or accepted
         self._evidence.hidden = waiting
         return self._hold(t, engine_t)
 

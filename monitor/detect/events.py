@@ -44,10 +44,13 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class Down:
-    """A scrape that failed or timed out: the engine is down (which is not a stall)."""
+    """A scrape that failed or timed out: the engine is down (which is not a stall), unless
+    `unanswered` (its connection was accepted, its page never came: a frozen engine's sign,
+    which the detector judges with the work the last page showed)."""
 
     t: float
     error: str
+    unanswered: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,8 +68,11 @@ class MonitorStep:
         engine_cpu_s: float | None = None,
         client_pending: int = 0,
         activity: GpuActivity | None = None,
+        unanswered: bool = False,
     ) -> list[MonitorEvent]:
-        """The events of one tick at `t`; `snapshot=None` is a failed scrape (`error` says why).
+        """The events of one tick at `t`; `snapshot=None` is a failed scrape (`error` says why;
+        `unanswered`: its connection was accepted and the page never came, a frozen engine's
+        sign rather than a gone one's).
 
         `client_pending`: requests the run's clients have sent and still wait on (pending work
         whatever the engine's gauges read; 0 without clients). `activity`: the GPUs' power
@@ -79,7 +82,7 @@ class MonitorStep:
         if self.gpu_checked:
             out.append(GpuReading(t, util or {}, gpu_error))
         if snapshot is None:
-            out.append(Down(t, error or "unknown error"))
+            out.append(Down(t, error or "unknown error", unanswered))
             self._prev = None
             if self._down_since is None:
                 self._down_since = t
@@ -104,6 +107,7 @@ class MonitorStep:
                 known,
                 client_pending=client_pending,
                 activity=activity,
+                page_unanswered=unanswered,
             )
         )
         out.append(Verdict(t, self.detector.state))

@@ -34,6 +34,7 @@ from stallkit.monitor.detect.events import (
     MonitorEvent,
     Sample,
     StallEnded,
+    StallOngoing,
     StallStarted,
     StopRequested,
     Up,
@@ -119,16 +120,22 @@ class Dashboard:
         history_s: float = 300.0,
         max_events: int = 8,
         extra_panels: Sequence[Callable[[], RenderableType]] = (),
+        elapsed: Callable[[], float] | None = None,
     ) -> None:
         self.url = url
+        #: the time the header shows (None: the latest event's), so that a caller with a
+        #: clock of its own on screen (a run's progress) shows one clock, not two
+        self.elapsed = elapsed
         self.history_s = history_s
         #: (panel, its compact form) under the built-in panels
         self.panels: list[tuple[PanelFn, PanelFn]] = [(p, p) for p in extra_panels]
         self.state = DetectorState("starting")
+        self._state_t = 0.0  # the time of the event that set `state`
         self.now = 0.0
         self.sample: Sample | None = None
         self.gpu: GpuReading | None = None
         self.down_error: str | None = None
+        self.unanswered = False  # the outage under way: connections accepted, no page
         self.rates: deque[tuple[float, float]] = deque()
         self.events: deque[str] = deque(maxlen=max_events)
 
@@ -153,23 +160,42 @@ class Dashboard:
                     self.rates.popleft()
             case Down():
                 if self.down_error is None:
-                    self._log(event.t, f"down: {event.error}")
-                self.down_error = event.error
+                    self._log(event.t, _event_line(event))
+                self.down_error, self.unanswered = event.error, event.unanswered
             case Up():
-                self._log(event.t, f"up again after {fmt_s(event.down_s)}")
+                self._log(event.t, _up_words(event, self.unanswered))
+                self.unanswered = False
             case GpuReading():
                 self.gpu = event
             case Verdict():
-                self.state = event.state
-            case StallStarted():
-                said = f"; {event.evidence.words()}" if event.evidence else ""
-                self._log(
-                    event.t, f"stall started ({event.kind}{said}), onset {fmt_s(event.onset)}"
-                )
+                self.state, self._state_t = event.state, event.t
+            case StallStarted() | StallOngoing() | StopRequested():
+                self._follow(event)
             case StallEnded():
                 self._log(event.t, f"stall ended ({event.kind}) after {fmt_s(event.duration_s)}")
-            case StopRequested():
-                self._log(event.t, f"stop requested after {fmt_s(event.stall_s)} of stall")
+
+    def _follow(self, event: StallStarted | StallOngoing | StopRequested) -> None:
+        """The banner follows the detector's events as they come, not only the tick's closing
+        verdict: a caller that stops at a stop request never hands that verdict on."""
+        kind = self.state.kind
+        if isinstance(event, StallStarted):
+            said = f"; {event.evidence.words()}" if event.evidence else ""
+            self._log(event.t, f"stall started ({event.kind}{said}), onset {fmt_s(event.onset)}")
+        elif isinstance(event, StopRequested):
+            self._log(event.t, f"stop requested after {fmt_s(event.stall_s)} of stall")
+        if event.t < self._state_t:
+            return  # a newer verdict stands
+        if not isinstance(event, StopRequested):
+            kind = event.kind
+        checked = event.gpu_checked if not isinstance(event, StopRequested) else None
+        self._state_t = event.t
+        self.state = DetectorState(
+            "stalled",
+            event.onset,
+            event.t - event.onset,
+            kind,
+            self.state.gpu_checked if checked is None else checked,
+        )
 
     def banner(self) -> Panel:
         """The coloured state banner."""
@@ -226,16 +252,30 @@ class Dashboard:
         return _Fitted(self.full, self.compact)
 
     def _header(self) -> Text:
+        now = self.now if self.elapsed is None else self.elapsed()
         return Text.assemble(
-            ("engine ", "dim"), (self.url, "bold"), ("   attached ", "dim"), fmt_s(self.now)
+            ("engine ", "dim"), (self.url, "bold"), ("   attached ", "dim"), fmt_s(now)
         )
+
+    def stale_s(self) -> float | None:
+        """How long ago the engine's panel values were read, when a tick since went without
+        a page (None: they are the latest tick's)."""
+        if self.sample is None or self.now <= self.sample.t:
+            return None
+        return self.now - self.sample.t
+
+    def _engine_title(self) -> Text:
+        stale = self.stale_s()
+        if stale is None:
+            return Text("engine")
+        return Text("engine ") + Text(f"stale: last read {fmt_s(stale)} ago", style="bold yellow")
 
     def full(self, width: int = 120) -> RenderableType:
         """Everything, top to bottom: header, banner, metrics, GPUs, events, extra panels."""
         parts: list[RenderableType] = [
             self._header(),
             self.banner(),
-            Panel(self._metrics(width), title="engine", title_align="left"),
+            Panel(self._metrics(width), title=self._engine_title(), title_align="left"),
             Panel(self._gpus(), title="GPUs", title_align="left"),
             Panel(Text("\n".join(self.events) or "none yet"), title="events", title_align="left"),
         ]
@@ -249,7 +289,7 @@ class Dashboard:
         parts: list[RenderableType] = [
             self._header(),
             self.banner(),
-            Panel(self._compact_metrics(width - 4), title="engine", title_align="left"),
+            Panel(self._compact_metrics(width - 4), title=self._engine_title(), title_align="left"),
             Rule("events", align="left", style="dim"),
             Text("\n".join(events) or "none yet"),
         ]
@@ -370,7 +410,7 @@ class LogLines:
         self._last_line_t: float | None = None
         self._status: str | None = None
         self._gpu: GpuReading | None = None
-        self._down = False
+        self._down: Down | None = None  # the outage under way, by its first failed scrape
 
     def _print(self, t: float, text: str) -> None:
         self.console.print(f"[{t:8.1f}s] {text}", markup=False, highlight=False, soft_wrap=True)
@@ -387,10 +427,16 @@ class LogLines:
             case Verdict(state=state) if state.status != self._status:
                 self._status = state.status
                 self._print(event.t, f"state {banner_text(state)}")
-            case Down() if self._down:
+            case Down() if self._down is not None:
                 pass  # one line per outage, not one per failed scrape
-            case Down() | Up() | StallStarted() | StallEnded() | StopRequested():
-                self._down = isinstance(event, Down)
+            case Down():
+                self._down = event
+                self._print(event.t, _event_line(event))
+            case Up():
+                unanswered = self._down is not None and self._down.unanswered
+                self._down = None
+                self._print(event.t, _up_words(event, unanswered))
+            case StallStarted() | StallEnded() | StopRequested():
                 self._print(event.t, _event_line(event))
 
     def _sample_line(self, sample: Sample) -> str:
@@ -407,12 +453,18 @@ class LogLines:
         return line
 
 
-def _event_line(event: Down | Up | StallStarted | StallEnded | StopRequested) -> str:
+def _up_words(event: Up, unanswered: bool) -> str:
+    """An outage's end: the page answering again after a frozen spell, or the engine back."""
+    back = "page answered again" if unanswered else "up again"
+    return f"{back} after {fmt_s(event.down_s)}"
+
+
+def _event_line(event: Down | StallStarted | StallEnded | StopRequested) -> str:
     match event:
+        case Down(unanswered=True):
+            return f"no answer: {event.error}"
         case Down():
             return f"down: {event.error}"
-        case Up():
-            return f"up again after {fmt_s(event.down_s)}"
         case StallStarted():
             basis = "" if event.gpu_checked else ", metrics only"
             said = f" ({event.evidence.words()})" if event.evidence else ""

@@ -110,6 +110,7 @@ class EngineSource:
             engine_cpu_s=cpu_s,
             client_pending=self._client_pending(),
             activity=self.gpu.activity if gpu_error is None else None,
+            unanswered=result.unanswered,
         )
 
     async def aclose(self) -> None:

@@ -40,7 +40,7 @@ from typing import Literal
 import httpx
 from pydantic import ValidationError
 
-from stallkit.contract.errors import validation_message
+from stallkit.contract.errors import failure_words, validation_message
 from stallkit.contract.files import FORENSICS_INPUTS_FILE
 from stallkit.contract.forensics import MANIFEST_FILE, BundleManifest
 from stallkit.contract.jsonl import jsonl_text, write_json
@@ -299,7 +299,7 @@ class ForensicsCollector:
             response = httpx.get(url, timeout=5.0)
             response.raise_for_status()
         except httpx.HTTPError as exc:
-            bundle.errors.append(f"GET {url}: {type(exc).__name__}: {exc}")
+            bundle.errors.append(failure_words(f"GET {url}", exc))
             return None
         bundle.write(name, response.text)
         return response.text

@@ -20,6 +20,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from stallkit.contract import names
+from stallkit.contract.errors import failure_words
 from stallkit.contract.gpu import SPEC_HINT, GpuSource, GpuSourceError
 from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.signals.activity import GpuActivity, parse_dcgm_activity
@@ -224,6 +225,7 @@ class DcgmGpu:
         self._url = url
         self.label = label
         self._client = httpx.AsyncClient(timeout=timeout_s)
+        self._timeout_s = timeout_s
         self.activity: GpuActivity | None = None
 
     async def read(self) -> dict[str, float]:
@@ -231,8 +233,12 @@ class DcgmGpu:
         try:
             response = await self._client.get(self._url)
             response.raise_for_status()
+        except httpx.TimeoutException as exc:
+            raise MonitorError(
+                f"{self.label}: GET unanswered after {self._timeout_s:g} s ({type(exc).__name__})"
+            ) from None
         except httpx.HTTPError as exc:
-            raise MonitorError(f"{self.label}: {type(exc).__name__}: {exc}") from None
+            raise MonitorError(failure_words(f"{self.label}: GET", exc)) from None
         util = parse_dcgm(response.text)
         if not util:
             raise MonitorError(f"{self.label}: no {names.DCGM_GPU_UTIL} series at {self._url}")

@@ -1,7 +1,11 @@
 """Fetch and parse an engine's `/metrics` page; a failure is a result, not an exception.
 
 The transport edge: httpx errors, bad status codes, timeouts and unparseable pages all
-become a `ScrapeResult` with an `error` string, which the loop records as `down`. Only the
+become a `ScrapeResult` with an `error` string, which the loop records as `down`. A scrape
+whose connection was accepted and whose page then timed out is marked `unanswered`: a
+process frozen whole (SIGSTOP, a hung single-process server) still has its connections
+accepted by the kernel's listen backlog but never answers, while a dead one refuses them, so
+the detector can tell a frozen engine from a gone one without the run's clients. Only the
 first scrape of a run (`check_engine`) turns a failure into a `MonitorError`, so an
 unreachable URL is a one-line error at start. That first page also fixes the engine's metric
 dialect, unless one was given: told apart once, so a later page without the engine's series
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from stallkit.contract.errors import failure_words
 from stallkit.monitor.errors import MonitorError
 from stallkit.monitor.signals.dialects import DIALECTS, Dialect, detect_dialect
 from stallkit.monitor.signals.parse import MetricsSnapshot, parse_metrics
@@ -31,6 +36,17 @@ class ScrapeResult:
 
     snapshot: MetricsSnapshot | None
     error: str | None = None
+    #: the connection was accepted and the page timed out (a frozen engine, not a gone one)
+    unanswered: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One GET of the page: its text, or why not (`unanswered`: see `ScrapeResult`)."""
+
+    text: str | None
+    error: str | None = None
+    unanswered: bool = False
 
 
 class MetricsScraper:
@@ -50,17 +66,27 @@ class MetricsScraper:
         self._client = client or httpx.AsyncClient(timeout=timeout_s)
         self._timeout_s = timeout_s
 
+    async def get(self) -> Fetched:
+        """The page's text, or why not; a read that timed out on an accepted connection is
+        `unanswered` (a connect that timed out is not: nothing was seen to listen)."""
+        timeout_s = self._timeout_s
+        try:
+            response = await self._client.get(self.url, timeout=timeout_s)
+        except (httpx.ReadTimeout, httpx.WriteTimeout) as exc:
+            said = f"connection accepted, page unanswered after {timeout_s:g} s"
+            return Fetched(None, f"{said} ({type(exc).__name__})", unanswered=True)
+        except httpx.TimeoutException as exc:  # no connection (or none free) in time
+            return Fetched(None, f"timed out after {timeout_s:g} s ({type(exc).__name__})")
+        except httpx.HTTPError as exc:
+            return Fetched(None, failure_words(f"GET {self.url}", exc))
+        if response.status_code != 200:
+            return Fetched(None, f"HTTP {response.status_code}")
+        return Fetched(response.text)
+
     async def fetch(self) -> tuple[str | None, str | None]:
         """The page's text, or None and why."""
-        try:
-            response = await self._client.get(self.url, timeout=self._timeout_s)
-        except httpx.TimeoutException:
-            return None, f"timed out after {self._timeout_s:g} s"
-        except httpx.HTTPError as exc:
-            return None, f"{type(exc).__name__}: {exc}".rstrip(": ")
-        if response.status_code != 200:
-            return None, f"HTTP {response.status_code}"
-        return response.text, None
+        got = await self.get()
+        return got.text, got.error
 
     def _parse(self, text: str) -> ScrapeResult:
         try:
@@ -73,8 +99,10 @@ class MetricsScraper:
 
     async def scrape(self) -> ScrapeResult:
         """GET and parse the page, never raising for engine-side failures."""
-        text, error = await self.fetch()
-        return ScrapeResult(None, error) if text is None else self._parse(text)
+        got = await self.get()
+        if got.text is None:
+            return ScrapeResult(None, got.error, got.unanswered)
+        return self._parse(got.text)
 
     async def check_engine(self) -> MetricsSnapshot:
         """The first scrape: return the snapshot or raise a one-line `MonitorError`; fixes

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from stallkit.contract.errors import StallkitError, validation_message
+from stallkit.contract.errors import StallkitError, failure_words, validation_message
 from stallkit.engine.errors import EngineError
 from stallkit.engine.sim.core import SimRequestError
 from stallkit.kits.errors import USER_ERRORS, KitError
@@ -106,3 +106,14 @@ def test_no_role_defines_its_own_root_exception() -> None:
         "engine/vllm_plugin/config.py:PatchedConfigError",
         "loadgen/tokens.py:TokenizeFailed",
     ], roots
+
+
+def test_failure_words_never_end_on_an_empty_colon() -> None:
+    """An exception with an empty message (httpx's ReadTimeout often has one) reads as what
+    was being done and its type; one with a message keeps it, on one line."""
+    assert (
+        failure_words("GET http://x/metrics", TimeoutError())
+        == "GET http://x/metrics: TimeoutError"
+    )
+    said = failure_words("GET http://x", OSError("refused\n  twice"))
+    assert said == "GET http://x: OSError: refused twice"

@@ -16,6 +16,8 @@ from stallkit.monitor.detect.events import (
     MonitorEvent,
     Sample,
     StallStarted,
+    StopRequested,
+    Up,
     Verdict,
 )
 from stallkit.monitor.live.dashboard import Dashboard, LogLines, fmt_s, live_dashboard, sparkline
@@ -158,3 +160,44 @@ def test_log_lines() -> None:
     assert sum("down: HTTP 503" in line for line in out) == 1
     assert any("state OK" in line for line in out)
     assert any("STALL started: frozen" in line and "metrics only" in line for line in out)
+
+
+def test_frozen_spell_marks_stale_values_and_follows_the_detector() -> None:
+    """A page unanswered on accepted connections: the panel says its values are stale, the
+    event list says no answer (not down), and the banner follows the stall's events even
+    when the tick's closing verdict never arrives (a run stops at the stop request)."""
+    one = parse_metrics((DATA / "vllm-0.32-two-engines.txt").read_text())
+    dashboard = fed(
+        Verdict(1.0, DetectorState("ok", gpu_checked=True)),
+        Down(6.0, "connection accepted, page unanswered after 5 s (ReadTimeout)", True),
+        GpuReading(6.0, {}, "dcgm:URL: GET unanswered after 5 s (ReadTimeout)"),
+        Verdict(6.0, DetectorState("suspect", 1.0, 5.0, gpu_checked=True)),
+        Down(43.0, "connection accepted, page unanswered after 5 s (ReadTimeout)", True),
+        StallStarted(43.0, 1.0, "frozen", True, one),
+        StopRequested(43.0, 1.0, 42.0),
+    )
+    out = render(dashboard, width=80, height=24)
+    assert "STALLED frozen 42 s" in out and "SUSPECT" not in out
+    assert "stale: last read 42 s ago" in out
+    assert "no answer: connection accepted, page unanswered" in out and "down:" not in out
+    assert "ReadTimeout:" not in out
+    dashboard.update(Sample(50.0, one, snapshot_deltas(one, one, 49.0)))
+    dashboard.update(Up(50.0, 44.0))
+    out = render(dashboard, width=80, height=24)
+    assert "stale" not in out and "page answered again after 44 s" in out
+
+
+def test_log_lines_tell_an_unanswered_page_from_a_down_engine() -> None:
+    buf = io.StringIO()
+    lines = LogLines(Console(file=buf, width=200, color_system=None))
+    for event in (
+        Down(5.0, "connection accepted, page unanswered after 5 s (ReadTimeout)", True),
+        Down(10.0, "connection accepted, page unanswered after 5 s (ReadTimeout)", True),
+        Up(12.0, 7.0),
+        Down(20.0, "GET http://x/metrics: ConnectError: [Errno 111] Connection refused"),
+        Up(22.0, 2.0),
+    ):
+        lines.handle(event)
+    out = buf.getvalue()
+    assert out.count("no answer:") == 1 and "page answered again after 7 s" in out
+    assert "down: GET http://x/metrics: ConnectError" in out and "up again after 2 s" in out

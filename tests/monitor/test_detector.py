@@ -283,3 +283,31 @@ def test_a_page_unanswered_while_clients_wait_is_a_stall_not_down() -> None:
     quiet.observe(1, snap(120, running=2, waiting=0))
     nothing = [e for t in range(2, 16) for e in quiet.observe(t, None, client_pending=0)]
     assert nothing == [] and quiet.state.status == "down"
+
+
+def test_a_page_unanswered_on_accepted_connections_is_frozen_after_work() -> None:
+    """Without clients: a connection accepted and no page (a process frozen whole) after a
+    page with work is quiet with that work pending; after an idle page it is down, and a
+    refused connection (a dead engine) is down whatever the last page showed."""
+    det = StallDetector(CFG, gpu_checked=False)
+    det.observe(0, snap(100, running=4, waiting=8))
+    det.observe(1, snap(120, running=4, waiting=8))
+    events = [e for t in range(2, 16) for e in det.observe(t, None, page_unanswered=True)]
+    started = [e for e in events if isinstance(e, StallStarted)]
+    assert len(started) == 1 and started[0].kind == "frozen" and started[0].onset == 1
+    evidence = started[0].evidence
+    assert evidence is not None and evidence.connections_accepted and evidence.page_unanswered
+    assert evidence.words() == "connections accepted, page unanswered"
+    assert [type(e) for e in det.observe(16, snap(160, running=4, waiting=8))] == [StallEnded]
+
+    idle = StallDetector(CFG, gpu_checked=False)
+    idle.observe(0, snap(100, running=0, waiting=0))
+    idle.observe(1, snap(100, running=0, waiting=0))
+    assert [e for t in range(2, 16) for e in idle.observe(t, None, page_unanswered=True)] == []
+    assert idle.state.status == "down"
+
+    dead = StallDetector(CFG, gpu_checked=False)
+    dead.observe(0, snap(100, running=4, waiting=8))
+    dead.observe(1, snap(120, running=4, waiting=8))
+    assert [e for t in range(2, 16) for e in dead.observe(t, None)] == []
+    assert dead.state.status == "down"
