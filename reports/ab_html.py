@@ -39,6 +39,7 @@ th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 td.stalled { color: #b00; } td.clean { color: #070; }
 p.note { color: #555; font-size: 0.9em; }
+code.lib { color: #777; }
 svg { max-width: 100%; height: auto; }
 """
 
@@ -241,10 +242,18 @@ def _forensics(report: ABReport) -> str:
         return ""
     lines = []
     for item in items:
-        quoted = [f"<code>{escape(f)}</code>" for f in item.frames]
+        quoted = [
+            f'<code class="lib" title="library code">{escape(f)}</code>'
+            if lib
+            else f"<code>{escape(f)}</code>"
+            for f, lib in zip(item.frames, item.library, strict=True)
+        ]
         quoted += [escape(item.scheduler)] if item.scheduler else []
+        shown = "; ".join(quoted) or "no stack dump"
+        if item.profile:
+            shown = f"{escape(item.profile)}: {shown}"
         link = f'<a href="{escape(item.path)}/">{escape(item.path)}</a>'
-        lines.append(f"<li>{escape(item.stall)}: {link} — {'; '.join(quoted) or 'no stack dump'}")
+        lines.append(f"<li>{escape(item.stall)}: {link} — {shown}")
     return "<h2>Stall forensics</h2><ul>" + "</li>".join(lines) + "</li></ul>"
 
 
