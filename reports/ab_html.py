@@ -3,13 +3,14 @@
 The title (kit, seeds, clock, the run's date), the A/B table with its footnotes, each arm's
 time to first stall as a Kaplan-Meier curve over its seeds' exposure (seeds that did not
 stall marked where their observation ended), the per-seed table, each arm's timeline (the
-same figure as timeline.png, with stall bands named in its legend and the monitor's stop
-marked) and each arm's TTFT and inter-token latency distributions over all its seeds, on
-log axes spanning the data (a stall's gap of minutes beside milliseconds of decoding).
-Legends sit outside the axes; figures scale down to the page's width. Figures are inline
-SVG drawn by matplotlib: no script, no stylesheet or font from the network. Reads saved run
-directories only.
-"""
+panels of timeline.png, with stall bands named in its legend and the monitor's stop marked)
+and the TTFT and inter-token latency distributions over all seeds, as each arm's share of
+its own turns and tokens, on log axes spanning the data (a stall's gap of minutes beside
+milliseconds of decoding). Legends sit outside the axes. The page reads on a phone: a
+viewport, tables that scroll sideways inside their own containers, and narrow figures with
+large text, side by side on a wide page and one under another on a narrow one, each scaled
+to the width. Figures are inline SVG drawn by matplotlib: no script, no stylesheet or font
+from the network. Reads saved run directories only."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
-table.ab td { min-width: 12em; } table.ab td:first-child { min-width: 9em; }
+table.ab td { min-width: 12em; } table.ab td:first-child { min-width: 8em; }
+table.ab tr > :first-child { position: sticky; left: 0; background: #fff; box-shadow: 1px 0 0 #ccc; }
 td.stalled { color: #b00; } td.clean { color: #070; }
 .nw { white-space: nowrap; }
 p.note { color: #555; font-size: 0.9em; }
