@@ -26,6 +26,6 @@ def write_reports(ab_dir: Path, partial: bool = False) -> ABReport:
     (ab_dir / f"{stem}.md").write_text(to_markdown(report), encoding="utf-8")
     write_json(ab_dir / f"{stem}.json", to_ab_file(report))
     shown = shown_dirs(report)
-    timeline_svg = save_timelines(ab_dir, ab_dir / "timeline.png", report.title, shown)
-    (ab_dir / f"{stem}.html").write_text(to_html(report, ab_dir, timeline_svg), encoding="utf-8")
+    timeline_svgs = save_timelines(ab_dir, ab_dir / "timeline.png", report.title, shown)
+    (ab_dir / f"{stem}.html").write_text(to_html(report, ab_dir, timeline_svgs), encoding="utf-8")
     return report

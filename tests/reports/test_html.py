@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 
 from stallkit.reports.ab_figures import load_ab
-from stallkit.reports.ab_html import distributions_figure, log_bins, survival_figure
-from stallkit.reports.timeline_plot import timeline_figure
+from stallkit.reports.ab_html import survival_figure
+from stallkit.reports.latency_plot import latency_figures, log_bins
+from stallkit.reports.timeline_plot import arm_timeline_figures, timeline_figure
 from stallkit.reports.write import write_reports
 from tests.reports.conftest import SeedArmWriter
+
+_VOID = {"meta", "br", "img", "input", "link", "hr"}
 
 
 class _Page(HTMLParser):
@@ -23,11 +26,28 @@ class _Page(HTMLParser):
         self.tags: list[str] = []
         self.links: list[str] = []
         self.text: list[str] = []
-        self.open: list[str] = []
+        self.meta: dict[str, str] = {}
+        self.open: list[tuple[str, str]] = []  # the open elements: tag, class
+        self.table_parents: list[str] = []  # the class of each table's enclosing element
+        self.svg_parents: list[str] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append(tag)
-        self.links += [v or "" for k, v in attrs if k in ("src", "href")]
+        attr = {k: v or "" for k, v in attrs}
+        self.links += [v for k, v in attr.items() if k in ("src", "href")]
+        if tag == "meta" and "name" in attr:
+            self.meta[attr["name"]] = attr.get("content", "")
+        parent = self.open[-1][1] if self.open else ""
+        if tag == "table":
+            self.table_parents.append(parent)
+        if tag == "svg":
+            self.svg_parents.append(parent)
+        if tag not in _VOID and (not self.open or self.open[-1][0] != "svg"):
+            self.open.append((tag, attr.get("class", "")))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.open and self.open[-1][0] == tag:
+            self.open.pop()
 
     def handle_data(self, data: str) -> None:
         self.text.append(data)
@@ -49,10 +69,11 @@ def test_html_report_is_self_contained_and_holds_the_figures(tmp_path: Path, see
     assert "p = 0.5" in text  # the verdict
     assert "ended early in 1 of 2 seeds (stopped by the monitor during a stall in 1" in text
     assert "Time to first stall (Kaplan-Meier)" in text
-    assert page.tags.count("table") == 2 and page.tags.count("svg") == 3
+    # survival, a timeline per arm, TTFT and ITL: each in a container that scales it
+    assert page.tags.count("svg") == 5 and page.svg_parents == ["fig"] * 5
     assert "time to first token (engine s, log scale)" in html and "stall (spinning)" in html
     assert "inter-token latency (engine ms, log scale)" in html
-    assert "svg { max-width: 100%" in html  # a wide figure scales to the page
+    assert ".fig svg { display: block; max-width: 100%" in html  # figures scale to the page
     assert "stopped by monitor" in html
     assert not [link for link in page.links if link.startswith(("http:", "https:", "//"))]
     assert "<script" not in html
@@ -65,9 +86,9 @@ def test_itl_axis_spans_the_data_on_a_log_scale(tmp_path: Path, seed_arm: SeedAr
     stalled["chunks"] = [[1.0, 1], [241.0, 1]]  # one token 240 s after the one before
     with (arm / "turns.jsonl").open("a") as turns:
         turns.write(json.dumps(stalled) + "\n")
-    fig = distributions_figure(tmp_path)
+    _, fig = latency_figures(tmp_path)
     try:
-        ax_itl = fig.axes[1]
+        ax_itl = fig.axes[0]
         low, high = ax_itl.get_xlim()
         assert ax_itl.get_xscale() == "log" and ax_itl.get_yscale() == "log"
         assert "ms" in ax_itl.get_xlabel() and "log scale" in ax_itl.get_xlabel()
@@ -100,7 +121,8 @@ def test_legends_cover_no_data(tmp_path: Path, seed_arm: SeedArmWriter) -> None:
     report = load_ab(tmp_path)
     figures = [
         timeline_figure(tmp_path),
-        distributions_figure(tmp_path),
+        *arm_timeline_figures(tmp_path),
+        *latency_figures(tmp_path),
         survival_figure(report),
     ]
     try:
@@ -112,7 +134,61 @@ def test_legends_cover_no_data(tmp_path: Path, seed_arm: SeedArmWriter) -> None:
                 if legend is not None:
                     legends += 1
                     assert not legend.get_window_extent().overlaps(ax.get_window_extent())
-        assert legends >= 6  # requests and GPUs per timeline arm, TTFT, ITL, survival
+        # requests and GPUs per timeline arm (in timeline.png and the HTML), TTFT, ITL, survival
+        assert legends >= 11
+    finally:
+        for fig in figures:
+            plt.close(fig)
+
+
+def _page(tmp_path: Path, seed_arm: SeedArmWriter) -> _Page:
+    (tmp_path / "kit.json").write_text(json.dumps({"name": "k"}))
+    for seed, onset in ((3, 400.0), (4, None)):
+        seed_arm(tmp_path, "base", seed, onset)
+        seed_arm(tmp_path, "fix", seed, None)
+    write_reports(tmp_path)
+    page = _Page()
+    page.feed((tmp_path / "ab.html").read_text())
+    page.close()
+    return page
+
+
+def test_page_fits_a_phone(tmp_path: Path, seed_arm: SeedArmWriter) -> None:
+    """On a 390 px phone the page is laid out at the phone's width (not a 980 px desktop
+    zoomed out), and the tables, wider than that, scroll sideways inside their containers."""
+    page = _page(tmp_path, seed_arm)
+    assert page.meta["viewport"] == "width=device-width, initial-scale=1"
+    assert page.table_parents == ["wide", "wide"]  # the A/B table and the per-seed table
+    html = (tmp_path / "ab.html").read_text()
+    assert ".wide { overflow-x: auto;" in html
+    # a p-value is not broken at its exponent's hyphen
+    assert '<span class="nw">p = 0.5</span>' in html
+
+
+def test_latency_distributions_are_shares_of_each_arm(
+    tmp_path: Path, seed_arm: SeedArmWriter
+) -> None:
+    """Arms of different sizes compare: each arm's TTFT and ITL histograms are shares of its
+    own turns and tokens, summing to 1 per arm, whatever its size."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import StepPatch
+
+    for seed in (1, 2, 3):  # fix has three seeds' turns, base one
+        seed_arm(tmp_path, "fix", seed, None)
+    seed_arm(tmp_path, "base", 1, None)
+    figures = latency_figures(tmp_path)
+    try:
+        for fig in figures:
+            (ax,) = fig.axes
+            steps = [p for p in ax.patches if isinstance(p, StepPatch)]
+            assert len(steps) == 2  # one per arm
+            for step in steps:
+                values, _, _ = step.get_data()
+                assert float(values.sum()) == pytest.approx(1.0)
+            assert ax.get_ylabel().startswith("share of")
+        # fix has 9 turns, base 3: the labels still say how many each share is of
+        labels = figures[0].axes[0].get_legend_handles_labels()[1]
+        assert labels == ["base (3 turns)", "fix (9 turns)"]
     finally:
         for fig in figures:
             plt.close(fig)
