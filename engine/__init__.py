@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.launch.base import tail_lines as tail_lines
     from stallkit.engine.launch.daemon import DaemonFacts as DaemonFacts
     from stallkit.engine.launch.daemon import DaemonProblem as DaemonProblem
+    from stallkit.engine.launch.daemon import daemon_down as daemon_down
     from stallkit.engine.launch.daemon import daemon_error as daemon_error
     from stallkit.engine.launch.daemon import daemon_problems as daemon_problems
     from stallkit.engine.launch.daemon import needs_bridge as needs_bridge
