@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stallkit.engine.twin.release import ENV_SIZE
 from stallkit.kits.cli.common import fail, help_when_bare, user_errors
 
 if TYPE_CHECKING:
@@ -100,11 +101,13 @@ def _write_json(path: Path, outcomes: list[CaseOutcome]) -> None:
 
 
 def _check_json_path(path: Path) -> None:
-    """Refuse a --json path that cannot be written, before anything runs."""
+    """Refuse a --json-out path that cannot be written, before anything runs."""
     if path.is_dir():
-        raise fail(f"--json {path} is a directory", "give a file path, e.g. corpus.json")
+        raise fail(f"--json-out {path} is a directory", "give a file path, e.g. corpus.json")
     if not path.parent.is_dir():
-        raise fail(f"--json {path}: {path.parent} does not exist", "create it, or write elsewhere")
+        raise fail(
+            f"--json-out {path}: {path.parent} does not exist", "create it, or write elsewhere"
+        )
 
 
 def _selected(names: list[str]) -> list[Case]:
@@ -135,14 +138,15 @@ def run(
         ),
     ] = None,
     json_file: Annotated[
-        Path | None, typer.Option("--json", help="Also write the outcomes as JSON to this file.")
+        Path | None,
+        typer.Option("--json-out", help="Also write the outcomes as JSON to this file."),
     ] = None,
     built_only: Annotated[
         bool,
         typer.Option(
             "--built-only",
             help="Skip the cases whose vLLM release has no environment here yet, instead of "
-            "building it (minutes and ~4 GB each; `kit engine release list` shows them)",
+            f"building it (minutes and {ENV_SIZE} each; `kit engine release list` shows them)",
         ),
     ] = False,
 ) -> None:
