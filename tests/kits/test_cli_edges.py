@@ -207,7 +207,8 @@ def test_monitor_and_a_url_arm_pick_the_engines_dcgm_page_by_default(
     done = kit(*args, "--out", str(tmp_path / "monitor"))
     assert done.returncode == 0, done.stderr
     dcgm = f"dcgm:{sim_url}/dcgm/metrics"
-    assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in done.stderr
+    # wrapped between words to the terminal's width
+    assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in " ".join(done.stderr.split())
     args = ["run", "--engine", f"url:{sim_url}", "--duration", "3", "--agents", "2"]
     ran = kit(*args, "--no-dashboard", "--out", str(tmp_path / "run"))
     assert ran.returncode == 0, ran.stderr

@@ -9,7 +9,6 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-import click
 import typer
 
 from stallkit.kits.cli import app
@@ -25,9 +24,9 @@ def _commands() -> Iterator[tuple[str, Any]]:
             for name in command.list_commands(ctx):
                 sub = command.get_command(ctx, name)
                 if sub is not None:
-                    yield from walk(sub, f"{path} {name}", click.Context(sub, parent=ctx))
+                    yield from walk(sub, f"{path} {name}", sub.context_class(sub, parent=ctx))
 
-    yield from walk(root, "kit", click.Context(root))
+    yield from walk(root, "kit", root.context_class(root))
 
 
 def _options() -> list[tuple[str, str, str | None, str]]:
