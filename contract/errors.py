@@ -27,17 +27,19 @@ traceback.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, get_args
 
 if TYPE_CHECKING:  # only for the hints: `kit --help` loads no pydantic
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
 __all__ = [
     "RunFileError",
     "StallkitError",
+    "closest_key",
     "failure_words",
     "is_invalid_json",
     "not_utf8",
@@ -143,3 +145,32 @@ def validation_message(
         pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
         what = pattern.sub(lambda m: names[m.group(1)], what)
     return f"{where}: {what}" if where else what
+
+
+def _models_in(annotation: Any) -> Iterator[type[BaseModel]]:
+    """The pydantic models an annotation holds (itself, a union's, a dict's or list's values)."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        yield annotation
+        return
+    for arg in get_args(annotation):
+        yield from _models_in(arg)
+
+
+def _keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
+    for name, info in model.model_fields.items():
+        yield prefix + name
+        for inner in _models_in(info.annotation):
+            yield from _keys(inner, f"{prefix}{name}.")
+
+
+def closest_key(model: type[BaseModel], dotted: str) -> str | None:
+    """The key of `model` (dotted, nested models included) nearest to a mistyped `dotted`
+    (`load.agnets`, or `agnets` alone, both give `load.agents`); None when none is near."""
+    keys = sorted(set(_keys(model)))
+    found = difflib.get_close_matches(dotted, keys, n=1)
+    if found:
+        return found[0]
+    last = dotted.rpartition(".")[2]
+    by_last = {key.rpartition(".")[2]: key for key in reversed(keys)}  # the first key wins
+    near = difflib.get_close_matches(last, list(by_last), n=1)
+    return by_last[near[0]] if near else None

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.core.protocol import EngineCore as EngineCore
     from stallkit.engine.core.protocol import EngineStats as EngineStats
     from stallkit.engine.errors import EngineError as EngineError
+    from stallkit.engine.install import VLLM_MISSING as VLLM_MISSING
     from stallkit.engine.launch.attach import AttachLauncher as AttachLauncher
     from stallkit.engine.launch.base import Launcher as Launcher
     from stallkit.engine.launch.base import check_listening as check_listening
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.launch.base import tail_lines as tail_lines
     from stallkit.engine.launch.daemon import DaemonFacts as DaemonFacts
     from stallkit.engine.launch.daemon import DaemonProblem as DaemonProblem
+    from stallkit.engine.launch.daemon import daemon_down as daemon_down
     from stallkit.engine.launch.daemon import daemon_error as daemon_error
     from stallkit.engine.launch.daemon import daemon_problems as daemon_problems
     from stallkit.engine.launch.daemon import needs_bridge as needs_bridge
@@ -72,7 +74,6 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.spec import UrlSpec as UrlSpec
     from stallkit.engine.spec import VllmSpec as VllmSpec
     from stallkit.engine.spec import parse_spec as parse_spec
-    from stallkit.engine.twin.build import VLLM_MISSING as VLLM_MISSING
     from stallkit.engine.twin.build import quiet_vllm_logging as quiet_vllm_logging
     from stallkit.engine.twin.build import vllm_importable as vllm_importable
     from stallkit.engine.twin.calibration import Calibration as Calibration

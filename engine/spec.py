@@ -10,7 +10,8 @@ reference with its repository path (`vllm/vllm-openai:v0.32`, `registry:5000/tea
 A bare `word:rest` with no `/` is a docker image only when docker has a local image of that
 name (one built here, e.g. `myfork:fix`); otherwise it is read as a mistyped form (`sim2:base`,
 `nosuch:thing`) and refused with the list of forms, in a dry run as in a run, instead of being
-handed to docker to pull. An image of Docker Hub's library is written with its path
+handed to docker to pull. Where docker cannot be asked (no daemon reachable), that cause is
+the error, named first. An image of Docker Hub's library is written with its path
 (`library/NAME:TAG`).
 
 `parse_spec` reads the text once into one model per case (`SimSpec`, `DockerSpec`, `UrlSpec`,
@@ -54,11 +55,11 @@ _IMAGE_RE = re.compile(
     r"^([A-Za-z0-9.\-]+:[0-9]+/)?"  # a registry with a port
     r"[a-z0-9][a-z0-9._\-/]*(:[A-Za-z0-9_][A-Za-z0-9._\-]{0,127})?(@sha256:[0-9a-f]{64})?$"
 )
+#: where each engine form is said in full (`kit run --engine`'s help)
+_FORMS_AT = "the engine forms: kit run --help"
 _SPEC_HINT = (
-    "use sim:base, sim:fix, url:http://HOST:PORT, vllm:MODEL_DIR, llamacpp:MODEL.gguf, "
-    "patched:base, patched:fix, "
-    "twin:stock, twin:patched:base, twin:patched:fix, twin:MODULE:CLASS (or twin@RELEASE:..., "
-    "e.g. twin@0.22.1:stock) or a docker image with its repository path (e.g. vllm/vllm-openai:TAG, library/NAME:TAG)"
+    "use sim:base|fix, url:http://HOST:PORT, vllm:DIR, patched:, twin:, llamacpp:, or a docker "
+    f"image ({_FORMS_AT})"
 )
 _PATCHED_HINT = "write patched:base or patched:fix, optionally followed by :MODEL_DIR"
 _TWIN_HINT = (
@@ -230,15 +231,20 @@ def loads_plugin(engine_args: Sequence[str]) -> bool:
     return False
 
 
-def _local_image(image: str) -> bool:
-    """Whether docker has a local image of this name (False when docker cannot tell)."""
+def _local_image(image: str) -> bool | str:
+    """Whether docker has a local image of this name; a string when docker cannot tell: why
+    (no docker command, no daemon reachable), in docker's own words."""
+    from stallkit.engine.launch.daemon import daemon_error  # the launchers import this module
+
     try:
         found = subprocess.run(
             ["docker", "image", "inspect", image], capture_output=True, timeout=20, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return found.returncode == 0
+        return daemon_error("") or "docker did not answer"
+    if found.returncode == 0:
+        return True
+    return daemon_error("") or False  # a daemon that answers: there is no such image
 
 
 def _policy(text: str) -> Policy | None:
@@ -327,13 +333,22 @@ def _twin_spec(text: str, raw: str) -> TwinSpec:
 
 
 def _docker_spec(text: str, raw: str) -> DockerSpec:
+    from stallkit.engine.launch.daemon import NO_DOCKER_CLI, daemon_down
+
     prefix, colon, _ = text.partition(":")
     if colon and "/" not in text:
-        if _IMAGE_RE.match(text) and _local_image(text):
+        local = _local_image(text) if _IMAGE_RE.match(text) else False
+        if local is True:
             return DockerSpec(raw=text, image=text)
+        if isinstance(local, str) and local != NO_DOCKER_CLI:  # the real cause comes first
+            message, hint = daemon_down("", local)
+            raise EngineError(
+                f"{message}, to look up {raw!r} as a local docker image",
+                f"{hint}; not an image? {_FORMS_AT}",
+            )
         raise EngineError(
             f"unknown engine spec form {prefix + ':'!r} in {raw!r} (and no local docker image "
-            "of that name)",
+            f"of that name{': docker is not installed' if local else ''})",
             _SPEC_HINT,
         )
     if "/" in text and _IMAGE_RE.match(text):

@@ -15,8 +15,11 @@ class KitError(StallkitError):
 class OverrideError(KitError):
     """A value given on the command line to override a kit field failed validation."""
 
-    def __init__(self, keys: list[str], message: str) -> None:
-        super().__init__(f"invalid override {message}", "see the command's --help")
+    def __init__(self, keys: list[str], message: str, hint: str = "") -> None:
+        super().__init__(f"invalid override {message}", hint or "see the command's --help")
+        #: the problem without the `invalid override` prefix, and the hint only when it says
+        #: more than the default (a mistyped key: the nearest kit key)
+        self.detail, self.key_hint = message, hint
         #: the overridden fields' dotted keys (e.g. `load.duration_s`), for the caller to name
         #: its flags
         self.keys = keys

@@ -16,7 +16,12 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from stallkit.contract.errors import read_text, validation_location, validation_message
+from stallkit.contract.errors import (
+    closest_key,
+    read_text,
+    validation_location,
+    validation_message,
+)
 from stallkit.contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from stallkit.contract.slo import SloConfig, VerdictConfig
 from stallkit.engine import SimConfig, renamed_plugin_path
@@ -400,6 +405,20 @@ _TRACE_ONLY_KEYS = {
 }
 
 
+#: where every kit key is described (kit.json's schema is the kit's model)
+KIT_KEYS_AT = "every kit key: kit schema --out DIR, then kit.schema.json"
+
+
+def unknown_key_hint(exc: ValidationError) -> str:
+    """`did you mean load.agents? ...` for a kit key that is not one; empty for any other
+    problem."""
+    if exc.errors()[0]["type"] != "extra_forbidden":
+        return ""
+    key = ".".join(str(part) for part in validation_location(exc))
+    near = closest_key(Kit, key)
+    return f"did you mean {near}? ({KIT_KEYS_AT})" if near else KIT_KEYS_AT
+
+
 def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     """Read, override and validate a kit; one KitError naming the key and line on failure."""
     text, origin = _kit_text(name_or_path)
@@ -431,12 +450,12 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
             field = f"{key}: {blamed[0].rsplit('.', 1)[-1]}: "
             if len(blamed) == 1 and message.startswith(field):
                 message = f"{blamed[0]}: {message[len(field) :]}"
-            raise OverrideError(blamed, message) from None
+            raise OverrideError(blamed, message, unknown_key_hint(exc)) from None
         line = _line_of(text, loc)
         where = f"{origin}:{line}" if line else origin
         raise KitError(
             f"{where}: {validation_message(exc, default='(kit)')}",
-            "see `kit ab --help` and the shipped kits",
+            unknown_key_hint(exc) or f"see the shipped kits; {KIT_KEYS_AT}",
         ) from None
     given_keys = set(overrides or {})
     if kit.load.trace is None:

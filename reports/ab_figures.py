@@ -226,6 +226,14 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
         raise ReportError(
             f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
         )
+    if not _has_run_files(ab_dir) and not any(
+        p.is_dir() and (_has_run_files(p) or seed_dirs(p, every=True)) for p in ab_dir.iterdir()
+    ):
+        shown = str(ab_dir) if ab_dir.is_absolute() else f"{ab_dir} ({ab_dir.resolve()})"
+        raise ReportError(
+            f"{shown} holds no run: no kit.json, meta.json or arm directory in it",
+            "give a directory written by `kit ab` or `kit run` (./kit-runs/<time>-<kit>/)",
+        )
     kit = read_kit(ab_dir)
     objectives, settings = kit_slo(kit)
     if (ab_dir / META_FILE).exists() or (ab_dir / TIMELINE_FILE).exists():

@@ -20,8 +20,11 @@ from tests.machine import scaled
 REPO = Path(__file__).resolve().parents[1]
 
 
-def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`kit ARGS` in a child process (`python -m stallkit`), its output captured as text."""
+def kit(
+    *args: str, cwd: Path = REPO, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`kit ARGS` in a child process (`python -m stallkit`), its output captured as text;
+    `env` adds to (or overrides) this process's environment, e.g. COLUMNS."""
     return subprocess.run(
         [sys.executable, "-m", "stallkit", *args],
         capture_output=True,
@@ -29,10 +32,11 @@ def kit(*args: str, cwd: Path = REPO, timeout: float = 120) -> subprocess.Comple
         timeout=timeout,
         cwd=cwd,
         check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
-def kit_process(*args: str) -> subprocess.Popen[str]:
+def kit_process(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """`kit ARGS` started in a child process, its stdout and stderr piped as text."""
     return subprocess.Popen(
         [sys.executable, "-m", "stallkit", *args],
@@ -40,6 +44,7 @@ def kit_process(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -81,6 +86,16 @@ def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, done.stderr
     return lines[0]
+
+
+def unwrapped(text: str, width: int = 80) -> str:
+    """`text`'s lines joined by one space, after asserting that none is wider than `width`:
+    a phrase found in the result was wrapped between its words, never inside one (a word cut
+    in two reads `DC GM` there)."""
+    lines = text.splitlines()
+    wide = [line for line in lines if len(line) > width]
+    assert not wide, wide
+    return " ".join(" ".join(line.split()) for line in lines if line.strip())
 
 
 def alive(pid: int) -> bool:

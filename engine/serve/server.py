@@ -26,12 +26,12 @@ from pydantic import ValidationError
 from stallkit.contract.errors import read_text, validation_message
 from stallkit.engine.core.protocol import SteppedCore
 from stallkit.engine.errors import EngineError
+from stallkit.engine.install import VLLM_MISSING
 from stallkit.engine.serve.app import build_app
 from stallkit.engine.serve.driver import EngineDriver
 from stallkit.engine.serve.options import LogLevel as LogLevel
 from stallkit.engine.serve.options import ServeOptions as ServeOptions
 from stallkit.engine.sim.config import SimConfig
-from stallkit.engine.twin.build import VLLM_MISSING
 
 log = logging.getLogger("stallkit.engine.sim")
 

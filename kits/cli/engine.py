@@ -85,8 +85,10 @@ def llamacpp_build(
     version: Annotated[
         str | None,
         typer.Option(
+            "--sdist-version",
+            metavar="VERSION",
             help="The llama-cpp-python release whose vendored llama.cpp is built (default: "
-            "the one stallkit is tested with)."
+            "the one stallkit is tested with).",
         ),
     ] = None,
     sdist: Annotated[
@@ -136,6 +138,8 @@ def image(
     engine: Annotated[
         str,
         typer.Option(
+            "--engine",
+            "-e",
             metavar="[sim|patched]",
             help="What the image serves: sim (the simulator) or patched (vLLM + plugin).",
         ),

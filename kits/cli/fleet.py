@@ -4,7 +4,8 @@ Thin: the flags the fleet watch adds to `kit monitor`, checked (selector, group 
 then the watch itself (`stallkit.monitor.fleet.session.run_fleet`) with `fleet.jsonl` in the run
 directory, the fleet view or plain lines, and each engine's exporter series and
 `--on-stall` runner. Exit codes as `kit monitor`'s: 3 under `--exit-on-stall` when any
-engine stalls, 130 interrupted, 2 when Prometheus does not answer.
+engine stalls, 0 when stopped with Ctrl-C (the way to stop it, with the same summary), 2 when
+Prometheus does not answer.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def _watch(
     exit_on_stall: bool,
     alerting: Alerting,
 ) -> FleetOutcome:
-    """The watch in the foreground; Ctrl-C is exit 130, not a traceback."""
+    """The watch in the foreground; Ctrl-C stops it, and what it saw so far is the outcome."""
     import asyncio
     import sys
 
@@ -168,6 +169,7 @@ def _watch(
     from stallkit.monitor import (
         AnyFleetEvent,
         EngineEvent,
+        FleetOutcome,
         FleetStart,
         PerEngine,
         PrometheusClient,
@@ -192,6 +194,7 @@ def _watch(
         )
 
     live = not no_dashboard and sys.stdout.isatty()
+    tally = FleetOutcome()  # what it saw, should it be stopped
 
     async def main() -> FleetOutcome:
         # a fleet's answer is bigger than one page: at least 10 s, as Prometheus's own default
@@ -199,17 +202,19 @@ def _watch(
         try:
             return await run_fleet(
                 client, query, config, out_dir=out_dir, duration_s=duration,
-                display="live" if live else "lines", console=Console(), sinks=[per_engine],
-                stop_when=stop_when,
+                display="live" if live else "lines", console=Console(),
+                sinks=[per_engine, tally], stop_when=stop_when,
             )  # fmt: skip
+        except asyncio.CancelledError:  # asyncio.run's answer to Ctrl-C: fleet.jsonl is closed
+            return tally
         finally:
             await client.aclose()
             per_engine.close()
 
     try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
         return asyncio.run(main())
-    except KeyboardInterrupt:
-        raise fail("interrupted", code=130) from None
+    except KeyboardInterrupt:  # a Ctrl-C before the watch began
+        return tally
 
 
 def _report(outcome: FleetOutcome, out_dir: Path, exit_on_stall: bool) -> None:

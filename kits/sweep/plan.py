@@ -128,7 +128,13 @@ def _check(kit_ref: str, overrides: dict[str, Any], flags: dict[str, str]) -> Ki
         return load_kit(kit_ref, overrides)
     except OverrideError as exc:
         named = ", ".join(flags.get(k, k) for k in exc.keys)
-        raise KitError(f"{named}: {exc}", _VARY_HINT) from None
+        raise KitError(f"{named}: {exc}", exc.key_hint or _VARY_HINT) from None
+
+
+def _typed(axis: SweepAxis) -> str:
+    """`--vary KEY=A,B,C` as the user gave it (a range as its values)."""
+    shown = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in axis.values)
+    return f"--vary {axis.key}={shown}"
 
 
 def build_plan(
@@ -204,7 +210,14 @@ def check_values(kit_ref: str, axes: Sequence[SweepAxis], fixed: dict[str, Any])
                 "run one per tree (its kit's [twin] overlay, or kit ab --overlay)",
             )
         for value in axis.values:
-            _check(kit_ref, {**fixed, axis.key: value}, {axis.key: f"--vary {axis.key}={value}"})
+            try:
+                load_kit(kit_ref, {**fixed, axis.key: value})
+            except OverrideError as exc:
+                # a mistyped key fails whatever its value: the value is no part of the problem
+                at = "" if exc.key_hint else f"at {value}, "
+                raise KitError(
+                    f"{_typed(axis)}: {at}{exc.detail}", exc.key_hint or _VARY_HINT
+                ) from None
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ class MonitorOutcome:
     ended: list[StallEnded] = field(default_factory=list)
     stop_requested: bool = False
     exited_on_stall: bool = False
+    #: stopped from outside (Ctrl-C) before its own end
+    stopped: bool = False
     timeline: Path | None = None
 
     def handle(self, event: MonitorEvent) -> None:

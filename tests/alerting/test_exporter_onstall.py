@@ -199,7 +199,7 @@ async def test_kit_monitor_exports_the_frozen_stall_and_runs_the_command(tmp_pat
         values[("stallkit_requests_running", frozenset({"engine": url, "arm": "monitor"}.items()))]
         == 2
     )
-    assert proc.returncode == 130
+    assert proc.returncode == 0  # Ctrl-C is the way to stop the monitor
     (run,) = _runs(out)
     assert run["exit_code"] == 0 and run["event"] == "start"
     env = json.loads((out / "on-stall" / str(run["log"])).read_text())

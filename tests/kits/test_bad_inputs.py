@@ -510,7 +510,7 @@ ENGINE = [
     case("engine llamacpp nope"),
     case("engine llamacpp build --sdist missing.tar.gz"),
     case("engine llamacpp build --sdist dir", "dir/"),
-    case("engine llamacpp build --version latest"),
+    case("engine llamacpp build --sdist-version latest"),
     case("engine llamacpp build --jobs 0"),
 ]
 TOP = [case("nope"), case("--nope"), case("ab --dry-run extra-arg")]
@@ -520,8 +520,8 @@ CORPUS = [
     case("corpus show"),
     case("corpus show nosuchcase"),
     case("corpus run nosuchcase"),
-    case("corpus run fork-livelock --json dir", "dir/"),
-    case("corpus run fork-livelock --json missing-dir/out.json"),
+    case("corpus run fork-livelock --json-out dir", "dir/"),
+    case("corpus run fork-livelock --json-out missing-dir/out.json"),
     case("corpus run fork-livelock --out latin1.toml", "latin1.toml"),
 ]
 

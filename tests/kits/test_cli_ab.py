@@ -236,7 +236,7 @@ def test_ctrl_c_during_a_virtual_ab_stops_every_arm_and_keeps_their_records(
 def test_bad_inputs_are_one_line_errors_with_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     cases = [
-        (["ab", "--seeds", "0", "--out", str(tmp_path / "e")], "is not a seed count"),
+        (["ab", "--seeds", "0", "--out", str(tmp_path / "e")], "a seed count must be N >= 1"),
         (["ab", "--seeds", "5-2", "--out", str(tmp_path / "f")], "is not a seed count"),
         (["ab", "--seeds", "1,1", "--out", str(tmp_path / "g")], "distinct seeds"),
         (["ab", "--seeds", "1,,2", "--out", str(tmp_path / "g2")], "is not a seed count"),

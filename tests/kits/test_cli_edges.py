@@ -69,11 +69,15 @@ def test_unknown_spec_forms_are_refused_with_the_list_of_forms(
     args = ["ab", "--base", "nosuch:missing", "--out", str(out), *(["--dry-run"] * dry_run)]
     line = one_error_line(kit(*args))
     assert "unknown engine spec form 'nosuch:'" in line and "no local docker image" in line
-    for form in ("sim:base", "url:http://HOST:PORT", "vllm:MODEL_DIR", "docker image"):
+    for form in ("sim:base", "url:http://HOST:PORT", "vllm:DIR", "docker image", "kit run --help"):
         assert form in line
     assert "registry login" not in line and not out.exists()
     calls = [json.loads(x) for x in (fake_docker / "calls.jsonl").read_text().splitlines()]
-    assert calls == [["image", "inspect", "nosuch:missing"]]  # asked, never pulled
+    # asked (and the daemon asked whether it answers at all), never pulled
+    assert calls == [
+        ["image", "inspect", "nosuch:missing"],
+        ["info", "--format", "{{json .ServerVersion}}"],
+    ]
 
 
 def test_image_references_are_images(fake_docker: Path) -> None:
@@ -207,7 +211,8 @@ def test_monitor_and_a_url_arm_pick_the_engines_dcgm_page_by_default(
     done = kit(*args, "--out", str(tmp_path / "monitor"))
     assert done.returncode == 0, done.stderr
     dcgm = f"dcgm:{sim_url}/dcgm/metrics"
-    assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in done.stderr
+    # wrapped between words to the terminal's width
+    assert f"gpu source: {dcgm} (auto: the engine serves DCGM)" in " ".join(done.stderr.split())
     args = ["run", "--engine", f"url:{sim_url}", "--duration", "3", "--agents", "2"]
     ran = kit(*args, "--no-dashboard", "--out", str(tmp_path / "run"))
     assert ran.returncode == 0, ran.stderr

@@ -147,10 +147,32 @@ def test_a_docker_that_cannot_run_images_is_refused_before_any_arm_starts(
     out = tmp_path / "ab"
     for dry_run in ([], ["--dry-run"]):
         line = one_error_line(kit("ab", "--base", IMAGES["base"], "--out", str(out), *dry_run))
-        assert "base arm: the local docker cannot run images: Cannot connect" in line
-        assert "start the docker daemon" in line and not out.exists()
+        assert "base arm: no docker daemon reachable on this machine (Cannot connect" in line
+        assert "sudo systemctl start docker" in line and not out.exists()
     # no docker CLI at all
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     with pytest.raises(KitError, match=r"docker is not installed \(no `docker` command\)"):
         Plan.build("restore-stall", IMAGES, tmp_path / "a", {}, [])
     assert not (tmp_path / "a").exists()
+
+
+def test_a_local_image_name_with_no_daemon_names_the_daemon_first(
+    fake_docker: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # `myfork:fix`, an image built here, reads as a typo only when a daemon says it has none
+    _daemons(monkeypatch, {"": {"down": True}})
+    out = tmp_path / "ab"
+    line = one_error_line(
+        kit("ab", "--base", "myfork:base", "--fix", "myfork:fix", "--out", str(out))
+    )
+    message, _, hint = line.partition(" (hint: ")
+    assert message.startswith("error: no docker daemon reachable on this machine (Cannot connect")
+    assert "'myfork:base' as a local docker image" in message
+    assert "unknown engine spec form" not in line and not out.exists()
+    assert "sudo systemctl start docker" in hint and "DOCKER_HOST" in hint
+    assert len(hint) < 140, hint  # short: not the list of every engine form
+    assert ["pull", "myfork:base"] not in _calls(fake_docker)
+    # a DOCKER_HOST that points nowhere is named as the place that did not answer
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:9")
+    line = one_error_line(kit("ab", "--base", "registry/fork:base", "--out", str(out)))
+    assert "no docker daemon reachable at DOCKER_HOST=tcp://127.0.0.1:9" in line

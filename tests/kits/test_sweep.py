@@ -43,7 +43,7 @@ def test_plan_checks_every_value_and_cell_against_the_kit() -> None:
     arms, seeds = parse_arms(None), [1, 2]
     with pytest.raises(KitError, match=r"--vary sim\.engine\.nope=3"):
         build_plan("restore-stall", [parse_vary("sim.engine.nope=3")], arms, seeds, 60)
-    with pytest.raises(KitError, match=rf"--vary {SEQS}=0"):
+    with pytest.raises(KitError, match=rf"--vary {SEQS}=4,0: at 0, "):
         build_plan("restore-stall", [parse_vary(f"{SEQS}=4,0")], arms, seeds, 60)
     # each value is valid alone; together they are not (the batch must hold the sequences)
     together = [parse_vary(f"{SEQS}=4,64"), parse_vary("sim.engine.max_num_batched_tokens=32,2048")]

@@ -125,7 +125,7 @@ def test_kit_engine_llamacpp_build_refuses_a_bad_version_in_one_line() -> None:
 
     from stallkit.kits.cli import app
 
-    done = CliRunner().invoke(app, ["engine", "llamacpp", "build", "--version", "latest"])
+    done = CliRunner().invoke(app, ["engine", "llamacpp", "build", "--sdist-version", "latest"])
     assert done.exit_code == 2, done.output
     lines = done.output.strip().splitlines()
     assert len(lines) == 1 and "no llama-cpp-python release number" in lines[0], done.output

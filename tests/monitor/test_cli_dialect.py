@@ -168,4 +168,5 @@ def test_kit_monitor_names_a_frozen_sglang_engine_and_the_kinds_it_cannot_show(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "stall: frozen" in done.stdout
-    assert "metrics: SGLang (sglang); not available: blocked" in done.stderr
+    said = " ".join(done.stderr.split())  # wrapped between words to the terminal's width
+    assert "metrics: SGLang (sglang); not available: blocked" in said

@@ -25,7 +25,16 @@ SLOW = {"fork-livelock"}
 
 def _run(tmp_path: Path, names: list[str]) -> tuple[int, str, CorpusFile]:
     out, json_file = tmp_path / "runs", tmp_path / "corpus.json"
-    argv = ["corpus", "run", *names, "--built-only", "--out", str(out), "--json", str(json_file)]
+    argv = [
+        "corpus",
+        "run",
+        *names,
+        "--built-only",
+        "--out",
+        str(out),
+        "--json-out",
+        str(json_file),
+    ]
     done = CliRunner().invoke(app, argv)
     return done.exit_code, done.output, CorpusFile.model_validate_json(json_file.read_text())
 

@@ -66,7 +66,7 @@ def test_simple_cpu_offload_restores_on_both_releases(release: str) -> None:
 def test_the_corpus_case_reproduces(tmp_path: Path) -> None:
     outcomes = tmp_path / "corpus.json"
     done = kit(
-        "corpus", "run", "vllm-45388", "--out", str(tmp_path / "runs"), "--json", str(outcomes),
+        "corpus", "run", "vllm-45388", "--out", str(tmp_path / "runs"), "--json-out", str(outcomes),
         timeout=580,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

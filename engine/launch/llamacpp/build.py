@@ -135,7 +135,7 @@ def build_server(
     if sdist is not None and f"-{version}.tar" not in sdist.name:
         raise EngineError(
             f"{sdist.name} is not the {SDIST_PACKAGE} {version} sdist",
-            f"give --version the sdist's release, or its file: llama_cpp_python-{version}.tar.gz",
+            f"give --sdist-version the sdist's release, or its file: llama_cpp_python-{version}.tar.gz",
         )
     build = LlamacppBuild(version)
     build_once(
