@@ -147,7 +147,7 @@ def noninferiority(
     p = float(t.sf((margin_pct - worse) / se_pct, df))
     half = float(t.ppf(1 - ALPHA, df)) * se_pct
     ci = (worse - half, worse + half)
-    answer = "yes" if ci[1] < margin_pct else "no" if ci[0] > margin_pct else "inconclusive"
+    answer: Answer = "yes" if ci[1] < margin_pct else "no" if ci[0] > margin_pct else "inconclusive"
     return _said(result.model_copy(update=_decided(answer, ci, p)))
 
 

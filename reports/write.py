@@ -17,11 +17,12 @@ from stallkit.reports.timeline_plot import save_timelines
 __all__ = ["write_reports"]
 
 
-def write_reports(ab_dir: Path, partial: bool = False) -> ABReport:
+def write_reports(ab_dir: Path, partial: bool = False, damaged_ok: bool | None = None) -> ABReport:
     """(Re)make the reports (ab.md, ab.json, ab.html; run.* for one arm) and timeline.png.
 
-    DamagedRunError when a seed's files cannot be read, unless `partial` (see `load_ab`)."""
-    report = load_ab(ab_dir, partial)
+    DamagedRunError when a seed's files cannot be read, unless `damaged_ok` (default:
+    `partial`); a run cut short gets its verdict only with `partial` (see `load_ab`)."""
+    report = load_ab(ab_dir, partial, damaged_ok)
     stem = report.stem
     (ab_dir / f"{stem}.md").write_text(to_markdown(report), encoding="utf-8")
     write_json(ab_dir / f"{stem}.json", to_ab_file(report))
