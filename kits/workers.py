@@ -22,9 +22,10 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from types import FrameType
@@ -117,6 +118,33 @@ def _interruptible(fn: Callable[..., R], *args: Any) -> R:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextlib.contextmanager
+def _held_signals() -> Iterator[None]:
+    """Within: a Ctrl-C (or SIGTERM) waits for the end, then lands as it would have, so the
+    books of the runs handed out and the results taken always agree with the pools, and no
+    line is cut or said twice. Outside the main thread: no change."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    landed: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        landed.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(landed):
+            handler = previous[sig]
+            if callable(handler):
+                handler(sig, None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(sig)
+
+
 @dataclass
 class Stopping:
     """What a Ctrl-C stops, told the moment it lands: the runs going and those not started."""
@@ -204,16 +232,18 @@ class Pools:
         for kind, args in sorted(jobs, key=lambda job: job[0].twin):
             batch.waiting.setdefault(self._pool(kind), deque()).append(args)
         try:
-            for pool in batch.waiting:
-                self._hand_out(fn, pool, batch)
+            with _held_signals():
+                for pool in batch.waiting:
+                    self._hand_out(fn, pool, batch)
             while batch.going:
                 done, _ = wait(batch.going, return_when=FIRST_COMPLETED)
-                for future in done:
-                    if future.exception() is not None:  # raised here, the run ended in `_stop`
-                        future.result()
-                    pool, _ = batch.going.pop(future)
-                    on_result(future.result())
-                    self._hand_out(fn, pool, batch)
+                with _held_signals():
+                    for future in done:
+                        if future.exception() is not None:  # raised here; `_stop` says its end
+                            future.result()
+                        pool, _ = batch.going.pop(future)
+                        on_result(future.result())
+                        self._hand_out(fn, pool, batch)
         except BaseException as exc:
             not_started = sum(len(queue) for queue in batch.waiting.values())
             for queue in batch.waiting.values():
@@ -249,7 +279,8 @@ class Pools:
                 if on_cut is not None:
                     on_cut(args)
                 raise
-            on_result(result)
+            with _held_signals():
+                on_result(result)
 
     def _stop(
         self,
@@ -262,19 +293,22 @@ class Pools:
         for pool in self._pools.values():
             if isinstance(pool, ReleasePool):  # its own processes, not multiprocessing's
                 pool.interrupt()
-        for child in multiprocessing.active_children():  # the running jobs stop now
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(child.pid or 0, signal.SIGINT)
         deadline = time.monotonic() + GRACE_S
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: wait no longer
             while batch.going and (left := deadline - time.monotonic()) > 0:
-                done, _ = wait(batch.going, timeout=left, return_when=FIRST_COMPLETED)
-                for future in done:
-                    _, args = batch.going.pop(future)
-                    if future.exception() is None:
-                        on_result(future.result())
-                    elif on_cut is not None:
-                        on_cut(args)
+                # again while any runs: a worker that took its run as the first came ignored it
+                # (a worker interrupted already, or idle, ignores it)
+                _interrupt_workers()
+                done, _ = wait(
+                    batch.going, timeout=min(left, _RESEND_S), return_when=FIRST_COMPLETED
+                )
+                with _held_signals():
+                    for future in done:
+                        _, args = batch.going.pop(future)
+                        if future.exception() is None:
+                            on_result(future.result())
+                        elif on_cut is not None:
+                            on_cut(args)
         if not batch.going:
             return
         for child in multiprocessing.active_children():  # SIGTERM: the end of a worker
@@ -286,6 +320,15 @@ class Pools:
 
 
 _PLAIN, _TWIN = WorkerKind(), WorkerKind(twin=True)
+#: how often a Ctrl-C is passed on again to the workers while runs are still going
+_RESEND_S = 0.5
+
+
+def _interrupt_workers() -> None:
+    """Ctrl-C to every worker process (`_interrupt_once`: each run takes one)."""
+    for child in multiprocessing.active_children():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid or 0, signal.SIGINT)
 
 
 def _building(line: str) -> None:
