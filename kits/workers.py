@@ -137,12 +137,12 @@ def _held_signals() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(landed):
-            handler = previous[sig]
+        for signum in dict.fromkeys(landed):
+            handler = previous[signal.Signals(signum)]
             if callable(handler):
-                handler(sig, None)
+                handler(signum, None)
             elif handler == signal.SIG_DFL:
-                signal.raise_signal(sig)
+                signal.raise_signal(signum)
 
 
 @dataclass
