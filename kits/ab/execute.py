@@ -7,7 +7,7 @@ is to run, so that a report of a run cut short can say what it lacks. Every engi
 success, error and Ctrl-C (SIGTERM reaches here as Ctrl-C:
 `stallkit.kits.cli.common.sigterm_as_ctrl_c`); a Ctrl-C says at once what it stops, and the
 A/B reports are made from the saved directories whatever ended the run (a run cut short gets
-no verdict: `stallkit.reports.partial_run`).
+no verdict, `stallkit.reports.partial_run`, and only its tables: `kit report` draws the rest).
 """
 
 from __future__ import annotations
@@ -270,14 +270,15 @@ def execute(
     report = None
     if any(plan.out_dir.rglob("meta.json")):
         if interrupted:
-            console.print("writing the reports of what was recorded (Ctrl-C again skips them)")
+            console.print("writing the tables of what was recorded (Ctrl-C again skips them)")
         # after a Ctrl-C a seed's files may be torn: report what was recorded, naming them; a
-        # run cut short gets no verdict (`kit report --partial` makes one)
-        report = write_reports(plan.out_dir, damaged_ok=interrupted)
+        # run cut short gets no verdict (`kit report --partial` makes one), and its exit waits
+        # for no plot (`kit report` draws them)
+        report = write_reports(plan.out_dir, damaged_ok=interrupted, drawn=not interrupted)
         console.print(ab_table(report))
         stem = report.stem
-        console.print(
-            f"[dim]reports: {plan.out_dir / stem}.html, {plan.out_dir / stem}.md, "
-            f"{stem}.json, timeline.png[/]"
-        )
+        written = f"{plan.out_dir / stem}.md, {stem}.json"
+        if not interrupted:
+            written = f"{plan.out_dir / stem}.html, {written}, timeline.png"
+        console.print(f"[dim]reports: {written}[/]")
     return Result(report, interrupted)

@@ -228,11 +228,12 @@ def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Resul
     if result.interrupted and not plan.out_dir.exists():
         raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
     if result.interrupted:
-        cut = result.report.partial_run if result.report is not None else None
-        hint = ""
-        if cut is not None and result.report is not None and result.report.stem == "ab":
+        report = result.report
+        hint = f"`kit report {plan.out_dir}` draws its timeline and HTML report"
+        if report is not None and report.partial_run is not None and report.stem == "ab":
             hint = (
-                f"`kit report --partial {plan.out_dir}` makes the verdict over the seeds recorded"
+                f"`kit report --partial {plan.out_dir}` makes the verdict over the seeds "
+                "recorded, with the timeline and HTML report"
             )
         raise fail(
             f"interrupted; partial results kept in {plan.out_dir}", hint, code=EXIT_INTERRUPTED

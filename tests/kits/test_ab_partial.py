@@ -74,7 +74,7 @@ def test_ctrl_c_says_what_it_stops_keeps_what_finished_and_gives_no_verdict(
     # what it stops is said before the reports are written (a seed may end as the signal lands)
     stops = [STOPPING.match(line) for line in after]
     first = next(i for i, m in enumerate(stops) if m)
-    assert first < after.index("writing the reports of what was recorded (Ctrl-C again skips them)")
+    assert first < after.index("writing the tables of what was recorded (Ctrl-C again skips them)")
     stopping = stops[first]
     assert stopping is not None
     going, not_started = int(stopping[1]), int(stopping[2])
@@ -99,6 +99,8 @@ def test_ctrl_c_says_what_it_stops_keeps_what_finished_and_gives_no_verdict(
         assert verdict_words not in text, verdict_words
     data = json.loads((out / "ab.json").read_text())
     assert data["verdict"] is None
+    # its exit waits for no plot: `kit report` draws them
+    assert not (out / "ab.html").exists() and not (out / "timeline.png").exists()
     assert data["partial"] == {
         "seeds_planned": 10, "seeds_finished": len(finished), "verdict_given": False,
     }  # fmt: skip
@@ -106,6 +108,8 @@ def test_ctrl_c_says_what_it_stops_keeps_what_finished_and_gives_no_verdict(
     again = kit("report", str(out), timeout=TIMEOUT_S)
     assert again.returncode == 0, again.stderr
     assert "interrupted: partial" in again.stdout and "p = " not in again.stdout
+    assert "interrupted: partial" in (out / "ab.html").read_text()
+    assert (out / "timeline.png").exists()
     asked = kit("report", "--partial", str(out), timeout=TIMEOUT_S)
     assert asked.returncode == 0, asked.stderr
     assert "verdict:" in asked.stdout and "p = " in asked.stdout
