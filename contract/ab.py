@@ -14,6 +14,10 @@ running or waiting on the engine, or in flight from the agents), rates such as d
 are over that time (`loaded_s`), seeds whose runs are identical count once (`same_as`, the
 rate's `runs`, the verdict's `base_runs` and `fix_runs`), the per-seed `like_for_like` is the arm's (an early end is not like for
 like), and seeds whose files could not be read are listed (`damaged`).
+
+A run cut short (Ctrl-C) before every seed of every arm ran to its end says so (`partial`: the
+seeds finished of those planned, from `plan.json`); its verdict is left out (null) unless the
+report was asked for over the seeds recorded (`kit report --partial`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stallkit.contract.files import AB_FILE, RUN_FILE
+from stallkit.contract.files import AB_FILE, PLAN_FILE, RUN_FILE
 from stallkit.contract.meta import Clock, EndReason, EngineCapabilities
 from stallkit.contract.slo import NonInferiority, SloFigures, SloSummary
 from stallkit.contract.time import ScaleBasis
@@ -31,6 +35,7 @@ from stallkit.contract.timeline import StallEvidence, StallKind
 __all__ = [
     "AB_FILE",
     "AB_SCHEMA_VERSION",
+    "PLAN_FILE",
     "RUN_FILE",
     "ABFile",
     "ArmFigures",
@@ -39,6 +44,8 @@ __all__ = [
     "Censor",
     "Conclusion",
     "DamagedSeed",
+    "PartialRun",
+    "RunPlan",
     "SeedRow",
     "Stall",
     "StallRate",
@@ -267,6 +274,29 @@ class DamagedSeed(BaseModel):
     problem: str = Field(description="What is wrong with it.")
 
 
+class RunPlan(BaseModel):
+    """plan.json: what `kit run` / `kit ab` set out to run, written before the first arm
+    starts, so that a report of what was recorded can say what was not."""
+
+    model_config = _FROZEN
+    arms: dict[str, str] = Field(description="Each arm's engine spec, by arm name.")
+    seeds: list[int] = Field(description="The seeds every arm was to run, in order.")
+
+
+class PartialRun(BaseModel):
+    """A run cut short (Ctrl-C) before every seed of every arm ran to its end."""
+
+    model_config = _FROZEN
+    seeds_planned: int = Field(description="Seeds the run was to run in every arm (plan.json).")
+    seeds_finished: int = Field(
+        description="Seeds that every arm ran to their own end (not interrupted)."
+    )
+    verdict_given: bool = Field(
+        description="Whether the verdict was made over the seeds recorded (`kit report "
+        "--partial`); false: it is left out, as fewer seeds finished than were asked for."
+    )
+
+
 class ArmReport(ArmFigures):
     """One arm in ab.json: its figures (summed over seeds) and one row per seed."""
 
@@ -290,4 +320,9 @@ class ABFile(BaseModel):
     damaged: list[DamagedSeed] = Field(
         default_factory=list,
         description="Seeds left out because a file could not be read (`kit report --partial`).",
+    )
+    partial: PartialRun | None = Field(
+        None,
+        description="Set when the run was cut short before every seed finished (null: it was not).",
+        exclude_if=lambda value: value is None,
     )

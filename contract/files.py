@@ -2,8 +2,8 @@
 
 A run directory (`kit run`, or one arm of `kit ab`, or one `seed-N` of an arm over seeds) holds
 `meta.json`, `kit.json`, `summary.json`, `turns.jsonl`, `timeline.jsonl` and `engine.log`; an
-A/B directory holds one such directory per arm plus its own `kit.json` and the reports
-(`ab.json`, or `run.json` for one arm). `kit load` writes `turns.jsonl`, `summary.json` and
+A/B directory holds one such directory per arm plus its own `kit.json`, its `plan.json` and the
+reports (`ab.json`, or `run.json` for one arm). `kit load` writes `turns.jsonl`, `summary.json` and
 `load.json`.
 """
 
@@ -20,6 +20,7 @@ __all__ = [
     "LOAD_FILE",
     "META_FILE",
     "ONSTALL_RUNS_FILE",
+    "PLAN_FILE",
     "RUN_FILE",
     "SEED_DIR_PREFIX",
     "STOP_MARKER",
@@ -36,6 +37,8 @@ TIMELINE_FILE = "timeline.jsonl"
 META_FILE = "meta.json"
 SUMMARY_FILE = "summary.json"
 KIT_FILE = "kit.json"
+#: what `kit run` / `kit ab` set out to run (arms, seeds), written before the first arm starts
+PLAN_FILE = "plan.json"
 LOAD_FILE = "load.json"
 ENGINE_LOG = "engine.log"
 AB_FILE = "ab.json"
@@ -52,7 +55,9 @@ ONSTALL_RUNS_FILE = "runs.jsonl"
 STOP_MARKER = "=== stallkit: engine stop requested ==="
 
 #: files a run writes about itself; anything else in a run directory was recorded
-BOOKKEEPING_FILES = frozenset({KIT_FILE, META_FILE, SUMMARY_FILE, LOAD_FILE, "sim-config.toml"})
+BOOKKEEPING_FILES = frozenset(
+    {KIT_FILE, PLAN_FILE, META_FILE, SUMMARY_FILE, LOAD_FILE, "sim-config.toml"}
+)
 
 
 #: an arm run over several seeds holds one directory per seed: `seed-N`

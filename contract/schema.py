@@ -12,11 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from stallkit.contract.ab import ABFile
+from stallkit.contract.ab import ABFile, RunPlan
 from stallkit.contract.files import (
     AB_FILE,
     KIT_FILE,
     META_FILE,
+    PLAN_FILE,
     SUMMARY_FILE,
     TIMELINE_FILE,
     TURNS_FILE,
@@ -69,6 +70,7 @@ def run_dir_schemas() -> dict[str, dict[str, Any]]:
         SUMMARY_FILE: _schema(LoadSummary, "LoadSummary"),
         KIT_FILE: _schema(KitFile, "KitFile"),
         AB_FILE: _schema(ABFile, "ABFile"),
+        PLAN_FILE: _schema(RunPlan, "RunPlan"),
         MANIFEST_FILE: _schema(BundleManifest, "BundleManifest"),
         SIM_STATE_FILE: _schema(SimState, "SimState"),
         FLEET_FILE: {"$schema": _DIALECT, **fleet_adapter.json_schema(), "title": "FleetLine"},

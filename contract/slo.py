@@ -235,7 +235,8 @@ class NonInferiority(BaseModel):
     margin_pct: float = Field(description="The margin, % of the base arm's mean.")
     answer: Answer = Field(
         description="yes: shown not worse by more than the margin; no: shown worse by more "
-        "(a regression); inconclusive: neither at the 5 % level."
+        "(a regression); inconclusive: neither at the 5 % level, or not enough data to test "
+        "(fewer than 2 seeds an arm, or no spread over the seeds: the reason says which)."
     )
     method: str = Field(description="The test.")
     base_mean: float | None = Field(description="The base arm's mean over its seeds.")

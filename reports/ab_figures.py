@@ -22,6 +22,7 @@ from stallkit.contract.ab import (
     ArmFigures,
     ArmReport,
     DamagedSeed,
+    PartialRun,
     SeedRow,
     StallRate,
     Verdict,
@@ -32,6 +33,7 @@ from stallkit.contract.records import read_records
 from stallkit.contract.slo import SloConfig, SloSummary, VerdictConfig, slo_figures
 from stallkit.reports.errors import DamagedRunError, ReportError
 from stallkit.reports.noninferiority import noninferiority_tests, slo_summary
+from stallkit.reports.partial_run import partial_run
 from stallkit.reports.rundir import arm_figures, read_kit, read_meta, seed_dirs
 from stallkit.reports.seed_stats import mark_repeats, rate_of, seed_row, verdict
 
@@ -56,6 +58,8 @@ class ABReport(BaseModel):
     dirs: dict[str, list[Path]] = {}
     #: per arm, its SLO figures over the seeds (empty when the kit sets no SLOs)
     slo: dict[str, SloSummary] = {}
+    #: set when the run was cut short before every planned seed finished in every arm
+    partial_run: PartialRun | None = None
 
     @property
     def seed_count(self) -> int:
@@ -216,12 +220,16 @@ def damage_error(damaged: list[DamagedSeed]) -> DamagedRunError:
     )
 
 
-def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
+def load_ab(ab_dir: Path, partial: bool = False, damaged_ok: bool | None = None) -> ABReport:
     """Read every arm below an A/B directory (or a single-arm run directory).
 
-    A seed whose files cannot be read is never dropped silently: ReportError names each one,
-    unless `partial`, when the report covers the readable seeds and lists the damaged ones.
+    `partial`: report over what the run holds. A seed whose files cannot be read is never
+    dropped silently: ReportError names each one, unless `damaged_ok` (default: `partial`),
+    when the report covers the readable seeds and lists the damaged ones. A run cut short
+    before every planned seed finished gets no verdict (`stallkit.reports.partial_run`),
+    unless `partial`, when the verdict covers the seeds recorded.
     """
+    damaged_ok = partial if damaged_ok is None else damaged_ok
     if not ab_dir.is_dir():
         raise ReportError(
             f"{ab_dir} is not a directory", "pass a directory written by `kit ab` or `kit run`"
@@ -264,13 +272,16 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
         seeds[name] = mark_repeats([seed_row(f) for f in figures])
         reads[name] = read
         read_from[name] = [s for s, _ in read]
-    if damaged and not partial:
+    if damaged and not damaged_ok:
         raise damage_error(damaged)
     if not arms:
         raise ReportError(f"no readable arm under {ab_dir}", "each arm needs a meta.json")
     if objectives is not None:
         seeds = _with_slo(seeds, reads, objectives)
+    cut_short = partial_run(ab_dir, seeds, damaged, verdict_given=partial)
     result = verdict(seeds["base"], seeds["fix"]) if {"base", "fix"} <= set(seeds) else None
+    if cut_short is not None and not partial:
+        result = None  # no p-value, no yes or no over fewer seeds than were asked for
     if result is not None and settings is not None:
         tests = noninferiority_tests(seeds["base"], seeds["fix"], settings)
         result = result.model_copy(update={"noninferiority": tests})
@@ -287,6 +298,7 @@ def load_ab(ab_dir: Path, partial: bool = False) -> ABReport:
         damaged=damaged,
         dirs=read_from,
         slo=summaries,
+        partial_run=cut_short,
     )
 
 
@@ -335,10 +347,13 @@ def shown_dirs(report: ABReport) -> list[Path] | None:
 
 
 def title(report: ABReport) -> str:
-    """The report's title: kit, seeds and clock."""
+    """The report's title: kit, seeds and clock (a run cut short: the seeds that finished)."""
     n = report.seed_count
     clocks = "/".join(sorted({a.clock for a in report.arms.values()}))
     seeds = f"{n} seeds" if n > 1 else "1 seed"
+    cut = report.partial_run
+    if cut is not None:
+        seeds = f"interrupted, {cut.seeds_finished} of {cut.seeds_planned} seeds finished"
     what = "A/B" if len(report.arms) > 1 else "run"
     return f"{what}: {report.kit}, {seeds}, {clocks} clock"
 
@@ -354,7 +369,13 @@ def to_ab_file(report: ABReport) -> ABFile:
         )
         for name, arm in report.arms.items()
     }
-    return ABFile(kit=report.kit, arms=arms, verdict=report.verdict, damaged=report.damaged)
+    return ABFile(
+        kit=report.kit,
+        arms=arms,
+        verdict=report.verdict,
+        damaged=report.damaged,
+        partial=report.partial_run,
+    )
 
 
 def to_json(report: ABReport) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from stallkit.contract.meta import END_WORDS, EndReason
 from stallkit.reports.ab_figures import END_ORDER, ABReport
 from stallkit.reports.ab_slo import slo_rows
 from stallkit.reports.forensics_frames import markdown_lines
+from stallkit.reports.partial_run import partial_note, partial_words
 from stallkit.reports.seed_stats import distinct, onset_spread
 
 __all__ = [
@@ -140,9 +141,12 @@ def _seed_rows(report: ABReport) -> list[tuple[str, str, list[str]]]:
             [rate_cell(report.rates[n]) if n in report.rates else "-" for n in names],
         ),
     ]
-    v = report.verdict
+    v, cut = report.verdict, report.partial_run
     if v is not None:
         out.append(("verdict", "verdict", [verdict_cell(v) if n == "fix" else "" for n in names]))
+    elif cut is not None and {"base", "fix"} <= set(names):  # in place of the verdict
+        words = partial_words(cut)
+        out.append(("verdict", "verdict", [words if n == "fix" else "" for n in names]))
     return out
 
 
@@ -255,6 +259,8 @@ def footnotes(report: ABReport) -> list[str]:
                 "not like for like."
             )
     notes += _repeat_notes(report) + _damage_notes(report)
+    if report.partial_run is not None:
+        notes.append(partial_note(report.partial_run))
     clocks = sorted({a.clock for a in report.arms.values()})
     if "wall" in clocks and any(a.time_scale != 1.0 for a in report.arms.values()):
         notes.append(_scale_note(report))

@@ -113,6 +113,9 @@ def compact_layout(report: ABReport, rows: list[Row] | None = None) -> Renderabl
     for key, label, cells in table_rows(report) if rows is None else rows:
         if key == "verdict":
             text = next((c for c in cells if c), "")
+            if report.verdict is None:  # a run cut short: what it is, in place of a verdict
+                verdict.append(Text(text, style="bold yellow"))
+                continue
             verdict.append(Text.assemble(("verdict: ", "bold"), text))
             continue
         if key == NONINFERIOR:  # a sentence: "fix is not worse ... on goodput: yes (...)"

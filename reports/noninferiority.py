@@ -10,8 +10,10 @@ mean: when both arms ran the same seeds, each seed's two values are one pair (th
 over the same window) and d's standard error is that of the per-seed differences (a paired t,
 n - 1 degrees of freedom); otherwise Welch's. "yes" when the one-sided t test of "d is the
 margin or more" rejects at 5 % (equivalently d's 90 % interval lies below the margin), "no" (a
-regression) when that interval lies above the margin, "inconclusive" otherwise or with fewer
-than two seeds an arm. The numbers come from `scipy.stats`.
+regression) when that interval lies above the margin, "inconclusive" otherwise. With fewer than
+two seeds an arm, or no spread at all (every seed's value, or difference, the same: a standard
+error of 0 gives no interval and no p-value, only a zero-width "interval" and a p of 0), the
+answer is inconclusive and says "not enough data". The numbers come from `scipy.stats`.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from stallkit.reports.seed_stats import ALPHA, distinct
 
 __all__ = [
     "METHOD",
+    "NOT_ENOUGH",
     "PAIRED",
     "WELCH",
     "noninferiority",
@@ -50,6 +53,8 @@ METHOD = "95 % t interval of the mean over seeds"
 #: the non-inferiority test, in words: paired by seed (both arms ran the same seeds), or not
 PAIRED = "paired t over seeds"
 WELCH = "Welch t over seeds"
+#: what an inconclusive test says when its data cannot decide anything (too few seeds, no spread)
+NOT_ENOUGH = "not enough data"
 #: figures where more is better (the rest: less is better)
 _HIGHER_BETTER: frozenset[Figure] = frozenset({"goodput", "throughput"})
 
@@ -124,26 +129,25 @@ def noninferiority(
         reason="",
     )
     if worse is None or b is None or len(base) < 2 or len(fix) < 2:
-        why = "the base's figure is 0" if b is not None and b <= 0 and f is not None else ""
-        return _said(result, why or "needs at least 2 distinct seeds per arm")
+        if b is not None and b <= 0 and f is not None:
+            return _said(result, "the base's figure is 0")
+        return _said(result, "needs at least 2 distinct seeds per arm", NOT_ENOUGH)
     if paired:
         diffs = [x - y for x, y in zip(base, fix, strict=True)]
-        se, df = statistics.stdev(diffs) / math.sqrt(len(diffs)), float(len(diffs) - 1)
+        se = statistics.stdev(diffs) / math.sqrt(len(diffs))
     else:
-        se, df = math.sqrt(_var_of_mean(base) + _var_of_mean(fix)), _welch_df(base, fix)
+        se = math.sqrt(_var_of_mean(base) + _var_of_mean(fix))
     se_pct = 100.0 * se / b
-    if se_pct == 0:  # every seed alike: the means decide
-        answer: Answer = "inconclusive"
-        if worse != margin_pct:
-            answer = "yes" if worse < margin_pct else "no"
-        p = 0.0 if answer == "yes" else 1.0
-        return _said(result.model_copy(update=_decided(answer, (worse, worse), p)))
+    if se_pct == 0:  # no spread: a zero-width interval and a p of 0 or 1 would mean nothing
+        spread = "every seed's difference" if paired else "every seed's value in each arm"
+        return _said(result, f"{spread} is the same, so no interval", NOT_ENOUGH)
+    df = float(len(base) - 1) if paired else _welch_df(base, fix)
     from scipy.stats import t
 
     p = float(t.sf((margin_pct - worse) / se_pct, df))
     half = float(t.ppf(1 - ALPHA, df)) * se_pct
     ci = (worse - half, worse + half)
-    answer = "yes" if ci[1] < margin_pct else "no" if ci[0] > margin_pct else "inconclusive"
+    answer: Answer = "yes" if ci[1] < margin_pct else "no" if ci[0] > margin_pct else "inconclusive"
     return _said(result.model_copy(update=_decided(answer, ci, p)))
 
 
@@ -167,9 +171,10 @@ def _welch_df(base: Sequence[float], fix: Sequence[float]) -> float:
     return (vb + vf) ** 2 / terms
 
 
-def _said(test: NonInferiority, why: str = "") -> NonInferiority:
+def _said(test: NonInferiority, why: str = "", answer: str | None = None) -> NonInferiority:
     """The test with its sentence: `fix is not worse than base by more than 5 % on goodput:
-    yes (Welch t over seeds, 10+10 seeds, p = 0.002; worse by -1.2 % (90 % interval ...))`."""
+    yes (Welch t over seeds, 10+10 seeds, p = 0.002; worse by -1.2 % (90 % interval ...))`;
+    `answer`: the words in place of the answer (`not enough data`)."""
     runs = f"{test.base_runs}+{test.fix_runs} seeds"  # distinct seeds of each arm
     if test.method == PAIRED:
         runs = f"{test.base_runs} seed{'s' if test.base_runs != 1 else ''}"
@@ -181,7 +186,8 @@ def _said(test: NonInferiority, why: str = "") -> NonInferiority:
         detail = f"{why}; {runs}" + ("" if worse is None else f"; worse by {worse:+.1f} %")
     words = FIGURE_WORDS[test.figure]
     head = f"fix is not worse than base by more than {test.margin_pct:g} % on {words}"
-    return test.model_copy(update={"reason": f"{head}: {test.answer} ({detail})"})
+    said = test.answer if answer is None else answer
+    return test.model_copy(update={"reason": f"{head}: {said} ({detail})"})
 
 
 def noninferiority_tests(

@@ -17,14 +17,21 @@ from stallkit.reports.timeline_plot import save_timelines
 __all__ = ["write_reports"]
 
 
-def write_reports(ab_dir: Path, partial: bool = False) -> ABReport:
+def write_reports(
+    ab_dir: Path, partial: bool = False, damaged_ok: bool | None = None, drawn: bool = True
+) -> ABReport:
     """(Re)make the reports (ab.md, ab.json, ab.html; run.* for one arm) and timeline.png.
 
-    DamagedRunError when a seed's files cannot be read, unless `partial` (see `load_ab`)."""
-    report = load_ab(ab_dir, partial)
+    DamagedRunError when a seed's files cannot be read, unless `damaged_ok` (default:
+    `partial`); a run cut short gets its verdict only with `partial` (see `load_ab`).
+    `drawn=False`: the tables only (ab.md, ab.json), without the plots that take most of the
+    time (timeline.png, ab.html), as after a Ctrl-C."""
+    report = load_ab(ab_dir, partial, damaged_ok)
     stem = report.stem
     (ab_dir / f"{stem}.md").write_text(to_markdown(report), encoding="utf-8")
     write_json(ab_dir / f"{stem}.json", to_ab_file(report))
+    if not drawn:
+        return report
     shown = shown_dirs(report)
     timeline_svgs = save_timelines(ab_dir, ab_dir / "timeline.png", report.title, shown)
     (ab_dir / f"{stem}.html").write_text(to_html(report, ab_dir, timeline_svgs), encoding="utf-8")

@@ -1,10 +1,13 @@
 """Execute a `kit run` / `kit ab` plan: every arm over every seed, then the A/B reports.
 
 Virtual-clock arms (`sim:` and `twin:`) run in parallel processes across the cores (one job
-per arm and seed, each writing its own directory); wall-clock arms run one seed after another (both arms at
-once with --parallel). Every engine is stopped on success, error and Ctrl-C (SIGTERM reaches
-here as Ctrl-C: `stallkit.kits.cli.common.sigterm_as_ctrl_c`), and the A/B reports are made from the
-saved directories whatever ended the run.
+per arm and seed, each writing its own directory), one line as each ends; wall-clock arms run
+one seed after another (both arms at once with --parallel). `plan.json` says first what the run
+is to run, so that a report of a run cut short can say what it lacks. Every engine is stopped on
+success, error and Ctrl-C (SIGTERM reaches here as Ctrl-C:
+`stallkit.kits.cli.common.sigterm_as_ctrl_c`); a Ctrl-C says at once what it stops, and the
+A/B reports are made from the saved directories whatever ended the run (a run cut short gets
+no verdict, `stallkit.reports.partial_run`, and only its tables: `kit report` draws the rest).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 
+from stallkit.contract.ab import PLAN_FILE, RunPlan
 from stallkit.contract.errors import StallkitError
 from stallkit.contract.files import KIT_FILE, discard_if_unrecorded, outermost_missing
 from stallkit.contract.jsonl import read_json, write_json
@@ -30,7 +34,7 @@ from stallkit.kits.arm.alerting import Alerting
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.arm.virtual import VirtualResult, run_virtual_arm
 from stallkit.kits.arm.wall import RunContext, WallArm, run_arm
-from stallkit.kits.workers import PooledJob, cores, run_pooled, worker_kind
+from stallkit.kits.workers import PooledJob, Stopping, cores, run_pooled, worker_kind
 from stallkit.reports import ABReport
 
 __all__ = ["DEFAULT_RUNS_DIR", "Arm", "Plan", "Result", "execute", "strict_failures"]
@@ -100,6 +104,33 @@ def _note(console: Console, done: VirtualResult) -> None:
     console.print(f"{done.arm} seed {done.seed}: {what} [dim]({done.wall_s:.1f} wall s)[/]")
 
 
+def _cut_note(console: Console, arm: str, seed: int, seed_dir: Path) -> None:
+    """A run's end after a Ctrl-C, from what it recorded: `fix seed 11: interrupted at 1922
+    engine s` (or the end it reached before the signal); a run stopped before it recorded
+    anything leaves no directory."""
+    try:
+        meta = read_json(seed_dir / META_FILE, ArmMeta)
+    except (StallkitError, OSError):
+        discard_if_unrecorded(seed_dir)
+        console.print(f"{arm} seed {seed}: stopped before it started", highlight=False)
+        return
+    at = "" if meta.engine_s is None else f" at {meta.engine_s:.0f} engine s"
+    what = END_WORDS[meta.end_reason]
+    if meta.end_reason == "starting":  # its worker was terminated before it could say
+        what = "stopped before it recorded its end"
+    console.print(f"{arm} seed {seed}: {what}{at}", highlight=False)
+
+
+def _stopping_note(console: Console, plan: Plan, stop: Stopping) -> None:
+    """What a Ctrl-C stops, said the moment it lands."""
+    console.print(
+        f"[bold]stopping:[/] {stop.going} run{'s' * (stop.going != 1)} going, "
+        f"{stop.not_started} not started; "
+        f"partial results go to {plan.out_dir}",
+        highlight=False,
+    )
+
+
 def _run_virtual(plan: Plan, console: Console) -> None:
     """Every virtual arm over every seed, in parallel processes across the cores (twin arms
     in fresh workers of their own, one pool per overlay: `stallkit.kits.workers`)."""
@@ -110,7 +141,24 @@ def _run_virtual(plan: Plan, console: Console) -> None:
                 kit = plan.kit_for(seed)
                 args = (kit, arm.name, arm.spec, plan.seed_dir(arm, seed))
                 jobs.append((worker_kind(kit, arm.name, arm.spec.raw), args))
-    run_pooled(run_virtual_arm, jobs, lambda done: _note(console, done), cores())
+    if not jobs:
+        return
+    workers = min(cores(), len(jobs))
+    if len(jobs) > 1:
+        arms = len(jobs) // len(plan.seeds)
+        where = f"{workers} worker processes" if workers > 1 else "this process"
+        console.print(
+            f"running {arms} arms x {len(plan.seeds)} seeds in {where} (Ctrl-C stops them)",
+            highlight=False,
+        )
+    run_pooled(
+        run_virtual_arm,
+        jobs,
+        lambda done: _note(console, done),
+        cores(),
+        on_stop=lambda stop: _stopping_note(console, plan, stop),
+        on_cut=lambda args: _cut_note(console, args[1], args[0].load.seed, args[3]),
+    )
 
 
 def _run_wall(plan: Plan, run: RunContext, console: Console, dashboard: bool) -> None:
@@ -200,6 +248,8 @@ def execute(
     made = outermost_missing(plan.out_dir)
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     write_json(plan.out_dir / KIT_FILE, KitFile.of(plan.kit.model_dump(mode="json")))
+    arms = {arm.name: arm.spec.raw for arm in plan.arms}
+    write_json(plan.out_dir / PLAN_FILE, RunPlan(arms=arms, seeds=plan.seeds))
     interrupted = False
     try:
         try:
@@ -219,12 +269,16 @@ def execute(
         mark_interrupted(plan.out_dir)
     report = None
     if any(plan.out_dir.rglob("meta.json")):
-        # after a Ctrl-C a seed may hold no end record yet: report what was recorded, naming it
-        report = write_reports(plan.out_dir, partial=interrupted)
+        if interrupted:
+            console.print("writing the tables of what was recorded (Ctrl-C again skips them)")
+        # after a Ctrl-C a seed's files may be torn: report what was recorded, naming them; a
+        # run cut short gets no verdict (`kit report --partial` makes one), and its exit waits
+        # for no plot (`kit report` draws them)
+        report = write_reports(plan.out_dir, damaged_ok=interrupted, drawn=not interrupted)
         console.print(ab_table(report))
         stem = report.stem
-        console.print(
-            f"[dim]reports: {plan.out_dir / stem}.html, {plan.out_dir / stem}.md, "
-            f"{stem}.json, timeline.png[/]"
-        )
+        written = f"{plan.out_dir / stem}.md, {stem}.json"
+        if not interrupted:
+            written = f"{plan.out_dir / stem}.html, {written}, timeline.png"
+        console.print(f"[dim]reports: {written}[/]")
     return Result(report, interrupted)

@@ -228,7 +228,16 @@ def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Resul
     if result.interrupted and not plan.out_dir.exists():
         raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
     if result.interrupted:
-        raise fail(f"interrupted; partial results kept in {plan.out_dir}", code=EXIT_INTERRUPTED)
+        report = result.report
+        hint = f"`kit report {plan.out_dir}` draws its timeline and HTML report"
+        if report is not None and report.partial_run is not None and report.stem == "ab":
+            hint = (
+                f"`kit report --partial {plan.out_dir}` makes the verdict over the seeds "
+                "recorded, with the timeline and HTML report"
+            )
+        raise fail(
+            f"interrupted; partial results kept in {plan.out_dir}", hint, code=EXIT_INTERRUPTED
+        )
     return result
 
 
@@ -375,6 +384,7 @@ def ab(
         typer.echo(plan.describe())
         return
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
+    _print_plan(plan)
     result = _execute(plan, no_dashboard, alerting)
     if strict and result.report is not None:
         problems = strict_failures(result.report)
@@ -384,6 +394,13 @@ def ab(
                 f"see {plan.out_dir / result.report.stem}.md",
                 code=EXIT_STRICT,
             )
+
+
+def _print_plan(plan: Plan) -> None:
+    """What `kit ab` is about to run (what --dry-run prints), before anything starts."""
+    from rich.console import Console
+
+    Console().print(plan.describe(), markup=False, highlight=False)
 
 
 @user_errors
@@ -401,8 +418,10 @@ def report(
         bool,
         typer.Option(
             "--partial",
-            help="When some seeds' files cannot be read, report over the readable seeds and "
-            "list the damaged ones (without it: exit 1, naming each damaged seed and file)",
+            help="Report over what the run holds: a run cut short (Ctrl-C) gets its verdict over "
+            "the seeds recorded (without it: 'interrupted: partial, N of M seeds' in its place); "
+            "when some seeds' files cannot be read, the report covers the readable seeds and "
+            "lists the damaged ones (without it: exit 1, naming each damaged seed and file)",
         ),
     ] = False,
 ) -> None:
@@ -419,6 +438,14 @@ def report(
     Console().print(ab_table(result))
     stem = run_dir / result.stem
     typer.echo(f"wrote {stem}.html, {stem}.md, {stem}.json, {run_dir / 'timeline.png'}")
+    cut = result.partial_run
+    if cut is not None and not cut.verdict_given and result.stem == "ab":
+        Console().print(
+            f"no verdict: the run was cut short; `kit report --partial {run_dir}` makes one over "
+            "the seeds recorded",
+            markup=False,
+            highlight=False,
+        )
     problems = strict_failures(result) if strict else []
     if problems:
         raise fail("strict: " + "; ".join(problems), f"see {stem}.md", code=EXIT_STRICT)

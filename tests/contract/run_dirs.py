@@ -13,13 +13,14 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from stallkit.contract.ab import ABFile
+from stallkit.contract.ab import ABFile, RunPlan
 from stallkit.contract.files import (
     AB_FILE,
     FORENSICS_INPUTS_FILE,
     KIT_FILE,
     META_FILE,
     ONSTALL_RUNS_FILE,
+    PLAN_FILE,
     RUN_FILE,
     SUMMARY_FILE,
     TIMELINE_FILE,
@@ -39,6 +40,7 @@ JSON_MODELS: dict[str, type[BaseModel]] = {
     SUMMARY_FILE: LoadSummary,
     KIT_FILE: KitFile,
     AB_FILE: ABFile,
+    PLAN_FILE: RunPlan,
     RUN_FILE: ABFile,
     MANIFEST_FILE: BundleManifest,
     SIM_STATE_FILE: SimState,

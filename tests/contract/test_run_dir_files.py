@@ -106,8 +106,8 @@ def stall_outputs(virtual_ab: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def test_a_virtual_ab_directory_reads_back_through_the_models(virtual_ab: Path) -> None:
     seen = validate_run_dir(virtual_ab)
     # two arms, one seed each: per arm meta, summary, kit, turns, timeline; the A/B's kit and
-    # ab; the base arm's stall bundle (its manifest, the detector's inputs, the scheduler)
-    assert seen == {"ab.json": 1, "kit.json": 3, "meta.json": 2, "summary.json": 2,
+    # ab and plan; the base arm's stall bundle (its manifest, the detector's inputs, the scheduler)
+    assert seen == {"ab.json": 1, "kit.json": 3, "plan.json": 1, "meta.json": 2, "summary.json": 2,
                     "timeline.jsonl": 2, "turns.jsonl": 2,
                     "inputs.jsonl": 1, "manifest.json": 1, "sim-state.json": 1}  # fmt: skip
     base = virtual_ab / "base"
@@ -122,7 +122,7 @@ def test_a_virtual_ab_directory_reads_back_through_the_models(virtual_ab: Path) 
 @pytest.mark.wallclock
 def test_a_wall_clock_run_of_the_simulator_reads_back_through_the_models(wall_run: Path) -> None:
     seen = validate_run_dir(wall_run)
-    assert seen == {"run.json": 1, "kit.json": 1, "meta.json": 1, "summary.json": 1,
+    assert seen == {"run.json": 1, "kit.json": 1, "plan.json": 1, "meta.json": 1, "summary.json": 1,
                     "timeline.jsonl": 1, "turns.jsonl": 1}  # fmt: skip
     meta = read_json(wall_run / "meta.json", ArmMeta)
     assert (meta.clock, meta.kind, meta.time_scale) == ("wall", "sim", 30.0)

@@ -66,10 +66,21 @@ def test_a_tail_latency_that_grew_past_the_margin_is_a_regression() -> None:
 def test_too_few_seeds_or_a_zero_base_is_inconclusive() -> None:
     one = noninferiority("goodput", [1.0], [0.1], 5.0)
     assert one.answer == "inconclusive" and "at least 2 distinct seeds" in one.reason
+    assert ": not enough data (" in one.reason
     zero = noninferiority("goodput", [0.0, 0.0], [0.1, 0.2], 5.0)
     assert zero.answer == "inconclusive" and "base's figure is 0" in zero.reason
-    alike = noninferiority("goodput", [1.0, 1.0], [0.5, 0.5], 5.0, paired=True)
-    assert alike.answer == "no" and alike.p_value == 1.0  # no spread: the means decide
+
+
+@pytest.mark.parametrize("paired", [True, False], ids=["paired", "welch"])
+def test_no_spread_over_the_seeds_is_not_enough_data_never_a_p_of_0(paired: bool) -> None:
+    """A zero standard error gave p = 0 and a zero-width "90 % interval" (+0.0 to +0.0): a
+    yes (or no) that meant nothing, as when interrupted seeds cut both arms at one moment."""
+    for base, fix in (([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]), ([1.0, 1.0], [0.5, 0.5])):
+        test = noninferiority("ttft_p99", base, fix, 5.0, paired=paired)
+        assert test.answer == "inconclusive"
+        assert test.p_value is None and test.worse_ci90 is None
+        assert "on TTFT p99: not enough data (" in test.reason
+        assert "p = " not in test.reason and "interval +" not in test.reason
 
 
 def _row(seed: int, goodput: float, same_as: int | None = None) -> SeedRow:
@@ -88,11 +99,11 @@ def _row(seed: int, goodput: float, same_as: int | None = None) -> SeedRow:
 
 def test_arms_over_the_same_seeds_are_paired_and_repeats_count_once() -> None:
     base = [_row(1, 0.10), _row(2, 0.20), _row(3, 0.30)]
-    fix = [_row(1, 0.10), _row(2, 0.20), _row(3, 0.30)]
+    fix = [_row(1, 0.101), _row(2, 0.199), _row(3, 0.302)]  # each pair alike, seeds not
     settings = VerdictConfig(figures=["goodput"])
     (paired,) = noninferiority_tests(base, fix, settings)
     assert paired.method == "paired t over seeds" and paired.answer == "yes"
-    fix[2] = _row(3, 0.30, same_as=1)  # a repeat: the seeds no longer match
+    fix[2] = _row(3, 0.302, same_as=1)  # a repeat: the seeds no longer match
     (unpaired,) = noninferiority_tests(base, fix, settings)
     assert unpaired.method == "Welch t over seeds" and unpaired.fix_runs == 2
     summary = slo_summary(base, SloConfig(ttft="2s"))
