@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import functools
 import json
 import os
 import resource
@@ -89,7 +90,9 @@ def _child(out: Path) -> None:
         for seed in plan.seeds:
             kit = plan.kit_for(seed)
             took, _ = _timed(
-                lambda: run_virtual_arm(kit, arm.name, arm.spec, plan.seed_dir(arm, seed))
+                functools.partial(
+                    run_virtual_arm, kit, arm.name, arm.spec, plan.seed_dir(arm, seed)
+                )
             )
             seeds.append(took)
         phases[f"simulation: {arm.name} ({len(seeds)} seeds)"] = {
@@ -139,7 +142,8 @@ def _phases() -> dict[str, dict[str, Any]]:
         if done.returncode:
             sys.exit(done.stderr)
     phases: dict[str, dict[str, Any]] = {"interpreter start": {"wall": bare, "cpu": bare}}
-    return phases | json.loads(done.stdout.splitlines()[-1])
+    measured: dict[str, dict[str, Any]] = json.loads(done.stdout.splitlines()[-1])
+    return phases | measured
 
 
 def _same(ref: Path, out: Path) -> str:
@@ -188,7 +192,9 @@ def main() -> None:
             load = _load()
             took, same = _end_to_end(args.ref)
             ends.append(took)
-            print(f"run {i + 1}: end to end {took['wall']:.2f} wall s, {took['cpu']:.2f} CPU s; {load}")
+            print(
+                f"run {i + 1}: end to end {took['wall']:.2f} wall s, {took['cpu']:.2f} CPU s; {load}"
+            )
             if same:
                 print(f"       against {args.ref}: {same}")
         if not args.skip_phases:
@@ -197,7 +203,9 @@ def main() -> None:
             total = sum(p["cpu"] for p in runs[-1].values())
             print(f"run {i + 1}: phases, serially, {total:.2f} CPU s in all; {load}")
     if ends:
-        print(f"(a) end to end, {os.cpu_count()} cores      wall s: {_spread([e['wall'] for e in ends])}")
+        print(
+            f"(a) end to end, {os.cpu_count()} cores      wall s: {_spread([e['wall'] for e in ends])}"
+        )
         print(f"    over all its processes         CPU s: {_spread([e['cpu'] for e in ends])}")
     if runs:
         print("(b) phase by phase, serially in one process (each: wall s, then CPU s)")
