@@ -20,7 +20,6 @@ from typing import Annotated
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from scipy.optimize import nnls
 
 from stallkit.contract.errors import is_invalid_json, validation_message
 from stallkit.engine.errors import EngineError
@@ -172,6 +171,8 @@ def fit_cost(
     simulator's default is kept). Raises EngineError when the samples cannot determine all
     five coefficients.
     """
+    from scipy.optimize import nnls  # a second of imports that only a fit needs
+
     features, seconds = _matrix(samples)
     weighted = features / seconds[:, None]
     scale = np.linalg.norm(weighted, axis=0)
