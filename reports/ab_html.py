@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stallkit.contract.files import META_FILE, TURNS_FILE
-from stallkit.contract.records import read_records
 from stallkit.reports.ab_figures import ABReport, shown_dirs, title
 from stallkit.reports.ab_markdown import footnotes, seed_cells, table_rows
 from stallkit.reports.ab_slo import NONINFERIOR
 from stallkit.reports.forensics_frames import bundle_items
-from stallkit.reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
+from stallkit.reports.rundir import arm_dirs, effective_scale, read_meta, read_turns, seed_dirs
 from stallkit.reports.seed_stats import distinct, kaplan_meier
 
 if TYPE_CHECKING:
@@ -74,7 +73,7 @@ def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
         if not (d / TURNS_FILE).exists():
             continue
         scale = effective_scale(read_meta(d))
-        for r in read_records(d / TURNS_FILE):
+        for r in read_turns(d / TURNS_FILE):
             if r.outcome != "ok":
                 continue
             if r.ttft_s is not None:

@@ -12,6 +12,7 @@ from stallkit.contract.jsonl import write_json
 from stallkit.reports.ab_figures import ABReport, load_ab, shown_dirs, to_ab_file
 from stallkit.reports.ab_html import to_html
 from stallkit.reports.ab_markdown import to_markdown
+from stallkit.reports.rundir import reading_once
 from stallkit.reports.timeline_plot import save_timelines
 
 __all__ = ["write_reports"]
@@ -20,7 +21,13 @@ __all__ = ["write_reports"]
 def write_reports(ab_dir: Path, partial: bool = False) -> ABReport:
     """(Re)make the reports (ab.md, ab.json, ab.html; run.* for one arm) and timeline.png.
 
-    DamagedRunError when a seed's files cannot be read, unless `partial` (see `load_ab`)."""
+    DamagedRunError when a seed's files cannot be read, unless `partial` (see `load_ab`).
+    Each seed's files are parsed once for all of them (`reading_once`)."""
+    with reading_once():
+        return _write(ab_dir, partial)
+
+
+def _write(ab_dir: Path, partial: bool) -> ABReport:
     report = load_ab(ab_dir, partial)
     stem = report.stem
     (ab_dir / f"{stem}.md").write_text(to_markdown(report), encoding="utf-8")
