@@ -91,6 +91,7 @@ def distributions_figure(run_dir: Path, dirs: dict[str, list[Path]] | None = Non
     sit beside the milliseconds of normal decoding. `dirs`: each arm's seed directories, else
     those found under `run_dir`."""
     import matplotlib
+    import numpy as np
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -99,15 +100,21 @@ def distributions_figure(run_dir: Path, dirs: dict[str, list[Path]] | None = Non
     latencies = {name: _latencies(d) for name, d in (dirs or _arm_turn_dirs(run_dir)).items()}
     ttft_bins = log_bins([t for ttft, _, _ in latencies.values() for t in ttft])
     itl_bins = log_bins([1000 * g for _, gaps, _ in latencies.values() for g in gaps])
+    # arrays, not lists: matplotlib takes a list's every float as a dataset of its own first
     for name, (ttft, gaps, weights) in latencies.items():
         if ttft:
             label = f"{name} ({len(ttft)} turns)"
-            ax_ttft.hist(ttft, bins=ttft_bins, histtype="step", lw=1.5, label=label)
+            ax_ttft.hist(np.asarray(ttft), bins=ttft_bins, histtype="step", lw=1.5, label=label)
         if gaps:
             label = f"{name} ({sum(weights)} tokens)"
-            itl_ms = [1000 * g for g in gaps]
+            itl_ms = np.asarray([1000 * g for g in gaps])
             ax_itl.hist(
-                itl_ms, bins=itl_bins, weights=weights, histtype="step", lw=1.5, label=label
+                itl_ms,
+                bins=itl_bins,
+                weights=np.asarray(weights),
+                histtype="step",
+                lw=1.5,
+                label=label,
             )
     _log_axis(ax_ttft, ttft_bins, "time to first token (engine s, log scale)", "turns")
     _log_axis(ax_itl, itl_bins, "inter-token latency (engine ms, log scale)", "tokens (log scale)")
