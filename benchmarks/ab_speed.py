@@ -17,7 +17,12 @@
 Every figure is printed per repetition and as the median and spread over --repeat runs. On a
 shared machine compare CPU seconds first; note the load average printed with each run.
 
-    python benchmarks/ab_speed.py [--repeat 3] [--ref DIR] [--skip-phases] [--skip-e2e]
+With --against DIR (another checkout of the project, e.g. an older commit unpacked by `git
+archive`), every repetition runs that tree too, alternately with this one, so that both see the
+same machine load; each figure is then printed per tree.
+
+    python benchmarks/ab_speed.py [--repeat 3] [--ref DIR] [--against DIR] [--skip-phases]
+                                  [--skip-e2e]
 """
 
 from __future__ import annotations
@@ -127,18 +132,19 @@ def _report_phases(out: Path, phase: Callable[[str, Callable[[], Any]], Any]) ->
     )
 
 
-def _env() -> dict[str, str]:
-    return os.environ | {"PYTHONPATH": str(ROOT)}
+def _env(tree: Path) -> dict[str, str]:
+    return os.environ | {"PYTHONPATH": str(tree)}
 
 
-def _phases() -> dict[str, dict[str, Any]]:
+def _phases(tree: Path) -> dict[str, dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         # the interpreter's own start: an empty program in a fresh interpreter
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         bare = time.perf_counter() - start
         argv = [sys.executable, __file__, "--child", f"{tmp}/ab"]
-        done = subprocess.run(argv, env=_env(), cwd=ROOT, capture_output=True, text=True)
+        # this file's child, on the tree's modules
+        done = subprocess.run(argv, env=_env(tree), cwd=tree, capture_output=True, text=True)
         if done.returncode:
             sys.exit(done.stderr)
     phases: dict[str, dict[str, Any]] = {"interpreter start": {"wall": bare, "cpu": bare}}
@@ -154,13 +160,13 @@ def _same(ref: Path, out: Path) -> str:
     return "all the same" if not differ else "differ: " + ", ".join(differ)
 
 
-def _end_to_end(ref: Path | None) -> tuple[Timing, str]:
+def _end_to_end(tree: Path, ref: Path | None) -> tuple[Timing, str]:
     with tempfile.TemporaryDirectory() as tmp:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         argv = [sys.executable, "-m", "stallkit", "ab", "--no-dashboard", "--out", f"{tmp}/ab"]
         # `python -m` puts the working directory first on the path
-        subprocess.run(argv, env=_env(), cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(argv, env=_env(tree), cwd=tree, capture_output=True, check=True)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         same = _same(ref, Path(tmp) / "ab") if ref is not None else ""
@@ -174,39 +180,12 @@ def _spread(values: list[float]) -> str:
     return f"{shown}  median {median:6.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--ref", type=Path, help="an earlier `kit ab` run directory to compare")
-    parser.add_argument("--skip-phases", action="store_true")
-    parser.add_argument("--skip-e2e", action="store_true")
-    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        _child(args.child)
-        return
-    ends: list[Timing] = []
-    runs: list[dict[str, dict[str, Any]]] = []
-    for i in range(args.repeat):
-        if not args.skip_e2e:
-            load = _load()
-            took, same = _end_to_end(args.ref)
-            ends.append(took)
-            print(
-                f"run {i + 1}: end to end {took['wall']:.2f} wall s, {took['cpu']:.2f} CPU s; {load}"
-            )
-            if same:
-                print(f"       against {args.ref}: {same}")
-        if not args.skip_phases:
-            load = _load()
-            runs.append(_phases())
-            total = sum(p["cpu"] for p in runs[-1].values())
-            print(f"run {i + 1}: phases, serially, {total:.2f} CPU s in all; {load}")
+def _print(ends: list[Timing], runs: list[dict[str, dict[str, Any]]]) -> None:
     if ends:
         print(
-            f"(a) end to end, {os.cpu_count()} cores      wall s: {_spread([e['wall'] for e in ends])}"
+            f"(a) end to end, {os.cpu_count()} cores   wall s: {_spread([e['wall'] for e in ends])}"
         )
-        print(f"    over all its processes         CPU s: {_spread([e['cpu'] for e in ends])}")
+        print(f"    over all its processes      CPU s: {_spread([e['cpu'] for e in ends])}")
     if runs:
         print("(b) phase by phase, serially in one process (each: wall s, then CPU s)")
         for name in runs[0]:
@@ -217,6 +196,43 @@ def main() -> None:
                 if key in runs[0][name]:
                     label = {"seed_wall": "one seed wall", "seed_cpu": "one seed CPU"}.get(key, key)
                     print(f"      {label:>13}: {_spread([r[name][key] for r in runs])}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ref", type=Path, help="an earlier `kit ab` run directory to compare")
+    parser.add_argument("--against", type=Path, help="another checkout, run alternately")
+    parser.add_argument("--skip-phases", action="store_true")
+    parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child)
+        return
+    trees = [ROOT] + ([args.against.resolve()] if args.against else [])
+    ends: dict[Path, list[Timing]] = {tree: [] for tree in trees}
+    runs: dict[Path, list[dict[str, dict[str, Any]]]] = {tree: [] for tree in trees}
+    for i in range(args.repeat):
+        for tree in trees:
+            name = f"run {i + 1} [{tree}]"
+            if not args.skip_e2e:
+                load = _load()
+                took, same = _end_to_end(tree, args.ref)
+                ends[tree].append(took)
+                print(
+                    f"{name}: end to end {took['wall']:.2f} wall s, {took['cpu']:.2f} CPU s; {load}"
+                )
+                if same:
+                    print(f"    against {args.ref}: {same}")
+            if not args.skip_phases:
+                load = _load()
+                runs[tree].append(_phases(tree))
+                total = sum(p["cpu"] for p in runs[tree][-1].values())
+                print(f"{name}: phases, serially, {total:.2f} CPU s in all; {load}", flush=True)
+    for tree in trees:
+        print(f"== {tree}")
+        _print(ends[tree], runs[tree])
 
 
 if __name__ == "__main__":
