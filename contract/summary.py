@@ -14,8 +14,10 @@ generator writes its result as `summary.json`.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -161,15 +163,12 @@ def percentiles(
     w = list(weights) if weights is not None else [1] * len(values)
     pairs = sorted(zip(values, w, strict=True))
     total = sum(w)
+    # the weight counted up to and including each pair (weights are counts: never negative)
+    seen = list(accumulate(weight for _, weight in pairs))
 
     def rank(q: float) -> float:
-        needed = max(1, math.ceil(q * total))
-        seen = 0
-        for value, weight in pairs:
-            seen += weight
-            if seen >= needed:
-                return value
-        return pairs[-1][0]
+        at = bisect_left(seen, max(1, math.ceil(q * total)))  # the first pair that reaches it
+        return pairs[at][0] if at < len(pairs) else pairs[-1][0]
 
     mean = sum(v * k for v, k in pairs) / total
     return Percentiles(

@@ -29,12 +29,18 @@ from stallkit.contract.ab import (
 )
 from stallkit.contract.files import KIT_FILE, META_FILE, SEED_DIR_PREFIX, TIMELINE_FILE, TURNS_FILE
 from stallkit.contract.kitfile import KitFile
-from stallkit.contract.records import read_records
 from stallkit.contract.slo import SloConfig, SloSummary, VerdictConfig, slo_figures
 from stallkit.reports.errors import DamagedRunError, ReportError
 from stallkit.reports.noninferiority import noninferiority_tests, slo_summary
 from stallkit.reports.partial_run import partial_run
-from stallkit.reports.rundir import arm_figures, read_kit, read_meta, seed_dirs
+from stallkit.reports.rundir import (
+    arm_figures,
+    read_kit,
+    read_meta,
+    read_turns,
+    reading_once,
+    seed_dirs,
+)
 from stallkit.reports.seed_stats import mark_repeats, rate_of, seed_row, verdict
 
 _R = TypeVar("_R", bound=str)
@@ -220,6 +226,7 @@ def damage_error(damaged: list[DamagedSeed]) -> DamagedRunError:
     )
 
 
+@reading_once()  # a seed's turns give its row and its SLO figures
 def load_ab(ab_dir: Path, partial: bool = False, damaged_ok: bool | None = None) -> ABReport:
     """Read every arm below an A/B directory (or a single-arm run directory).
 
@@ -334,7 +341,7 @@ def _with_slo(
         out[name] = []
         for row, (seed_dir, figures) in zip(rows, reads[name], strict=True):
             turns = seed_dir / TURNS_FILE
-            records = read_records(turns) if turns.exists() else []
+            records = read_turns(turns) if turns.exists() else []
             end = ends[figures.seed]
             found = slo_figures(records, slo, end_s=end, time_scale=figures.time_scale)
             out[name].append(row.model_copy(update={"slo": found}))

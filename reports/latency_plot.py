@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stallkit.contract.files import META_FILE, TURNS_FILE
-from stallkit.contract.records import read_records
-from stallkit.reports.rundir import arm_dirs, effective_scale, read_meta, seed_dirs
+from stallkit.reports.rundir import arm_dirs, effective_scale, read_meta, read_turns, seed_dirs
 from stallkit.reports.timeline_plot import HTML_FONT_PT
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ def _latencies(dirs: list[Path]) -> tuple[list[float], list[float], list[int]]:
         if not (d / TURNS_FILE).exists():
             continue
         scale = effective_scale(read_meta(d))
-        for r in read_records(d / TURNS_FILE):
+        for r in read_turns(d / TURNS_FILE):  # parsed once for all the reports
             if r.outcome != "ok":
                 continue
             if r.ttft_s is not None:

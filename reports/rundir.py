@@ -10,11 +10,13 @@ nominal, or a lag warning in its log) is marked not like for like, with why.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from stallkit.contract.ab import ArmFigures, Stall
 from stallkit.contract.errors import RunFileError
@@ -60,6 +62,8 @@ __all__ = [
     "read_kit",
     "read_meta",
     "read_timeline",
+    "read_turns",
+    "reading_once",
     "seed_dirs",
     "shown_arm_dirs",
     "stalls_from_timeline",
@@ -78,7 +82,51 @@ def read_kit(run_dir: Path) -> KitFile:
 
 def read_timeline(arm_dir: Path) -> list[TimelineLine]:
     """An arm's timeline lines (none when it has no timeline; a torn last line is skipped)."""
-    return _report(lambda: read_jsonl(arm_dir / TIMELINE_FILE, timeline_adapter, missing_ok=True))
+    path = arm_dir / TIMELINE_FILE
+    return _report(lambda: _once(path, lambda: read_jsonl(path, timeline_adapter, missing_ok=True)))
+
+
+def read_turns(turns: Path) -> list[TurnRecord]:
+    """The turn records of a turns.jsonl file (`read_records`, parsed once within
+    `reading_once`)."""
+    return _once(turns, lambda: read_records(turns))
+
+
+#: within `reading_once`: each file's parsed lines, with the (mtime, size) they were read at
+_parsed: ContextVar[dict[Path, tuple[tuple[int, int], list[Any]]] | None] = ContextVar(
+    "_parsed", default=None
+)
+
+
+@contextlib.contextmanager
+def reading_once() -> Iterator[None]:
+    """While open, a run file read for several figures (a seed's turns for its table row, its
+    SLO window and the latency plots; a timeline for its figures and its plot) is parsed
+    once; a file changed on disk since is parsed again. Closing forgets them all."""
+    if _parsed.get() is not None:  # within one already
+        yield
+        return
+    token = _parsed.set({})
+    try:
+        yield
+    finally:
+        _parsed.reset(token)
+
+
+def _once(path: Path, read: Callable[[], list[T]]) -> list[T]:
+    parsed = _parsed.get()
+    if parsed is None:
+        return read()
+    try:
+        stat = path.stat()
+    except OSError:  # missing: the reader says what that means
+        return read()
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    if path in parsed and parsed[path][0] == stamp:
+        return list(parsed[path][1])
+    lines = read()
+    parsed[path] = (stamp, lines)
+    return list(lines)
 
 
 def _report(read: Callable[[], T]) -> T:
@@ -225,7 +273,7 @@ def arm_figures(arm_dir: Path) -> ArmFigures:
     samples = [e for e in events if isinstance(e, SampleLine)]
     # the records, not summary.json, are the source: they survive a crash that a summary may not
     turns = arm_dir / TURNS_FILE
-    records = _report(lambda: read_records(turns)) if turns.exists() else []
+    records = _report(lambda: read_turns(turns)) if turns.exists() else []
     load = summarize(records)
     duration_s = meta.engine_s if meta.engine_s else meta.wall_s * scale
     flights = [(r.t_start, r.t_end) for r in records]

@@ -12,6 +12,7 @@ from stallkit.contract.jsonl import write_json
 from stallkit.reports.ab_figures import ABReport, load_ab, shown_dirs, to_ab_file
 from stallkit.reports.ab_html import to_html
 from stallkit.reports.ab_markdown import to_markdown
+from stallkit.reports.rundir import reading_once
 from stallkit.reports.timeline_plot import save_timelines
 
 __all__ = ["write_reports"]
@@ -25,7 +26,13 @@ def write_reports(
     DamagedRunError when a seed's files cannot be read, unless `damaged_ok` (default:
     `partial`); a run cut short gets its verdict only with `partial` (see `load_ab`).
     `drawn=False`: the tables only (ab.md, ab.json), without the plots that take most of the
-    time (timeline.png, ab.html), as after a Ctrl-C."""
+    time (timeline.png, ab.html), as after a Ctrl-C. Each seed's files are parsed once for all
+    of them (`reading_once`)."""
+    with reading_once():
+        return _write(ab_dir, partial, damaged_ok, drawn)
+
+
+def _write(ab_dir: Path, partial: bool, damaged_ok: bool | None, drawn: bool) -> ABReport:
     report = load_ab(ab_dir, partial, damaged_ok)
     stem = report.stem
     (ab_dir / f"{stem}.md").write_text(to_markdown(report), encoding="utf-8")

@@ -19,6 +19,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 import pytest
@@ -49,12 +50,20 @@ def _listening(proc: psutil.Process) -> frozenset[tuple[str, int]]:
     )
 
 
+#: children a process starts once for its whole life, on first use, and never leaks: the
+#: multiprocessing helpers (the resource tracker, the forkserver)
+PROCESS_LIFETIME_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
 def _children(proc: psutil.Process) -> frozenset[tuple[int, float]]:
     found = set()
     for child in proc.children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE:
-                found.add((child.pid, child.create_time()))
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if any(h in " ".join(child.cmdline()) for h in PROCESS_LIFETIME_HELPERS):
+                continue
+            found.add((child.pid, child.create_time()))
         except psutil.NoSuchProcess:
             continue
     return frozenset(found)
@@ -99,13 +108,38 @@ def _kill(children: frozenset[tuple[int, float]]) -> None:
     psutil.wait_procs(procs, timeout=5)
 
 
+#: what module-, package- and session-scoped fixtures set up: theirs to keep past a test,
+#: also when a test asks for one mid-way (`request.getfixturevalue`)
+_wider = Held(frozenset(), frozenset())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any]) -> Iterator[None]:
+    """Note what a fixture wider than one test starts: not a leak of the test that asked."""
+    if fixturedef.scope == "function":
+        return (yield)
+    global _wider
+    before = held()
+    try:
+        return (yield)
+    finally:
+        grown = new_since(before, held())
+        _wider = Held(_wider.listening | grown.listening, _wider.children | grown.children)
+
+
 def left_behind(before: Held, grace_s: float = REAP_GRACE_S) -> Held:
-    """What is still held beyond `before`, after giving what is on its way out `grace_s` to go."""
+    """What is still held beyond `before` and the wider fixtures', after giving what is on its
+    way out `grace_s` to go."""
     deadline = time.monotonic() + grace_s
-    left = new_since(before, held())
+
+    def left_now() -> Held:
+        left = new_since(before, held())
+        return Held(left.listening - _wider.listening, left.children - _wider.children)
+
+    left = left_now()
     while (left.children or left.listening) and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = new_since(before, held())
+        left = left_now()
     return left
 
 

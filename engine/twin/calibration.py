@@ -171,7 +171,7 @@ def fit_cost(
     simulator's default is kept). Raises EngineError when the samples cannot determine all
     five coefficients.
     """
-    from scipy.optimize import nnls  # here: at module level it delayed `kit ab`'s first line
+    from scipy.optimize import nnls  # a second of imports that only a fit needs
 
     features, seconds = _matrix(samples)
     weighted = features / seconds[:, None]
