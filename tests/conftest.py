@@ -9,6 +9,7 @@ Keyword arguments other than the serve options are `SimConfig` fields.
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -38,20 +39,32 @@ NIGHTLY_ENV = "STALLKIT_NIGHTLY"
 
 
 #: the xdist group of every test that starts a real engine process (a docker container or a
-#: real vLLM): they share the session's engine fixtures, and two of them at once would share
-#: two cores with a third of the suite beside them
-HEAVY_GROUP = "heavy-engines"
+#: real vLLM server): two of them at once would share two cores with a third of the suite
+#: beside them. The twin (vLLM's scheduler in process, no model) is not a server: its tests
+#: spread over the workers like any other.
+ENGINE_GROUP = "real-engines"
+#: test modules whose tests serve real vLLM (besides those asking for the tiny model)
+ENGINE_MODULES = re.compile(
+    r"tests/vllm/test_(real_vllm|patched_|local_launcher|kit_ab_vllm|tinymodel)"
+)
+#: fixtures that mean a real vLLM server or its model
+ENGINE_FIXTURES = frozenset({"tiny_model_dir", "shared_vllm"})
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
     """The worker group `item` must share under `pytest -n N --dist loadgroup`, or None.
 
     Tests that start real engines run on one worker, one at a time. Tests that share a fixture
-    set up once per module or session (a Prometheus, a Ray cluster, recorded timelines) run on
-    one worker too, so the fixture is set up once, not once per worker."""
-    if item.get_closest_marker("docker") or item.get_closest_marker("vllm"):
-        return HEAVY_GROUP
+    set up once per module, package or session (a Prometheus, a Ray cluster, recorded
+    timelines) run on one worker too, so the fixture is set up once, not once per worker."""
     info = getattr(item, "_fixtureinfo", None)
+    names = set(info.names_closure) if info is not None else set()
+    if (
+        item.get_closest_marker("docker")
+        or ENGINE_MODULES.match(item.nodeid)
+        or names & ENGINE_FIXTURES
+    ):
+        return ENGINE_GROUP
     shared = [
         fixturedef
         for defs in (info.name2fixturedefs.values() if info is not None else ())
@@ -59,9 +72,6 @@ def xdist_group_of(item: pytest.Item) -> str | None:
         if fixturedef.scope in ("module", "package", "session")
         and fixturedef.baseid.startswith("tests")
     ]
-    if any(d.scope == "session" and d.baseid.startswith(("tests/docker", "tests/vllm"))
-           for d in shared):  # fmt: skip
-        return HEAVY_GROUP
     if not shared:
         return None
     widest = max(shared, key=lambda d: ("module", "package", "session").index(d.scope))

@@ -134,6 +134,10 @@ def _steps(metrics_page: str, empty: str) -> float:
     return total
 
 
+# 3-5 minutes of a real vLLM in a container per arm: nightly. CI keeps the image's contents
+# (above) and the plugin's base spinning and fix finishing on a local real vLLM
+# (tests/vllm/test_patched_scheduler.py).
+@pytest.mark.nightly
 @pytest.mark.timeout(600)
 def test_plugin_in_a_stock_image_base_spins_and_is_stopped_fix_runs_clean(
     docker_hosts: DockerHosts,
