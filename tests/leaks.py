@@ -15,6 +15,7 @@ with `-p tests.leaks`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -118,10 +119,18 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any]) -> Iterator[None]:
     """Note what a fixture wider than one test starts: not a leak of the test that asked."""
     if fixturedef.scope == "function":
         return (yield)
+    with kept_beyond_the_test():
+        return (yield)
+
+
+@contextlib.contextmanager
+def kept_beyond_the_test() -> Iterator[None]:
+    """What starts within is shared beyond the test that started it (a server a fixture wider
+    than one test starts lazily, on a test's first use), not a leak of that test."""
     global _wider
     before = held()
     try:
-        return (yield)
+        yield
     finally:
         grown = new_since(before, held())
         _wider = Held(_wider.listening | grown.listening, _wider.children | grown.children)

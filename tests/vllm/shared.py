@@ -8,6 +8,7 @@ import pytest
 
 from stallkit.engine.launch.vllm import VllmLauncher
 from stallkit.engine.spec import parse_spec
+from tests.leaks import kept_beyond_the_test
 
 
 class SharedServer:
@@ -39,8 +40,9 @@ class SharedServer:
                 self._engine_args,
             )
             try:
-                launcher.start()
-                launcher.wait_healthy(self._startup_timeout_s)
+                with kept_beyond_the_test():  # the tier's server, not the first test's
+                    launcher.start()
+                    launcher.wait_healthy(self._startup_timeout_s)
             except BaseException:
                 launcher.stop()
                 raise
