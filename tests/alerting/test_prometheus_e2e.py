@@ -172,7 +172,7 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
             continue
         states = [state for _t, state, _k in rows]
         assert "pending" in states and "firing" in states, (name, seen)
-        assert states.index("pending") < states.index("firing")
+        assert states.index("pending") < states.index("firing"), (name, rows)
         assert {kind for _t, state, kind in rows if state == "firing"} == {PLAYS[fault]}, rows
     assert started.kind == "frozen"
     fired_at = next(t for t, state, _k in seen[hosts["frozen"]] if state == "firing")
