@@ -15,6 +15,13 @@ from typing import Any
 import httpx
 import uvicorn
 
+#: output tokens of a request still in flight at any strike these tests set: two such
+#: requests take about 1090 engine s to decode on the simulator's default cost model (50_000
+#: take about 360), past the latest strike, 120 wall s at a time scale of 10 or 30 at 20
+#: (stretched by at most tests.machine.MAX_FACTOR); with a prompt of a few hundred tokens
+#: it stays under the simulator's longest request (131072)
+OUTLASTING_TOKENS = 130_000
+
 
 @contextlib.asynccontextmanager
 async def asgi_server(app: Any) -> AsyncIterator[str]:

@@ -36,8 +36,11 @@ evidence; a GPU over `idle_gpu_perc` in the latest reading after it is busy.
 
 The quiet period is measured against `stall_after_s` and `stop_after_s` on the engine's own
 clock where it keeps one apart from the wall (`engine_t`: the simulator's, which falls
-behind its time scale when starved of CPU, and whose lag is then no quiet period); a real
-engine's clock is the wall's. Times and durations in events and verdicts stay on `t`.
+behind its time scale when starved of CPU, and whose lag is then no quiet period), and never
+longer than on the wall: a lagging simulator whose core stops (a freeze) has nothing left to
+step and catches up with the wall at once, and that leap of its clock is its lag, no quiet
+period either. A real engine's clock is the wall's. Times and durations in events and
+verdicts stay on `t`.
 Idle (nothing pending) and down (no answer) are not stalls; going down ends a stall.
 
 Work pending also counts what the clients wait on, where the caller knows it
@@ -348,7 +351,8 @@ class StallDetector:
         assert self._onset is not None and self._onset_snapshot is not None
         onset = self._onset
         elapsed = t - onset
-        quiet = engine_t - self._onset_engine_t  # on the engine's clock: what the rule counts
+        # what the rule counts: the engine's clock, never past the wall's (see the module's text)
+        quiet = min(engine_t - self._onset_engine_t, elapsed)
         events: list[DetectorEvent] = []
         if self._kind is None and quiet >= self._config.stall_after_s:
             self._kind = classify(self._evidence)

@@ -201,6 +201,15 @@ def sim_engine_s(url: str) -> float:
     return snapshot.sim_clock.engine_s
 
 
+def wait_engine_s(url: str, engine_s: float) -> float:
+    """Wait until the simulator's own clock reads `engine_s` or more (a strike it plays is
+    behind it); returns the clock. A simulator starved of CPU falls behind the wall, so it
+    gets there late on the wall, however late: the deadline is the test's."""
+    while (now_s := sim_engine_s(url)) < engine_s:
+        time.sleep(0.1)
+    return now_s
+
+
 def _scraped(url: str) -> int:
     body = httpx.get(f"{url}/api/v1/query", params={"query": "up"}, timeout=scaled(2)).json()
     return len(body["data"]["result"])

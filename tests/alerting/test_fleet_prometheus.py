@@ -27,7 +27,13 @@ from stallkit.monitor.fleet.session import run_fleet
 from stallkit.monitor.fleet.sinks import FleetOutcome
 from stallkit.monitor.prometheus.client import PrometheusClient
 from stallkit.monitor.prometheus.queries import FleetQuery
-from tests.alerting.alerting_support import prometheus, sim_engine_s, sim_process, tool
+from tests.alerting.alerting_support import (
+    prometheus,
+    sim_engine_s,
+    sim_process,
+    tool,
+    wait_engine_s,
+)
 from tests.machine import scaled
 
 pytestmark = pytest.mark.wallclock
@@ -158,6 +164,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         at_s = sim_engine_s(sims["frozen"].url)
         assert at_s < FREEZE_AFTER_S * SCALE, f"set up too slow: load on at {at_s:g} engine s"
         prom = stack.enter_context(prometheus(tmp, list(hosts.values()), None, SCRAPE_S))
+        # the watches count on the freeze behind them: a simulator starved of CPU falls behind
+        # its clock, and its freeze comes late on the wall
+        wait_engine_s(sims["frozen"].url, FREEZE_AFTER_S * SCALE)
         yield Fleet(prom, hosts)
 
 
@@ -168,7 +177,8 @@ async def watch_fleet(prom: str, out_dir: Path, pending: str | None = None) -> F
     try:
         query = FleetQuery(selector='job="vllm"', pending=pending)
         # stall_after (1 s) and a few 0.4 s ticks after the first: 4 s on the idle reference
-        # machine, where both stalls have begun before the watch starts
+        # machine, where both stalls have begun before the watch starts (the fixture waits
+        # for the freeze on the simulator's clock)
         duration_s = scaled(4.0)
         return await run_fleet(
             client, query, CONFIG, out_dir=out_dir, duration_s=duration_s, display="none"

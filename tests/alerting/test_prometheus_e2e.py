@@ -28,8 +28,10 @@ from tests.alerting.alerting_support import (
     sim_process,
     streaming_load,
     tool,
+    wait_engine_s,
 )
 from tests.machine import scaled
+from tests.serving import OUTLASTING_TOKENS
 
 pytestmark = pytest.mark.wallclock
 
@@ -50,7 +52,7 @@ def strike_at_s() -> float:
     """Engine seconds after each simulator starts: the four start one after another, then
     Prometheus, and the load must be on by then: about 6 s on the idle reference machine, so
     12 s, stretched by this machine's speed and load (a strike before the load freezes an
-    idle engine, which is no stall)."""
+    idle engine, which is no stall; so does one after it, hence requests that outlast it)."""
     return scaled(12.0) * SCALE
 
 
@@ -85,14 +87,27 @@ async def _detector_onset(url: str) -> tuple[float, StallStarted]:
 Seen = dict[str, list[tuple[float, str, str]]]
 
 
-async def _alert_states(prom: str, deadline_s: float, stalled: set[str]) -> Seen:
+async def _strikes(urls: list[str], strike_s: float) -> None:
+    """Until every simulator at `urls` has its strike behind it, on its own clock."""
+    for url in urls:
+        await asyncio.to_thread(wait_engine_s, url, strike_s)
+
+
+async def _alert_states(
+    prom: str, deadline_s: float, stalled: set[str], struck: asyncio.Task[None]
+) -> Seen:
     """instance -> [(wall time, state, kind)] of EngineStalled until every instance in
-    `stalled` has a firing one."""
+    `stalled` has a firing one, or `deadline_s` after `struck` is done (the strikes behind
+    every stalled simulator: one starved of CPU falls behind its clock, and its strike comes
+    late on the wall). Polled from the start, so no pending state passes unseen."""
     seen: Seen = {}
     # one query over loopback: milliseconds on the idle reference machine
     async with httpx.AsyncClient(timeout=scaled(2.0)) as client:
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
+        end: float | None = None
+        while end is None or time.monotonic() < end:
+            if end is None and struck.done():
+                struck.result()  # its error, if it failed
+                end = time.monotonic() + deadline_s
             body = (await client.get(f"{prom}/api/v1/alerts")).json()
             now = time.time()
             for alert in body["data"]["alerts"]:
@@ -122,10 +137,11 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
         }
         hosts = {name: sim.url.removeprefix("http://") for name, sim in sims.items()}
         with prometheus(tmp_path, list(hosts.values()), _rules(tmp_path), SCRAPE_S) as prom:
-            # long requests in flight where the engine stops; short ones back to back where a
-            # queue must drain (blocked) or nothing may stall (healthy)
+            # requests in flight past the strike where the engine stops; short ones back to
+            # back where a queue must drain (blocked) or nothing may stall (healthy)
             loads = [
-                streaming_load(sims[n].url, 2, max_tokens=50_000) for n in ("frozen", "busy_hang")
+                streaming_load(sims[n].url, 2, max_tokens=OUTLASTING_TOKENS)
+                for n in ("frozen", "busy_hang")
             ]
             async with loads[0], loads[1]:
                 tasks = [
@@ -136,9 +152,13 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
                     at_s = await asyncio.to_thread(sim_engine_s, sims["frozen"].url)
                     assert at_s < strike_s, f"set up too slow: load on at {at_s:g} engine s"
                     stalled = {hosts[n] for n, fault in ENGINES.items() if fault}
-                    # the strikes are under 12 s away and each alert fires about 2 s after
-                    # its own (idle reference machine): 40 s, stretched likewise
-                    seen = await _alert_states(prom, deadline_s=scaled(40.0), stalled=stalled)
+                    urls = [sims[n].url for n, fault in ENGINES.items() if fault]
+                    struck = asyncio.create_task(_strikes(urls, strike_s))
+                    tasks.append(struck)
+                    # each alert fires about 2 s after its strike (idle reference machine):
+                    # 40 s after the strikes, as long as when it counted their 12 s too,
+                    # stretched likewise
+                    seen = await _alert_states(prom, scaled(40.0), stalled, struck)
                     # the detector names the stall about when the alerts fire (idle: < 1 s)
                     t0, started = await asyncio.wait_for(detector, scaled(10.0))
                 finally:
@@ -152,7 +172,7 @@ async def test_prometheus_alerts_fire_with_the_kind_of_each_stalled_arm_only(
             continue
         states = [state for _t, state, _k in rows]
         assert "pending" in states and "firing" in states, (name, seen)
-        assert states.index("pending") < states.index("firing")
+        assert states.index("pending") < states.index("firing"), (name, rows)
         assert {kind for _t, state, kind in rows if state == "firing"} == {PLAYS[fault]}, rows
     assert started.kind == "frozen"
     fired_at = next(t for t, state, _k in seen[hosts["frozen"]] if state == "firing")

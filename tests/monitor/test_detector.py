@@ -111,6 +111,23 @@ def test_the_rule_counts_the_engines_clock_and_events_keep_wall_times() -> None:
     assert det.state.status == "stalled" and det.state.seconds == 65
 
 
+def test_a_simulators_clock_catching_up_at_a_freeze_is_not_a_quiet_period() -> None:
+    # A simulator starved of CPU steps at a third of its scale (its clock falls behind the
+    # wall) with tokens until t=30, when its core freezes: with nothing left to step it catches
+    # up with the wall at once, its clock leaping 20 s. The leap is its lag, not quiet: the
+    # stall starts stall_after (10) after the onset, on the wall as on its clock.
+    det = StallDetector(CFG, gpu_checked=False)
+    events: list[DetectorEvent] = []
+    for t in range(61):
+        engine_t = t / 3 if t <= 30 else float(t)  # 10 at the freeze, then the wall's
+        events += det.observe(t, snap(100 * min(t, 30)), engine_t=engine_t)
+    rare = [e for e in events if not isinstance(e, StallOngoing)]
+    assert [(type(e), e.t, e.onset) for e in rare] == [
+        (StallStarted, 40, 30),
+        (StopRequested, 60, 30),
+    ]
+
+
 def test_work_arriving_on_an_idle_engine_starts_the_clock_at_its_sample() -> None:
     det = StallDetector(CFG, gpu_checked=False)
     samples = [(t, snap(500, running=0, waiting=0)) for t in range(5)]
