@@ -51,7 +51,7 @@ def test_a_run_cut_short_says_so_in_place_of_the_verdict(
     assert f"| verdict |  | {said} |" in md
     assert md.startswith("# A/B: k, interrupted, 2 of 10 seeds finished, virtual clock\n")
     terminal = _terminal(ab_table(report))
-    html = to_html(report, tmp_path, "")
+    html = to_html(report, tmp_path, [])
     for text in (md, terminal, html):
         assert said in text
         assert "p = " not in text and "not worse than base" not in text
