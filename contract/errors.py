@@ -42,6 +42,7 @@ __all__ = [
     "closest_key",
     "failure_words",
     "is_invalid_json",
+    "is_unknown_key",
     "not_utf8",
     "read_text",
     "validation_location",
@@ -161,6 +162,11 @@ def _keys(model: type[BaseModel], prefix: str = "") -> Iterator[str]:
         yield prefix + name
         for inner in _models_in(info.annotation):
             yield from _keys(inner, f"{prefix}{name}.")
+
+
+def is_unknown_key(exc: ValidationError) -> bool:
+    """Whether the first problem is a key the model does not have (`extra="forbid"`)."""
+    return bool(exc.errors()[0]["type"] == "extra_forbidden")
 
 
 def closest_key(model: type[BaseModel], dotted: str) -> str | None:

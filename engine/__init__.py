@@ -93,6 +93,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.twin.kv.settings import kv_transfer_from_args as kv_transfer_from_args
     from stallkit.engine.twin.overlay import OVERLAY_PACKAGES as OVERLAY_PACKAGES
     from stallkit.engine.twin.overlay import install_overlay as install_overlay
+    from stallkit.engine.twin.release import ENV_SIZE as ENV_SIZE
     from stallkit.engine.twin.release.build import check_release as check_release
     from stallkit.engine.twin.release.build import ensure_env as ensure_env
     from stallkit.engine.twin.release.build import index_releases as index_releases

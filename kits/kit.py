@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from stallkit.contract.errors import (
     closest_key,
+    is_unknown_key,
     read_text,
     validation_location,
     validation_message,
@@ -412,7 +413,7 @@ KIT_KEYS_AT = "every kit key: kit schema --out DIR, then kit.schema.json"
 def unknown_key_hint(exc: ValidationError) -> str:
     """`did you mean load.agents? ...` for a kit key that is not one; empty for any other
     problem."""
-    if exc.errors()[0]["type"] != "extra_forbidden":
+    if not is_unknown_key(exc):
         return ""
     key = ".".join(str(part) for part in validation_location(exc))
     near = closest_key(Kit, key)

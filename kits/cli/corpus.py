@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stallkit.engine.twin.release import ENV_SIZE
+from stallkit.engine import ENV_SIZE
 from stallkit.kits.cli.common import fail, help_when_bare, user_errors
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from stallkit.engine.twin.release import ENV_SIZE
+from stallkit.engine import ENV_SIZE
 from stallkit.kits.cli.common import err_console, fail, help_when_bare, user_errors
 
 release_app = typer.Typer(

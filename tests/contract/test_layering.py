@@ -22,7 +22,17 @@ PACKAGES = ("contract", "engine", "loadgen", "monitor", "kits", "reports")
 ROLES = ("engine", "loadgen", "monitor")
 
 #: cycles known today and being broken elsewhere; each entry names why it is still here
-KNOWN_CYCLES: dict[frozenset[str], str] = {}
+KNOWN_CYCLES: dict[frozenset[str], str] = {
+    frozenset(
+        {
+            "stallkit.engine.spec",
+            "stallkit.engine.launch.docker",
+            "stallkit.engine.launch.daemon",
+            "stallkit.engine.launch.base",
+        }
+    ): "a function-level import: the spec parser asks the daemon check why docker cannot look "
+    "up a local image name; the daemon check belongs below the launchers (next round)",
+}
 #: what `reports` may import outside the contract layer and itself: nothing
 KNOWN_REPORTS_IMPORTS: set[str] = set()
 #: the role packages whose public face (`__all__` in their `__init__`) the orchestration uses
