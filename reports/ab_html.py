@@ -23,7 +23,7 @@ from stallkit.reports.ab_figures import ABReport, shown_dirs, title
 from stallkit.reports.ab_markdown import footnotes, seed_cells, table_rows
 from stallkit.reports.ab_slo import NONINFERIOR
 from stallkit.reports.forensics_frames import bundle_items
-from stallkit.reports.latency_plot import FIGSIZE
+from stallkit.reports.latency_plot import FIGSIZE, legend_below
 from stallkit.reports.rundir import read_meta
 from stallkit.reports.seed_stats import distinct, kaplan_meier
 from stallkit.reports.timeline_plot import HTML_FONT_PT
@@ -100,14 +100,7 @@ def _draw_survival(ax: Axes, report: ABReport) -> None:
     ax.set_xlabel("engine hours of exposure")
     ax.set_ylabel("runs without a stall")
     ax.set_ylim(-0.03, 1.05)
-    # below the axes: inside, it would cover the curves' ends
-    ax.legend(
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.2),
-        ncols=2,
-        fontsize="small",
-        frameon=False,
-    )
+    legend_below(ax)
 
 
 def _at(times: list[float], survival: list[float], t: float) -> float:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["latency_figures", "log_bins", "shares"]
+__all__ = ["latency_figures", "legend_below", "log_bins", "shares"]
 
 #: one figure's size (inches): two fit side by side on a laptop, one scales to a phone
 FIGSIZE = (5.6, 4.0)
@@ -141,13 +141,14 @@ def _log_axis(ax: Axes, bins: list[float], xlabel: str, ylabel: str) -> None:
             FuncFormatter(lambda x, _: _plain(x) if few_decades and _lead(x) in (2, 5) else "")
         )
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.2),
-            ncols=2,
-            fontsize="small",
-            frameon=False,
-        )
+        legend_below(ax)
+
+
+def legend_below(ax: Axes) -> None:
+    """The legend below the axes, two columns: inside, it would cover the curves' ends."""
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize="small", frameon=False
+    )
 
 
 def _plain(x: float) -> str:
