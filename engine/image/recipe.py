@@ -117,9 +117,11 @@ def rootfs_tarball(recipe: ImageRecipe) -> Path:
                 f"debootstrap from {mirror} failed: {' / '.join(tail)}",
                 f"check the mirror (--mirror) and {log}",
             )
-        partial = tarball.with_suffix(".part")
+        # the partial tarball lives in this build's own folder: two builds at once (two test
+        # workers, two CI jobs sharing a cache) each write their own, and the rename is atomic
+        partial = Path(tmp) / "rootfs.tar"
         subprocess.run(["tar", "-C", str(root), "-cf", str(partial), "."], check=True)
-        partial.rename(tarball)
+        os.replace(partial, tarball)
     return tarball
 
 
