@@ -206,8 +206,7 @@ def cli_reference() -> str:
     ]
     lines += [f"- [`{path}`](#{path.replace(' ', '-')})" for path, _ in pages]
     for path, text in pages:
-        anchor = path.replace(" ", "-")
-        lines += ["", f"## `{path}` {{#{anchor}}}", "", "```text", text.rstrip(), "```"]
+        lines += ["", f"## `{path}`", "", "```text", text.rstrip(), "```"]
     return "\n".join(lines) + "\n"
 
 
