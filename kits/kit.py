@@ -12,7 +12,7 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -24,6 +24,7 @@ from stallkit.contract.errors import (
     validation_location,
     validation_message,
 )
+from stallkit.contract.flags import Flag
 from stallkit.contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from stallkit.contract.slo import SloConfig, VerdictConfig
 from stallkit.engine import SimConfig, TwinConfig, renamed_plugin_path
@@ -160,7 +161,13 @@ class SimSection(BaseModel):
     """The embedded simulator, for `sim:base` / `sim:fix` arms."""
 
     model_config = _FROZEN
-    time_scale: float = Field(30.0, gt=0, le=10_000, description="engine seconds per wall second")
+    time_scale: Annotated[
+        float,
+        Flag(
+            "--time-scale",
+            note="Used by sim: arms on the wall clock (`kit run`, `kit ab --clock wall`).",
+        ),
+    ] = Field(30.0, gt=0, le=10_000, description="engine seconds per wall second")
     engine: SimConfig = Field(default_factory=SimConfig, description="simulated engine sizes")
     step_cost_scale: dict[str, float] = Field(
         default_factory=dict,

@@ -31,7 +31,7 @@ def load(
     min_context: int = field_option(LoadConfig, "min_context"),
     max_context: int = field_option(LoadConfig, "max_context"),
     read_timeout: float = field_option(LoadConfig, "read_timeout_s", "--read-timeout"),
-    duration: float | None = field_option(LoadConfig, "duration_s", "--duration"),
+    duration: float | None = field_option(LoadConfig, "duration_s"),
     max_turns: int | None = field_option(LoadConfig, "max_turns"),
     seed: int = field_option(LoadConfig, "seed"),
     out: Annotated[
@@ -48,15 +48,9 @@ def load(
         ),
     ] = 1.0,
     trace_block_tokens: int = field_option(LoadConfig, "trace_block_tokens", "--block-size"),
-    auto_offset: bool = field_option(
-        LoadConfig, "trace_auto_offset", "--fixed-schedule-auto-offset"
-    ),
-    start_offset: int | None = field_option(
-        LoadConfig, "trace_start_offset_ms", "--fixed-schedule-start-offset"
-    ),
-    end_offset: int | None = field_option(
-        LoadConfig, "trace_end_offset_ms", "--fixed-schedule-end-offset"
-    ),
+    auto_offset: bool = field_option(LoadConfig, "trace_auto_offset"),
+    start_offset: int | None = field_option(LoadConfig, "trace_start_offset_ms"),
+    end_offset: int | None = field_option(LoadConfig, "trace_end_offset_ms"),
     trace_salt: str | None = field_option(LoadConfig, "trace_salt"),
     arrivals: Annotated[
         str | None,
