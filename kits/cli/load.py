@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from stallkit.kits.cli.common import user_errors
+from stallkit.kits.cli.common import ctrl_c, interrupted, user_errors
 from stallkit.kits.cli.fields import field_help, field_option, flags_by_field
 from stallkit.loadgen import LoadConfig, sizes_for_context
 
@@ -90,14 +90,11 @@ def load(
         options["arrivals"] = arrivals
     cfg = _load_config(ctx, url, options)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
-    interrupted = False
-    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
+    with ctrl_c() as stop:  # the summary of what ran, then exit 130
         loop.run(_drive(url, cfg, out_dir))
-    except KeyboardInterrupt:
-        interrupted = True
     _finish(out_dir)
-    if interrupted:
-        raise typer.Exit(130)
+    if stop.pressed:
+        raise interrupted()
 
 
 def _load_config(ctx: typer.Context, url: str, options: dict[str, Any]) -> LoadConfig:

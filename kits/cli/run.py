@@ -21,7 +21,7 @@ from stallkit.kits.cli.alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from stallkit.kits.cli.common import fail, user_errors
+from stallkit.kits.cli.common import ctrl_c, fail, interrupted, user_errors
 from stallkit.kits.cli.fields import NO_OVERRIDES, flags_by_override, kit_overrides
 
 if TYPE_CHECKING:
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from stallkit.kits.arm.alerting import Alerting
 
 EXIT_STRICT = 1
-EXIT_INTERRUPTED = 130
 #: `kit run` whose engine ended on its own during the run
 EXIT_ENGINE_DIED = 1
 
@@ -135,19 +134,18 @@ def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Resul
     from stallkit.kits.ab.execute import execute
 
     try:
-        result = execute(plan, dashboard=not no_dashboard, alerting=alerting)
-    except KeyboardInterrupt:
-        # after the arms: everything they recorded is on disk, only the reports are missing
-        raise fail(
-            f"interrupted while writing the reports; the run is kept in {plan.out_dir}",
-            f"make them with `kit report {plan.out_dir}`",
-            code=EXIT_INTERRUPTED,
-        ) from None
+        with ctrl_c() as stop:  # the arms take Ctrl-C themselves: this one came after them
+            result = execute(plan, dashboard=not no_dashboard, alerting=alerting)
     finally:
         if alerting is not None:
             alerting.close()
+    if stop.pressed:  # everything the arms recorded is on disk, only the reports are missing
+        raise interrupted(
+            f"interrupted while writing the reports; the run is kept in {plan.out_dir}",
+            f"make them with `kit report {plan.out_dir}`",
+        )
     if result.interrupted and not plan.out_dir.exists():
-        raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
+        raise interrupted("interrupted before anything was recorded")
     if result.interrupted:
         report = result.report
         hint = f"`kit report {plan.out_dir}` draws its timeline and HTML report"
@@ -156,9 +154,7 @@ def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Resul
                 f"`kit report --partial {plan.out_dir}` makes the verdict over the seeds "
                 "recorded, with the timeline and HTML report"
             )
-        raise fail(
-            f"interrupted; partial results kept in {plan.out_dir}", hint, code=EXIT_INTERRUPTED
-        )
+        raise interrupted(f"interrupted; partial results kept in {plan.out_dir}", hint)
     return result
 
 

@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stallkit.kits.cli.common import user_errors
+from stallkit.kits.cli.common import interrupted, user_errors
 from stallkit.kits.cli.fields import NO_OVERRIDES, kit_overrides
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from stallkit.contract.sweep import HuntFile, SweepFile, SweepPlan
-
-EXIT_INTERRUPTED = 130
 
 VaryOpt = Annotated[
     list[str] | None,
@@ -143,7 +141,7 @@ def sweep(
         _print_sweep(console, result.content, out)
     if result.interrupted:
         console.print(f"interrupted: `kit sweep --resume --out {out}` runs the rest")
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise interrupted()
 
 
 #: the parameters of the flags that make a sweep's plan
