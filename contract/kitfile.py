@@ -2,7 +2,8 @@
 
 The kit's own model belongs to the orchestration (`stallkit.kits.kit.Kit`); this contract layer
 cannot import it, so it types what the reports read (the name, the load's seed, the log
-patterns the A/B table counts) and keeps every other section as a JSON object. An arm's copy
+patterns the A/B table counts, the SLOs and the non-inferiority test, whose models live here)
+and keeps every other section as a JSON object. An arm's copy
 adds the nominal `time_scale` it ran at; the A/B directory's copy has none.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from stallkit.contract.files import KIT_FILE
+from stallkit.contract.slo import SloConfig, VerdictConfig
 
 __all__ = ["KIT_FILE", "KitFile", "KitFileLoad", "KitFileReport"]
 
@@ -36,7 +38,8 @@ class KitFileReport(BaseModel):
 
 
 class KitFile(BaseModel):
-    """kit.json (sections other than `load` and `report` as written by the kit's model)."""
+    """kit.json (sections other than `load`, `report`, `slo` and `verdict` as written by the
+    kit's model)."""
 
     # the body is the kit's model, which may grow sections: keep what this layer does not know
     model_config = ConfigDict(frozen=True, extra="allow")
@@ -52,6 +55,18 @@ class KitFile(BaseModel):
         None,
         description="Nominal engine seconds per wall second the arm ran at (arm copy only).",
         exclude_if=lambda value: value is None,  # absent from the A/B directory's copy
+    )
+    # the sections below come after time_scale, where kit.json has always had them
+    twin: dict[str, Any] = Field(default_factory=dict, description="The twin section.")
+    slo: SloConfig | None = Field(
+        None,
+        description="The service-level objectives (absent: the kit set none).",
+        exclude_if=lambda value: value is None,
+    )
+    verdict: VerdictConfig | None = Field(
+        None,
+        description="The non-inferiority test (absent: the default one where the kit sets SLOs).",
+        exclude_if=lambda value: value is None,
     )
 
     @classmethod

@@ -12,9 +12,10 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from stallkit.contract.errors import (
     closest_key,
@@ -23,9 +24,10 @@ from stallkit.contract.errors import (
     validation_location,
     validation_message,
 )
+from stallkit.contract.flags import Flag
 from stallkit.contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from stallkit.contract.slo import SloConfig, VerdictConfig
-from stallkit.engine import SimConfig, renamed_plugin_path
+from stallkit.engine import SimConfig, TwinConfig, renamed_plugin_path
 from stallkit.kits.errors import KitError, OverrideError
 from stallkit.loadgen import LoadConfig, trace_replay
 from stallkit.monitor import MonitorConfig
@@ -159,7 +161,13 @@ class SimSection(BaseModel):
     """The embedded simulator, for `sim:base` / `sim:fix` arms."""
 
     model_config = _FROZEN
-    time_scale: float = Field(30.0, gt=0, le=10_000, description="engine seconds per wall second")
+    time_scale: Annotated[
+        float,
+        Flag(
+            "--time-scale",
+            note="Used by sim: arms on the wall clock (`kit run`, `kit ab --clock wall`).",
+        ),
+    ] = Field(30.0, gt=0, le=10_000, description="engine seconds per wall second")
     engine: SimConfig = Field(default_factory=SimConfig, description="simulated engine sizes")
     step_cost_scale: dict[str, float] = Field(
         default_factory=dict,
@@ -204,6 +212,22 @@ class PatchedSection(BaseModel):
     )
 
 
+def _twin_field(name: str, *, note: str = "", **changes: Any) -> Any:
+    """The twin's own field `name` for the kit's `[twin]` (its default, bounds and description:
+    written once, in TwinConfig); `changes` replace some (a default of None: the twin's), `note`
+    adds a sentence on what the kit's key does besides."""
+    field = TwinConfig.model_fields[name]
+    description = str(field.description)
+    if note:
+        description = f"{description.rstrip('.')}. {note}"
+    return FieldInfo.merge_field_infos(field, description=description, **changes)
+
+
+#: the twin's settings of the host tier behind a --kv-transfer-config
+_KV_FIELDS = ("kv_link_latency_s", "kv_seconds_per_block", "kv_host_blocks", "kv_load_fail_every")
+_KV_NOTE = "Read with a --kv-transfer-config in [engine] engine_args."
+
+
 class TwinSection(BaseModel):
     """The twin, for `twin:` arms: vLLM's own scheduler class on the engine's clock.
 
@@ -218,57 +242,27 @@ class TwinSection(BaseModel):
         description="the step cost: a shipped calibration's name (seed-gpu-tp2, tiny-vllm-cpu) "
         "or the path of a file written by `kit engine calibrate`",
     )
-    empty_step_s: float | None = Field(
-        None, gt=0, description="engine seconds of an empty step (default: the calibration's)"
+    empty_step_s: float | None = _twin_field(
+        "empty_step_s", default=None, note="Default: the calibration's."
     )
-    skip_empty_steps: bool = Field(
-        True, description="skip runs of identical empty steps to the next event (each counted)"
-    )
-    overlay: str | None = Field(
-        None, description="a source tree whose vllm/ modules shadow the installed vLLM's"
-    )
+    skip_empty_steps: bool = _twin_field("skip_empty_steps")
+    overlay: str | None = _twin_field("overlay")
     arm_overlay: dict[str, str] = Field(
         default_factory=dict, description="per-arm overlay (arm name -> tree), over `overlay`"
     )
-    additional_config: dict[str, Any] = Field(
-        default_factory=dict,
-        description="vLLM's --additional-config for a `twin:MODULE:CLASS` scheduler",
+    additional_config: dict[str, Any] = _twin_field(
+        "additional_config", note="For a `twin:MODULE:CLASS` scheduler."
     )
-    kv_link_latency_s: float | None = Field(
-        None,
-        ge=0,
-        description="with a --kv-transfer-config in the engine arguments: seconds a KV transfer "
-        "waits before its first block moves, per direction (default: the twin's, 10 us)",
+    kv_link_latency_s: float = _twin_field("kv_link_latency_s", note=_KV_NOTE)
+    kv_seconds_per_block: float = _twin_field("kv_seconds_per_block", note=_KV_NOTE)
+    kv_host_blocks: int = _twin_field(
+        "kv_host_blocks", note=f"{_KV_NOTE} Replaces the connector's cpu_bytes_to_use."
     )
-    kv_seconds_per_block: float | None = Field(
-        None,
-        ge=0,
-        description="with a --kv-transfer-config: seconds one KV block takes over the host link, "
-        "per direction (default: the twin's, 6 ms, a 147 MB block over PCIe Gen4 x16)",
-    )
-    kv_host_blocks: int | None = Field(
-        None,
-        gt=0,
-        description="with a --kv-transfer-config: KV blocks the host tier holds (default: the "
-        "twin's, 1024); replaces the connector's cpu_bytes_to_use",
-    )
-    kv_load_fail_every: int | None = Field(
-        None,
-        ge=0,
-        description="with a --kv-transfer-config: every Nth KV load fails, its blocks reported "
-        "as lost (vLLM's invalid_block_ids; its kv_load_failure_policy decides what follows); "
-        "default 0, none",
-    )
+    kv_load_fail_every: int = _twin_field("kv_load_fail_every", note=_KV_NOTE)
 
     def kv_settings(self) -> dict[str, float | int]:
-        """The host-link settings this kit sets (the twin's defaults for the rest)."""
-        fields = {
-            "kv_link_latency_s": self.kv_link_latency_s,
-            "kv_seconds_per_block": self.kv_seconds_per_block,
-            "kv_host_blocks": self.kv_host_blocks,
-            "kv_load_fail_every": self.kv_load_fail_every,
-        }
-        return {name: value for name, value in fields.items() if value is not None}
+        """The host tier's settings, for the twin's config (read with a --kv-transfer-config)."""
+        return self.model_dump(include=set(_KV_FIELDS))
 
     def overlay_for(self, arm: str) -> str | None:
         """The source tree an arm's worker imports vLLM from (None: the installed one)."""

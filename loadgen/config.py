@@ -10,10 +10,11 @@ records.
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from stallkit.contract.flags import Flag
 from stallkit.loadgen.arrivals import Process, Segment, Stage, Unit, expected_count, segments
 
 #: the most agents one load may run (each is a task holding a conversation in memory)
@@ -25,17 +26,17 @@ class LoadConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    agents: int = Field(
+    agents: Annotated[int, Flag("--agents")] = Field(
         12,
         ge=1,
         le=MAX_AGENTS,
         description="Concurrent agents (the load's concurrency; each is a task holding a "
         "conversation, so at most 100,000).",
     )
-    min_context: int = Field(
+    min_context: Annotated[int, Flag("--min-context")] = Field(
         40_000, ge=16, description="Lower context bound in tokens; sessions (re)start near it."
     )
-    max_context: int = Field(
+    max_context: Annotated[int, Flag("--max-context")] = Field(
         100_000,
         ge=32,
         description="Upper bound in tokens on prompt plus reply; a session that would pass it "
@@ -93,7 +94,7 @@ class LoadConfig(BaseModel):
         description="TCP connect timeout (wall s).",
         json_schema_extra={"unit": "wall"},
     )
-    duration_s: float | None = Field(
+    duration_s: Annotated[float | None, Flag("--duration")] = Field(
         None,
         gt=0.0,
         description=(
@@ -105,7 +106,9 @@ class LoadConfig(BaseModel):
     max_turns: int | None = Field(
         None, ge=1, description="Turns per agent (attempts excluded), then the agent is done."
     )
-    seed: int = Field(0, description="Seed of every size, pause and text in the workload.")
+    seed: Annotated[int, Flag("--seed")] = Field(
+        0, description="Seed of every size, pause and text in the workload."
+    )
     max_retries: int = Field(
         1,
         ge=0,
@@ -173,7 +176,7 @@ class LoadConfig(BaseModel):
         description="Hugging Face tokenizer name or path used to size prompts when the server "
         "has no /tokenize.",
     )
-    trace: str | None = Field(
+    trace: Annotated[str | None, Flag("--trace", metavar="PATH")] = Field(
         None,
         description="Replay this trace (mooncake_trace or sessions JSONL) instead of the "
         "synthetic workload: one agent per session; in a kit, relative to the kit's file.",
@@ -188,26 +191,28 @@ class LoadConfig(BaseModel):
         "fast: `--trace-speed 2`).",
         json_schema_extra={"unit": "engine"},
     )
-    trace_auto_offset: bool = Field(
+    trace_auto_offset: Annotated[
+        bool, Flag("--fixed-schedule-auto-offset/--no-fixed-schedule-auto-offset")
+    ] = Field(
         False,
         description="Shift the trace so that its first request (in the window) starts the run, "
         "as AIPerf's --fixed-schedule-auto-offset; off: a timestamp counts from the start "
         "offset, or from 0 without one.",
     )
-    trace_start_offset_ms: int | None = Field(
+    trace_start_offset_ms: Annotated[int | None, Flag("--fixed-schedule-start-offset")] = Field(
         None,
         ge=0,
         description="Replay only requests whose arrival is at or after this trace millisecond, "
         "as AIPerf's --fixed-schedule-start-offset (a turn timed by a delay goes with the turn "
         "before it).",
     )
-    trace_end_offset_ms: int | None = Field(
+    trace_end_offset_ms: Annotated[int | None, Flag("--fixed-schedule-end-offset")] = Field(
         None,
         ge=0,
         description="Replay only requests whose arrival is at or before this trace "
         "millisecond, as AIPerf's --fixed-schedule-end-offset.",
     )
-    trace_salt: str | None = Field(
+    trace_salt: Annotated[str | None, Flag("--trace-salt")] = Field(
         None,
         description="Salt of the trace's text. Unset: drawn from the trace file's digest and "
         "the seed, so two traces, or two seeds, never share a prefix-cache block while both "

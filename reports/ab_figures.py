@@ -311,12 +311,9 @@ def load_ab(ab_dir: Path, partial: bool = False, damaged_ok: bool | None = None)
 
 def kit_slo(kit: KitFile) -> tuple[SloConfig | None, VerdictConfig | None]:
     """The kit's SLOs and its non-inferiority settings, as the run saved them (None: no SLOs)."""
-    extra = kit.model_extra or {}
-    if extra.get("slo") is None:
+    if kit.slo is None:
         return None, None
-    objectives = SloConfig.model_validate(extra["slo"])
-    given = extra.get("verdict")
-    return objectives, VerdictConfig() if given is None else VerdictConfig.model_validate(given)
+    return kit.slo, VerdictConfig() if kit.verdict is None else kit.verdict
 
 
 def healthy_until(figures: ArmFigures) -> float:

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from stallkit.reports.ab_figures import ABReport
 from stallkit.reports.ab_markdown import FLAG, footnotes, rate_cell, stall_cell, table_rows
-from stallkit.reports.ab_slo import NONINFERIOR
+from stallkit.reports.ab_slo import NONINFERIOR, SHOWN
 from stallkit.reports.seed_stats import onset_spread
 
 #: a compact row's label, by row key (log rows keep their pattern's name, without "(log)")
@@ -31,15 +31,14 @@ _SHORT_LABELS = {
     "kv": "max KV usage",
     "cached": "prompt from cache",
     "slo": "SLOs",
-    "goodput": "goodput req/s (95 %)",
-    "throughput": "output tok/s",
+    **{spec.key: spec.short_label for spec in SHOWN if spec.short_label},
 }
 #: rows whose cell is a sentence: lines under the compact table, left out of its measure
 _SENTENCES = ("verdict", NONINFERIOR)
 _LOG_SUFFIX = " (log)"
 #: the rows of estimates over seeds (ab_slo's), and a cell whose interval repeats its unit
 #: (`12.2 ms (11.9 ms - 12.4 ms)`, which wrapped in an 80-column table)
-_ESTIMATES = ("goodput", "attainment", "ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "throughput")
+_ESTIMATES = tuple(spec.key for spec in SHOWN)
 _ESTIMATE = re.compile(
     r"^(?P<mean>\S+)(?P<unit> \S+)? \((?P<low>\S+)(?P=unit)? - (?P<high>\S+)(?P=unit)?\)$"
 )

@@ -10,15 +10,17 @@ take these rows through `stallkit.reports.ab_markdown.table_rows`.
 
 from __future__ import annotations
 
-from stallkit.contract.slo import Estimate, SloConfig, SloSummary
+from stallkit.contract.slo import SLO_FIGURES, Estimate, FigureSpec, SloConfig, SloSummary
 from stallkit.reports.ab_figures import ABReport
 
-__all__ = ["NONINFERIOR", "estimate_cell", "objectives_text", "slo_rows"]
+__all__ = ["NONINFERIOR", "SHOWN", "estimate_cell", "objectives_text", "slo_rows"]
 
 #: the key of a non-inferiority row (its cell is in the fix arm's column)
 NONINFERIOR = "noninferior"
 
 Row = tuple[str, str, list[str]]
+#: the figures the A/B table shows, in its order
+SHOWN: tuple[FigureSpec, ...] = tuple(f for f in SLO_FIGURES if f.shown)
 #: the SLO row's label: each seed's window is the same in every arm
 _SLO_LABEL = "SLOs (each seed from its warm-up to the first stall or end in either arm)"
 
@@ -53,21 +55,15 @@ def estimate_cell(estimate: Estimate | None, unit: str = "", seconds: bool = Fal
 
 
 def _figure_rows(summaries: list[SloSummary | None]) -> list[Row]:
-    def cells(name: str, unit: str = "", seconds: bool = False) -> list[str]:
+    def cells(spec: FigureSpec) -> list[str]:
+        # a share carries its sign; a latency is a duration; a rate is a bare number
+        unit, seconds = (" %" if spec.unit == "%" else ""), spec.unit == "s"
         return [
-            "n/a" if s is None else estimate_cell(getattr(s, name), unit, seconds)
+            "n/a" if s is None else estimate_cell(spec.estimate(s), unit, seconds)
             for s in summaries
         ]
 
-    return [
-        ("goodput", "goodput, requests/s meeting every SLO (95 % CI)", cells("goodput_rps")),
-        ("attainment", "SLO attainment", cells("attainment_pct", " %")),
-        ("ttft_p50", "TTFT p50", cells("ttft_p50_s", seconds=True)),
-        ("ttft_p99", "TTFT p99", cells("ttft_p99_s", seconds=True)),
-        ("itl_p50", "ITL p50", cells("itl_p50_s", seconds=True)),
-        ("itl_p99", "ITL p99", cells("itl_p99_s", seconds=True)),
-        ("throughput", "throughput, output tok/s", cells("output_tok_s")),
-    ]
+    return [(spec.key, spec.label, cells(spec)) for spec in SHOWN]
 
 
 def slo_rows(report: ABReport) -> list[Row]:

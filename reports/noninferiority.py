@@ -24,15 +24,15 @@ from collections.abc import Sequence
 
 from stallkit.contract.ab import SeedRow
 from stallkit.contract.slo import (
-    FIGURE_WORDS,
+    SLO_FIGURES,
     Answer,
     Estimate,
-    Figure,
     NonInferiority,
     SloConfig,
     SloFigures,
     SloSummary,
     VerdictConfig,
+    figure_spec,
     figure_value,
 )
 from stallkit.reports.seed_stats import ALPHA, distinct
@@ -55,8 +55,6 @@ PAIRED = "paired t over seeds"
 WELCH = "Welch t over seeds"
 #: what an inconclusive test says when its data cannot decide anything (too few seeds, no spread)
 NOT_ENOUGH = "not enough data"
-#: figures where more is better (the rest: less is better)
-_HIGHER_BETTER: frozenset[Figure] = frozenset({"goodput", "throughput"})
 
 
 def t_interval(
@@ -84,21 +82,17 @@ def _seed_figures(rows: Sequence[SeedRow]) -> list[SloFigures]:
 def slo_summary(rows: Sequence[SeedRow], objectives: SloConfig) -> SloSummary:
     """An arm's SLO figures over its distinct seeds, each with its 95 % interval."""
     figures = _seed_figures(rows)
-
-    def estimate(name: str) -> Estimate | None:
-        values = [getattr(f, name) for f in figures]
-        high = 100.0 if name == "attainment_pct" else math.inf
-        return t_interval([float(v) for v in values if v is not None], high=high)
-
-    names = [*("goodput_rps", "attainment_pct", "request_rps", "output_tok_s", "ttft_p50_s")]
-    names += ("ttft_p99_s", "itl_p50_s", "itl_p99_s")
-    return SloSummary(
-        objectives=objectives, method=METHOD, **{name: estimate(name) for name in names}
-    )
+    estimates = {
+        spec.field: t_interval(
+            [v for v in (spec.value(f) for f in figures) if v is not None], high=spec.high
+        )
+        for spec in SLO_FIGURES
+    }
+    return SloSummary(objectives=objectives, method=METHOD, **estimates)
 
 
 def noninferiority(
-    figure: Figure,
+    figure: str,
     base: Sequence[float],
     fix: Sequence[float],
     margin_pct: float,
@@ -155,9 +149,10 @@ def _decided(answer: Answer, ci: tuple[float, float], p: float) -> dict[str, obj
     return {"answer": answer, "worse_ci90": ci, "p_value": p}
 
 
-def _worse(figure: Figure, base: float, fix: float) -> float:
+def _worse(figure: str, base: float, fix: float) -> float:
     """How much worse the fix is than the base, % of the base (negative: better)."""
-    shortfall = base - fix if figure in _HIGHER_BETTER else fix - base
+    higher_better = figure_spec(figure).direction == "higher"
+    shortfall = base - fix if higher_better else fix - base
     return 100.0 * shortfall / base
 
 
@@ -184,7 +179,7 @@ def _said(test: NonInferiority, why: str = "", answer: str | None = None) -> Non
         detail += f"{ci[0]:+.1f} to {ci[1]:+.1f})"
     else:
         detail = f"{why}; {runs}" + ("" if worse is None else f"; worse by {worse:+.1f} %")
-    words = FIGURE_WORDS[test.figure]
+    words = figure_spec(test.figure).sentence_name
     head = f"fix is not worse than base by more than {test.margin_pct:g} % on {words}"
     said = test.answer if answer is None else answer
     return test.model_copy(update={"reason": f"{head}: {said} ({detail})"})
@@ -211,7 +206,7 @@ def noninferiority_tests(
     return out
 
 
-def _values(rows: Sequence[SeedRow], figure: Figure) -> dict[int | None, float]:
+def _values(rows: Sequence[SeedRow], figure: str) -> dict[int | None, float]:
     """A figure's value per distinct seed that has it."""
     out = {}
     for row in distinct(rows):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from stallkit.engine.errors import EngineError
@@ -22,6 +23,7 @@ __all__ = [
     "RequestInfo",
     "SimRequestError",
     "StepResult",
+    "check_request",
     "output_words",
 ]
 
@@ -201,3 +203,22 @@ class AdvanceResult:
 
 class SimRequestError(EngineError):
     """A request the engine cannot take (empty, too long, duplicate id, bad max_tokens)."""
+
+
+def check_request(
+    request_id: str, prompt_tokens: int, max_tokens: int, longest: int, in_use: Container[str]
+) -> None:
+    """The checks every core makes of a request before it queues it, with one message each:
+    SimRequestError for an id `in_use`, an empty prompt, one of `longest` tokens or more (the
+    longest request, prompt plus output, the core can ever hold) or `max_tokens` below 1."""
+    if request_id in in_use:
+        raise SimRequestError(f"request id {request_id!r} is already in use")
+    if prompt_tokens < 1:
+        raise SimRequestError("empty prompt", "send at least one token")
+    if prompt_tokens >= longest:
+        raise SimRequestError(
+            f"prompt of {prompt_tokens} tokens is too long (engine holds {longest - 1} at most)",
+            "shorten the prompt or raise the engine's max_model_len or its KV blocks",
+        )
+    if max_tokens < 1:
+        raise SimRequestError(f"max_tokens must be at least 1, got {max_tokens}")

@@ -20,8 +20,8 @@ from stallkit.engine.core.records import (
     AdvanceResult,
     EngineStats,
     RequestInfo,
-    SimRequestError,
     StepResult,
+    check_request,
 )
 from stallkit.engine.policy.controller import ComputeShareController, Turn, runnable_classes
 from stallkit.engine.sim.admission import Admission
@@ -76,17 +76,7 @@ class Scheduler:
         continues: str | None = None,
     ) -> None:
         cap = self.cfg.max_request_tokens
-        if request_id in self.live:
-            raise SimRequestError(f"request id {request_id!r} is already in use")
-        if not prompt:
-            raise SimRequestError("empty prompt", "send at least one token")
-        if len(prompt) > self.cfg.max_model_len or len(prompt) >= cap:
-            raise SimRequestError(
-                f"prompt of {len(prompt)} tokens is too long (engine holds {cap - 1} at most)",
-                "shorten the prompt or raise max_model_len / num_blocks",
-            )
-        if max_tokens < 1:
-            raise SimRequestError(f"max_tokens must be at least 1, got {max_tokens}")
+        check_request(request_id, len(prompt), max_tokens, cap, self.live)
         plen, bs = len(prompt), self.cfg.block_size
         tail = tuple(prompt[plen // bs * bs :])
         req = Request(request_id, plen, tail, min(max_tokens, cap - plen), now_s)

@@ -16,14 +16,16 @@ from collections.abc import Sequence
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from stallkit.contract.errors import is_invalid_json, validation_message
 from stallkit.engine.errors import EngineError
 from stallkit.engine.sim.config import CostModel
+
+if TYPE_CHECKING:  # numpy only for a fit: a kit reads the twin's settings without it
+    import numpy as np
 
 __all__ = [
     "COEFFICIENTS",
@@ -171,6 +173,7 @@ def fit_cost(
     simulator's default is kept). Raises EngineError when the samples cannot determine all
     five coefficients.
     """
+    import numpy as np
     from scipy.optimize import nnls  # a second of imports that only a fit needs
 
     features, seconds = _matrix(samples)
@@ -195,6 +198,8 @@ def _matrix(samples: Sequence[CostSample]) -> tuple[np.ndarray, np.ndarray]:
             f"{len(samples)} samples cannot fit {len(COEFFICIENTS)} coefficients",
             "measure prefills of several lengths and decode batches of several sizes",
         )
+    import numpy as np
+
     features = np.array([s.features for s in samples], dtype=float)
     seconds = np.array([s.seconds for s in samples], dtype=float)
     if np.linalg.matrix_rank(features) < len(COEFFICIENTS):
@@ -206,6 +211,8 @@ def _matrix(samples: Sequence[CostSample]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _report(predicted: np.ndarray, seconds: np.ndarray) -> FitReport:
+    import numpy as np
+
     residual = predicted - seconds
     total = float(np.sum((seconds - seconds.mean()) ** 2))
     r_squared = 1.0 - float(np.sum(residual**2)) / total if total > 0 else 1.0

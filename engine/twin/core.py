@@ -31,8 +31,8 @@ from stallkit.engine.core.records import (
     AdvanceResult,
     EngineStats,
     RequestInfo,
-    SimRequestError,
     StepResult,
+    check_request,
     output_words,
 )
 from stallkit.engine.sim.stats import Counters
@@ -121,16 +121,7 @@ class TwinEngine:
     ) -> None:
         """Queue a request of prompt words; SimRequestError when the engine cannot take it."""
         longest = self.config.max_request_tokens
-        if not prompt:
-            raise SimRequestError("empty prompt")
-        if len(prompt) >= longest:
-            raise SimRequestError(
-                f"prompt of {len(prompt)} tokens does not fit the engine's {longest}"
-            )
-        if max_tokens < 1:
-            raise SimRequestError("max_tokens must be at least 1")
-        if request_id in self._reqs:
-            raise SimRequestError(f"request id {request_id!r} is already in use")
+        check_request(request_id, len(prompt), max_tokens, longest, self._reqs)
         ids = self._tokens.ids(prompt)  # `continues` is not needed: ids are a function of words
         max_tokens = min(max_tokens, longest - len(prompt))
         params = self._params_cls(max_tokens=max_tokens, ignore_eos=True)

@@ -27,7 +27,7 @@ from stallkit.contract.files import KIT_FILE, discard_if_unrecorded, outermost_m
 from stallkit.contract.jsonl import read_json, write_json
 from stallkit.contract.kitfile import KitFile
 from stallkit.contract.meta import END_WORDS, META_FILE, ArmMeta
-from stallkit.contract.slo import FIGURE_WORDS
+from stallkit.contract.slo import figure_spec
 from stallkit.engine import Launcher, reset_prefix_cache
 from stallkit.kits.ab.plan import DEFAULT_RUNS_DIR, Arm, Plan
 from stallkit.kits.arm.alerting import Alerting
@@ -76,7 +76,7 @@ def strict_failures(report: ABReport) -> list[str]:
     for test in regressions:  # shown worse than the base by more than the kit's margin
         problems.append(
             f"fix is worse than base by more than {test.margin_pct:g} % on "
-            f"{FIGURE_WORDS[test.figure]} ({test.worse_pct:+.1f} %)"
+            f"{figure_spec(test.figure).sentence_name} ({test.worse_pct:+.1f} %)"
         )
     return problems
 

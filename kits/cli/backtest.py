@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stallkit.kits.cli.common import fail, user_errors
+from stallkit.kits.cli.common import ctrl_c, fail, interrupted, user_errors
 from stallkit.kits.cli.fields import field_option, flags_by_field
 from stallkit.kits.cli.fleet import DialectOpt, GpuSelectorOpt, GroupByOpt, SelectorOpt
 from stallkit.monitor import MonitorConfig, monitor_config
@@ -138,10 +138,9 @@ def _from_prometheus(
         finally:
             await client.aclose()
 
-    try:
+    with ctrl_c():
         return asyncio.run(main())
-    except KeyboardInterrupt:
-        raise fail("interrupted", code=130) from None
+    raise interrupted("interrupted")
 
 
 def _write(

@@ -14,10 +14,8 @@ from pydantic import ValidationError
 
 from stallkit.contract.errors import validation_message
 from stallkit.kits.calibrate.probes import CalibrateOptions
-from stallkit.kits.cli.common import err_console, fail, user_errors
+from stallkit.kits.cli.common import ctrl_c, err_console, fail, interrupted, user_errors
 from stallkit.kits.cli.fields import field_option, flags_by_field
-
-EXIT_INTERRUPTED = 130
 
 
 @user_errors
@@ -104,12 +102,10 @@ def calibrate(
 
     engine = parse_spec(spec)
     check_arms_start(chosen, {"calibrate": engine})  # what a run would check, before it starts
-    try:
+    with ctrl_c() as stop:
         done = run_calibration(engine, chosen, options, progress)
-    except KeyboardInterrupt:
-        raise fail(
-            "interrupted: the engine is stopped, nothing written", code=EXIT_INTERRUPTED
-        ) from None
+    if stop.pressed:
+        raise interrupted("interrupted: the engine is stopped, nothing written")
     done.calibration.save(out)
     from rich.console import Console
 

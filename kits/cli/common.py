@@ -1,4 +1,10 @@
-"""Shared pieces of the command line: the console, and mapping user errors to exit codes."""
+"""Shared pieces of the command line: the console, mapping user errors to exit codes, and Ctrl-C.
+
+Ctrl-C (and SIGTERM, which every command takes as Ctrl-C) goes through one pair: `ctrl_c()`
+around the work stops it and lets the command go on after the block (to keep and sum up what
+finished, or, for a watch such as `kit monitor`, to end normally); `interrupted()` is the exit
+of a command that was cut short: 130, with one red line when it has something to say.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import ParamSpec, TypeVar
@@ -23,6 +30,8 @@ R = TypeVar("R")
 
 #: Exit code of a user error (bad input, unreachable engine, invalid kit).
 EXIT_USER_ERROR = 2
+#: Exit code of a command cut short by Ctrl-C or SIGTERM (128 + SIGINT, as shells report it).
+EXIT_INTERRUPTED = 130
 
 err_console = Console(stderr=True)
 
@@ -34,6 +43,31 @@ def fail(message: str, hint: str = "", code: int = EXIT_USER_ERROR) -> typer.Exi
         line += f" [dim](hint: {escape(hint)})[/]"
     err_console.print(line, soft_wrap=True, highlight=False)
     return typer.Exit(code)
+
+
+@dataclass
+class CtrlC:
+    """Whether Ctrl-C stopped the work within `ctrl_c()`."""
+
+    pressed: bool = False
+
+
+@contextlib.contextmanager
+def ctrl_c() -> Iterator[CtrlC]:
+    """Within: Ctrl-C (or SIGTERM) stops the work, and the command goes on after the block; the
+    `CtrlC` it yields says whether it was pressed."""
+    seen = CtrlC()
+    try:
+        yield seen
+    except KeyboardInterrupt:
+        seen.pressed = True
+
+
+def interrupted(message: str = "", hint: str = "") -> typer.Exit:
+    """The exit to raise for a command cut short: 130, after one red line when `message`."""
+    if message:
+        return fail(message, hint, code=EXIT_INTERRUPTED)
+    return typer.Exit(EXIT_INTERRUPTED)
 
 
 def help_when_bare(ctx: typer.Context) -> None:

@@ -12,10 +12,9 @@ from typing import Annotated
 
 import typer
 
-from stallkit.kits.cli.common import err_console, fail, user_errors
+from stallkit.kits.cli.common import ctrl_c, err_console, fail, interrupted, user_errors
 
 EXIT_DIFFERS = 1
-EXIT_INTERRUPTED = 130
 
 
 @user_errors
@@ -125,12 +124,10 @@ def conformance(
     def progress(line: str) -> None:
         err_console.print(line, highlight=False)
 
-    try:
+    with ctrl_c() as stop:
         report = run_conformance(request, progress)
-    except KeyboardInterrupt:
-        raise fail(
-            f"interrupted; the logs are in {request.out_dir}", code=EXIT_INTERRUPTED
-        ) from None
+    if stop.pressed:
+        raise interrupted(f"interrupted; the logs are in {request.out_dir}")
     for line in conformance_lines(report):
         typer.echo(line)
     err_console.print(f"written to {request.out_dir}", highlight=False)

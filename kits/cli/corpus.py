@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from stallkit.engine import ENV_SIZE
-from stallkit.kits.cli.common import fail, help_when_bare, user_errors
+from stallkit.kits.cli.common import ctrl_c, fail, help_when_bare, interrupted, user_errors
 
 if TYPE_CHECKING:
     from stallkit.contract.corpus import CaseOutcome
@@ -28,7 +28,6 @@ CORPUS_HELP = (
 #: exit code when a case did not reproduce (as `kit ab --strict`'s)
 EXIT_NOT_REPRODUCED = 1
 #: exit code after Ctrl-C
-EXIT_INTERRUPTED = 130
 
 corpus_app = typer.Typer(help=CORPUS_HELP, invoke_without_command=True, callback=help_when_bare)
 
@@ -266,18 +265,15 @@ def run(
             f"{outcome.status.replace('_', ' ')}"
         )
 
-    try:
+    completed = False
+    with ctrl_c():  # between two cases' arms: what ran is on disk
         completed = run_cases(selected, out_dir, started, finished, built_only)
-    except KeyboardInterrupt:  # between two cases' arms: what ran is on disk
-        completed = False
     console.print(corpus_table(outcomes))
     if json_file is not None:
         _write_json(json_file, outcomes)
         console.print(f"[dim]wrote {json_file}; runs in {out_dir}[/]")
     if not completed:
-        raise fail(
-            f"interrupted; the cases run so far are kept in {out_dir}", code=EXIT_INTERRUPTED
-        )
+        raise interrupted(f"interrupted; the cases run so far are kept in {out_dir}")
     if any(o.status == "not_reproduced" for o in outcomes):
         raise typer.Exit(EXIT_NOT_REPRODUCED)
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from stallkit.kits.cli.common import fail
+from stallkit.kits.cli.common import ctrl_c, fail
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -211,10 +211,9 @@ def _watch(
             await client.aclose()
             per_engine.close()
 
-    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
+    with ctrl_c():  # by design: Ctrl-C (or SIGTERM) ends the watch, and the command, normally
         return asyncio.run(main())
-    except KeyboardInterrupt:  # a Ctrl-C before the watch began
-        return tally
+    return tally  # a Ctrl-C before the watch began
 
 
 def _report(outcome: FleetOutcome, out_dir: Path, exit_on_stall: bool) -> None:

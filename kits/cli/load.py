@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from stallkit.kits.cli.common import user_errors
+from stallkit.kits.cli.common import ctrl_c, interrupted, user_errors
 from stallkit.kits.cli.fields import field_help, field_option, flags_by_field
 from stallkit.loadgen import LoadConfig, sizes_for_context
 
@@ -31,7 +31,7 @@ def load(
     min_context: int = field_option(LoadConfig, "min_context"),
     max_context: int = field_option(LoadConfig, "max_context"),
     read_timeout: float = field_option(LoadConfig, "read_timeout_s", "--read-timeout"),
-    duration: float | None = field_option(LoadConfig, "duration_s", "--duration"),
+    duration: float | None = field_option(LoadConfig, "duration_s"),
     max_turns: int | None = field_option(LoadConfig, "max_turns"),
     seed: int = field_option(LoadConfig, "seed"),
     out: Annotated[
@@ -48,15 +48,9 @@ def load(
         ),
     ] = 1.0,
     trace_block_tokens: int = field_option(LoadConfig, "trace_block_tokens", "--block-size"),
-    auto_offset: bool = field_option(
-        LoadConfig, "trace_auto_offset", "--fixed-schedule-auto-offset"
-    ),
-    start_offset: int | None = field_option(
-        LoadConfig, "trace_start_offset_ms", "--fixed-schedule-start-offset"
-    ),
-    end_offset: int | None = field_option(
-        LoadConfig, "trace_end_offset_ms", "--fixed-schedule-end-offset"
-    ),
+    auto_offset: bool = field_option(LoadConfig, "trace_auto_offset"),
+    start_offset: int | None = field_option(LoadConfig, "trace_start_offset_ms"),
+    end_offset: int | None = field_option(LoadConfig, "trace_end_offset_ms"),
     trace_salt: str | None = field_option(LoadConfig, "trace_salt"),
     arrivals: Annotated[
         str | None,
@@ -96,14 +90,11 @@ def load(
         options["arrivals"] = arrivals
     cfg = _load_config(ctx, url, options)
     out_dir = out or Path("kit-runs") / f"{time.strftime('%Y%m%d-%H%M%S')}-load"
-    interrupted = False
-    try:  # SIGTERM lands here as Ctrl-C too (stallkit.kits.cli.common.sigterm_as_ctrl_c)
+    with ctrl_c() as stop:  # the summary of what ran, then exit 130
         loop.run(_drive(url, cfg, out_dir))
-    except KeyboardInterrupt:
-        interrupted = True
     _finish(out_dir)
-    if interrupted:
-        raise typer.Exit(130)
+    if stop.pressed:
+        raise interrupted()
 
 
 def _load_config(ctx: typer.Context, url: str, options: dict[str, Any]) -> LoadConfig:

@@ -23,7 +23,7 @@ from stallkit.kits.cli.alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from stallkit.kits.cli.common import fail, user_errors
+from stallkit.kits.cli.common import ctrl_c, fail, user_errors
 from stallkit.kits.cli.fields import field_option, flags_by_field
 from stallkit.kits.cli.fleet import (
     DialectOpt,
@@ -237,11 +237,10 @@ def _watch(
             tally.stopped = True
             return tally
 
-    try:
+    with ctrl_c():  # by design: Ctrl-C (or SIGTERM) ends the watch, and the command, normally
         return asyncio.run(until_stopped())
-    except KeyboardInterrupt:  # a Ctrl-C before the watch began
-        tally.stopped = True
-        return tally
+    tally.stopped = True  # a Ctrl-C before the watch began
+    return tally
 
 
 def _report(outcome: MonitorOutcome) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stallkit.kits.cli.common import fail
+from stallkit.kits.cli.common import ctrl_c, fail, interrupted
 
 if TYPE_CHECKING:
     from stallkit.contract.fleet import AlertFiring
@@ -103,10 +103,9 @@ def _evaluate(
         finally:
             await client.aclose()
 
-    try:
+    with ctrl_c():
         return asyncio.run(main())
-    except KeyboardInterrupt:
-        raise fail("interrupted", code=130) from None
+    raise interrupted("interrupted")
 
 
 def _report(out: Path, alerts: list[AlertFiring]) -> None:

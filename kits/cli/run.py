@@ -7,7 +7,7 @@ orchestration lives in `stallkit.kits.arm.wall` and `stallkit.kits.ab.execute`; 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,17 +21,14 @@ from stallkit.kits.cli.alerting import (
     OnStallTimeoutOpt,
     start_alerting,
 )
-from stallkit.kits.cli.common import fail, user_errors
-from stallkit.kits.cli.fields import flags_by_override, override_help
-from stallkit.kits.kit import SimSection
-from stallkit.loadgen import LoadConfig
+from stallkit.kits.cli.common import ctrl_c, fail, interrupted, user_errors
+from stallkit.kits.cli.fields import NO_OVERRIDES, flags_by_override, kit_overrides
 
 if TYPE_CHECKING:
     from stallkit.kits.ab.execute import Plan, Result
     from stallkit.kits.arm.alerting import Alerting
 
 EXIT_STRICT = 1
-EXIT_INTERRUPTED = 130
 #: `kit run` whose engine ended on its own during the run
 EXIT_ENGINE_DIED = 1
 
@@ -48,64 +45,20 @@ OutOpt = Annotated[
     Path | None,
     typer.Option("--out", "-o", help="Run directory (default ./kit-runs/<time>-<kit>/)"),
 ]
-DurationOpt = Annotated[
-    float | None,
-    typer.Option("--duration", help=override_help(LoadConfig, "duration_s", "load.duration_s")),
-]
-ScaleOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--time-scale",
-        help=override_help(SimSection, "time_scale", "sim.time_scale")
-        + " Used by sim: arms on the wall clock (`kit run`, `kit ab --clock wall`).",
-    ),
-]
-SeedOpt = Annotated[
-    int | None, typer.Option("--seed", help=override_help(LoadConfig, "seed", "load.seed"))
-]
-AgentsOpt = Annotated[
-    int | None, typer.Option("--agents", help=override_help(LoadConfig, "agents", "load.agents"))
-]
-MinContextOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--min-context", help=override_help(LoadConfig, "min_context", "load.min_context")
-    ),
-]
-MaxContextOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-context", help=override_help(LoadConfig, "max_context", "load.max_context")
-    ),
-]
-TraceOpt = Annotated[
-    Path | None, typer.Option("--trace", help=override_help(LoadConfig, "trace", "load.trace"))
-]
-AutoOffsetOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--fixed-schedule-auto-offset/--no-fixed-schedule-auto-offset",
-        help=override_help(LoadConfig, "trace_auto_offset", "load.trace_auto_offset"),
-    ),
-]
-StartOffsetOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--fixed-schedule-start-offset",
-        help=override_help(LoadConfig, "trace_start_offset_ms", "load.trace_start_offset_ms"),
-    ),
-]
-EndOffsetOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--fixed-schedule-end-offset",
-        help=override_help(LoadConfig, "trace_end_offset_ms", "load.trace_end_offset_ms"),
-    ),
-]
-TraceSaltOpt = Annotated[
-    str | None,
-    typer.Option("--trace-salt", help=override_help(LoadConfig, "trace_salt", "load.trace_salt")),
-]
+#: the kit's settings `kit run` and `kit ab` override, each with the flag its field declares
+OVERRIDES = (
+    "load.duration_s",
+    "sim.time_scale",
+    "load.seed",
+    "load.agents",
+    "load.min_context",
+    "load.max_context",
+    "load.trace",
+    "load.trace_auto_offset",
+    "load.trace_start_offset_ms",
+    "load.trace_end_offset_ms",
+    "load.trace_salt",
+)
 OverlayOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -156,39 +109,6 @@ def _flag_names(ctx: typer.Context) -> Iterator[None]:
         raise KitError(message, "see the command's --help") from None
 
 
-def _overrides(
-    duration: float | None,
-    scale: float | None,
-    seed: int | None,
-    agents: int | None,
-    min_context: int | None,
-    max_context: int | None,
-    trace: Path | None = None,
-) -> dict[str, Any]:
-    pairs = {
-        "load.trace": None if trace is None else str(trace),
-        "load.duration_s": duration,
-        "sim.time_scale": scale,
-        "load.seed": seed,
-        "load.agents": agents,
-        "load.min_context": min_context,
-        "load.max_context": max_context,
-    }
-    return {key: value for key, value in pairs.items() if value is not None}
-
-
-def _trace_overrides(
-    auto_offset: bool | None, start_ms: int | None, end_ms: int | None, salt: str | None
-) -> dict[str, Any]:
-    pairs = {
-        "load.trace_auto_offset": auto_offset,
-        "load.trace_start_offset_ms": start_ms,
-        "load.trace_end_offset_ms": end_ms,
-        "load.trace_salt": salt,
-    }
-    return {key: value for key, value in pairs.items() if value is not None}
-
-
 def _wall_only(plan: Plan, asked: bool) -> None:
     """--metrics-port and --on-stall serve wall-clock arms: refuse them where no arm is one,
     and say which arms they skip where some are."""
@@ -214,19 +134,18 @@ def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Resul
     from stallkit.kits.ab.execute import execute
 
     try:
-        result = execute(plan, dashboard=not no_dashboard, alerting=alerting)
-    except KeyboardInterrupt:
-        # after the arms: everything they recorded is on disk, only the reports are missing
-        raise fail(
-            f"interrupted while writing the reports; the run is kept in {plan.out_dir}",
-            f"make them with `kit report {plan.out_dir}`",
-            code=EXIT_INTERRUPTED,
-        ) from None
+        with ctrl_c() as stop:  # the arms take Ctrl-C themselves: this one came after them
+            result = execute(plan, dashboard=not no_dashboard, alerting=alerting)
     finally:
         if alerting is not None:
             alerting.close()
+    if stop.pressed:  # everything the arms recorded is on disk, only the reports are missing
+        raise interrupted(
+            f"interrupted while writing the reports; the run is kept in {plan.out_dir}",
+            f"make them with `kit report {plan.out_dir}`",
+        )
     if result.interrupted and not plan.out_dir.exists():
-        raise fail("interrupted before anything was recorded", code=EXIT_INTERRUPTED)
+        raise interrupted("interrupted before anything was recorded")
     if result.interrupted:
         report = result.report
         hint = f"`kit report {plan.out_dir}` draws its timeline and HTML report"
@@ -235,13 +154,12 @@ def _execute(plan: Plan, no_dashboard: bool, alerting: Alerting | None) -> Resul
                 f"`kit report --partial {plan.out_dir}` makes the verdict over the seeds "
                 "recorded, with the timeline and HTML report"
             )
-        raise fail(
-            f"interrupted; partial results kept in {plan.out_dir}", hint, code=EXIT_INTERRUPTED
-        )
+        raise interrupted(f"interrupted; partial results kept in {plan.out_dir}", hint)
     return result
 
 
 @user_errors
+@kit_overrides(*OVERRIDES)
 def run(
     ctx: typer.Context,
     engine: Annotated[
@@ -258,17 +176,7 @@ def run(
     ],
     kit: KitOpt = "restore-stall",
     out: OutOpt = None,
-    duration: DurationOpt = None,
-    time_scale: ScaleOpt = None,
-    seed: SeedOpt = None,
-    agents: AgentsOpt = None,
-    min_context: MinContextOpt = None,
-    max_context: MaxContextOpt = None,
-    trace: TraceOpt = None,
-    auto_offset: AutoOffsetOpt = None,
-    start_offset: StartOffsetOpt = None,
-    end_offset: EndOffsetOpt = None,
-    trace_salt: TraceSaltOpt = None,
+    overrides: Mapping[str, Any] = NO_OVERRIDES,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     metrics_port: MetricsPortOpt = None,
@@ -285,8 +193,7 @@ def run(
             kit,
             {"run": engine},
             out,
-            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace)
-            | _trace_overrides(auto_offset, start_offset, end_offset, trace_salt),
+            dict(overrides),
             overlay or [],
         )
     alerting = start_alerting(metrics_port, metrics_host, on_stall, on_stall_end, on_stall_timeout)
@@ -301,6 +208,7 @@ def run(
 
 
 @user_errors
+@kit_overrides(*OVERRIDES)
 def ab(
     ctx: typer.Context,
     base: Annotated[
@@ -332,17 +240,7 @@ def ab(
             "on a tested figure (for CI)",
         ),
     ] = False,
-    duration: DurationOpt = None,
-    time_scale: ScaleOpt = None,
-    seed: SeedOpt = None,
-    agents: AgentsOpt = None,
-    min_context: MinContextOpt = None,
-    max_context: MaxContextOpt = None,
-    trace: TraceOpt = None,
-    auto_offset: AutoOffsetOpt = None,
-    start_offset: StartOffsetOpt = None,
-    end_offset: EndOffsetOpt = None,
-    trace_salt: TraceSaltOpt = None,
+    overrides: Mapping[str, Any] = NO_OVERRIDES,
     overlay: OverlayOpt = None,
     no_dashboard: NoDashOpt = False,
     seeds: SeedsOpt = None,
@@ -372,8 +270,7 @@ def ab(
             kit,
             {"base": base, "fix": fix},
             out,
-            _overrides(duration, time_scale, seed, agents, min_context, max_context, trace)
-            | _trace_overrides(auto_offset, start_offset, end_offset, trace_salt),
+            dict(overrides),
             overlay or [],
             parallel=parallel,
             seeds=seeds,

@@ -9,20 +9,19 @@ Thin: parse the flags into a plan validated against the kit (`stallkit.kits.swee
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from stallkit.kits.cli.common import user_errors
+from stallkit.kits.cli.common import interrupted, user_errors
+from stallkit.kits.cli.fields import NO_OVERRIDES, kit_overrides
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from stallkit.contract.sweep import HuntFile, SweepFile, SweepPlan
-
-EXIT_INTERRUPTED = 130
 
 VaryOpt = Annotated[
     list[str] | None,
@@ -64,20 +63,17 @@ ArmsOpt = Annotated[
         "the verdict's base, the last its fix",
     ),
 ]
-DurationOpt = Annotated[
-    float | None,
-    typer.Option("--duration", help="Engine seconds per run (default: the kit's)", min=1),
-]
 
 
 @user_errors
+@kit_overrides("load.duration_s")
 def sweep(
     ctx: typer.Context,
     kit: KitOpt = "restore-stall",
     vary: VaryOpt = None,
     seeds: SeedsOpt = "10",
     arms: ArmsOpt = None,
-    duration: DurationOpt = None,
+    overrides: Mapping[str, Any] = NO_OVERRIDES,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -113,6 +109,7 @@ def sweep(
     from stallkit.kits.sweep.execute import execute_sweep, existing_plan
     from stallkit.kits.sweep.plan import build_plan, idle_axes, parse_arms, parse_vary
 
+    duration = overrides.get("load.duration_s")
     console = Console()
     if resume:
         if out is None:
@@ -144,17 +141,11 @@ def sweep(
         _print_sweep(console, result.content, out)
     if result.interrupted:
         console.print(f"interrupted: `kit sweep --resume --out {out}` runs the rest")
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise interrupted()
 
 
-#: the flags that make a sweep's plan, by parameter name
-_PLAN_FLAGS = {
-    "kit": "--kit",
-    "vary": "--vary",
-    "seeds": "--seeds",
-    "arms": "--arms",
-    "duration": "--duration",
-}
+#: the parameters of the flags that make a sweep's plan
+_PLAN_FLAGS = ("kit", "vary", "seeds", "arms", "duration")
 
 
 def _same_plan(

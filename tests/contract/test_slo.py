@@ -8,7 +8,11 @@ from pydantic import ValidationError
 
 from stallkit.contract.records import Outcome, TurnRecord
 from stallkit.contract.slo import (
+    FIGURES,
+    SLO_FIGURES,
     SloConfig,
+    SloFigures,
+    SloSummary,
     VerdictConfig,
     cut_at,
     figure_value,
@@ -61,6 +65,25 @@ def test_a_margin_is_a_percentage_up_to_100(bad: object) -> None:
     with pytest.raises(ValidationError, match=r"percentage|outside"):
         VerdictConfig(margin=bad)
     assert VerdictConfig(margin="100%").margin == 100.0
+
+
+def test_a_verdict_names_only_tested_figures_and_says_which_are() -> None:
+    assert VerdictConfig().figures == list(FIGURES) == ["goodput", "ttft_p99", "throughput"]
+    with pytest.raises(ValidationError) as caught:
+        VerdictConfig(figures=["goodput", "ttft_p90"])
+    message = caught.value.errors()[0]["msg"]
+    assert "'ttft_p90' is not a tested figure; name goodput, ttft_p99 or throughput" in message
+
+
+def test_every_figure_of_the_table_is_a_field_of_a_run_and_of_an_arm() -> None:
+    fields = {spec.field for spec in SLO_FIGURES}
+    counts = {"window_s", "requests", "met", "censored"}
+    assert set(SloFigures.model_fields) == fields | counts
+    assert set(SloSummary.model_fields) == fields | {"objectives", "method"}
+    goodput = SloFigures.model_fields["goodput_rps"]
+    assert goodput.description == "Requests meeting every SLO per engine s."
+    with pytest.raises(ValidationError, match="goodput_rps"):  # every figure is required
+        SloFigures(window_s=1.0, requests=0, met=0, censored=0)
 
 
 def test_a_request_meets_its_slos_or_misses_or_is_undecided() -> None:

@@ -55,3 +55,27 @@ def test_another_os_error_is_its_own_message_without_a_path_hint() -> None:
     )
     assert exit_code == EXIT_USER_ERROR
     assert output.strip() == "error: Connection refused"
+
+
+def test_ctrl_c_stops_the_work_and_the_command_goes_on_to_exit_130() -> None:
+    from stallkit.kits.cli.common import EXIT_INTERRUPTED, ctrl_c, interrupted
+
+    app = typer.Typer()
+    kept: list[str] = []
+
+    @app.command()
+    def go(say: bool = False) -> None:
+        with ctrl_c() as stop:
+            kept.append("first")
+            raise KeyboardInterrupt
+        kept.append("summed up")  # what finished is kept, and summed up
+        assert stop.pressed
+        raise interrupted("interrupted; kept" if say else "")
+
+    quiet = CliRunner().invoke(app, [])
+    assert (quiet.exit_code, quiet.output, kept) == (EXIT_INTERRUPTED, "", ["first", "summed up"])
+    said = CliRunner().invoke(app, ["--say"])
+    assert said.exit_code == 130 and "error: interrupted; kept" in said.output
+    with ctrl_c() as stop:
+        pass
+    assert not stop.pressed

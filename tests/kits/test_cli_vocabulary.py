@@ -72,3 +72,25 @@ def test_out_is_always_o_and_kit_always_k() -> None:
         uses = [(path, s) for path, name, s, _ in options if name == long]
         assert len(uses) >= 5, uses
         assert all(s == short for _, s in uses), [u for u in uses if u[1] != short]
+
+
+def test_a_kit_setting_has_one_override_flag_declared_by_its_field() -> None:
+    from stallkit.contract.flags import flag_of
+    from stallkit.kits.cli.run import OVERRIDES
+    from stallkit.kits.kit import Kit
+
+    helps: dict[str, dict[str, str]] = defaultdict(dict)
+    for path, command in _commands():
+        for param in command.params:
+            for long in (o for o in param.opts if o.startswith("--")):
+                helps[path][long] = getattr(param, "help", "") or ""
+    for key in OVERRIDES:
+        section, name = key.split(".")
+        flag = flag_of(Kit.model_fields[section].annotation, name)  # type: ignore[arg-type]
+        assert flag is not None, key
+        long = flag.name.split("/")[0]
+        texts = {helps[path][long] for path in ("kit run", "kit ab")}
+        assert len(texts) == 1 and next(iter(texts)).startswith(f"Override the kit's {key}: ")
+    assert helps["kit sweep"]["--duration"] == helps["kit ab"]["--duration"]
+    # `kit load` sets the same fields with the same flags, its default being the field's
+    assert helps["kit load"]["--agents"].startswith("Concurrent agents")
