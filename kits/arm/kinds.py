@@ -14,6 +14,7 @@ one spec case and one class here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -45,6 +46,7 @@ from stallkit.engine import (
     free_port,
     kv_transfer_from_args,
     load_calibration,
+    parse_spec,
     resolve_model,
     twin_config_for,
     vllm_sizes,
@@ -54,7 +56,7 @@ from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit
 from stallkit.monitor import TargetKind
 
-__all__ = ["ArmKind", "kind_of", "kinds", "twin_config"]
+__all__ = ["ArmKind", "arm_spec", "arm_specs", "kind_of", "kinds", "twin_config"]
 
 
 def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
@@ -388,6 +390,19 @@ _REGISTRY: dict[str, ArmKind] = {
 def kind_of(spec: EngineSpec) -> ArmKind:
     """The kind of an arm run by `spec`."""
     return _REGISTRY[spec.kind]
+
+
+def arm_spec(arm: str, spec: EngineSpec, kit: Kit) -> EngineSpec:
+    """An arm's spec with the capabilities the kit gives it (its GPUs, the scheduler its engine
+    arguments load: a docker image running the plugin has its step counter and no restores; a
+    patched twin over a KV connector admits restores)."""
+    return spec.placed(gpus=kit.engine.gpus_for(arm), engine_args=kit.engine.engine_args_for(arm))
+
+
+def arm_specs(kit: Kit, arms: Mapping[str, str]) -> dict[str, EngineSpec]:
+    """Each arm's spec text (a command line's, a saved plan's), parsed once and given what
+    `kit` gives that arm: what `kit ab`, `kit sweep` and `kit hunt` hand their runs."""
+    return {name: arm_spec(name, parse_spec(raw), kit) for name, raw in arms.items()}
 
 
 def kinds() -> dict[str, ArmKind]:
