@@ -25,8 +25,7 @@ from stallkit.engine import (
     needs_bridge,
     probe_daemon,
 )
-from stallkit.kits.arm.cores import check_twin_arms
-from stallkit.kits.arm.kinds import arm_specs, kind_of
+from stallkit.kits.arm.kinds import arm_specs, check_arm_kinds, kind_of
 from stallkit.kits.arm.launchers import time_scale
 from stallkit.kits.arm.prerequisites import check_arms_start
 from stallkit.kits.errors import KitError
@@ -118,7 +117,7 @@ class Plan:
                 "--overlay applies to docker image arms and twin: arms only",
                 "drop --overlay, or use an image or twin: spec",
             )
-        check_twin_arms(kit, parsed)
+        check_arm_kinds(kit, parsed)
         _check_step_cost(kit, parsed)
         if parallel:
             _check_disjoint_gpus(kit, parsed)

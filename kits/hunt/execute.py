@@ -33,8 +33,7 @@ from stallkit.contract.sweep import (
     SweepRun,
 )
 from stallkit.engine import EngineError, EngineSpec
-from stallkit.kits.arm.cores import check_twin_arms
-from stallkit.kits.arm.kinds import arm_specs, kind_of
+from stallkit.kits.arm.kinds import arm_specs, check_arm_kinds, kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.hunt.plan import Point, Search, Space, ab_pair, hunt_arms, load_space, shrink
 from stallkit.kits.kit import load_kit
@@ -238,7 +237,7 @@ def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
     check_values(opts.kit, list(space.axes), {})
     specs = hunt_arms(kit, opts.arms, opts.arm, opts.differ)
     # the kit's per-arm settings name any of --arms, hunted or not
-    check_twin_arms(kit, arm_specs(kit, parse_arms(opts.arms)))
+    check_arm_kinds(kit, arm_specs(kit, parse_arms(opts.arms)))
     if opts.ray:
         check_ray_arms(kit, specs)
     plan = SweepPlan(

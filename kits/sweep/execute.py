@@ -30,7 +30,7 @@ from stallkit.contract.files import outermost_missing
 from stallkit.contract.jsonl import JsonlWriter, read_json, read_jsonl, write_json
 from stallkit.contract.sweep import SWEEP_PLAN_FILE, SWEEP_RUNS_FILE, SweepFile, SweepPlan, SweepRun
 from stallkit.engine import EngineSpec
-from stallkit.kits.arm.cores import check_twin_arms
+from stallkit.kits.arm.kinds import check_arm_kinds
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import load_kit
 from stallkit.kits.sweep.plan import jobs, plan_specs
@@ -146,7 +146,7 @@ def execute_sweep(
     """
     kit = load_kit(plan.kit, plan.fixed)  # a resumed plan's twin arms: vLLM still here?
     specs = plan_specs(plan)  # parsed once: what every run of an arm is handed
-    check_twin_arms(kit, specs)
+    check_arm_kinds(kit, specs)
     if ray_address:
         check_ray_arms(kit, specs)
     session = ray_session(ray_address) if ray_address else contextlib.nullcontext()

@@ -19,8 +19,8 @@ from typing import Any
 
 from stallkit.contract.sweep import Setting, SweepAxis, SweepPlan, SweepRun
 from stallkit.engine import EngineSpec, parse_spec
-from stallkit.kits.arm.cores import arm_settings, check_twin_arms
-from stallkit.kits.arm.kinds import arm_specs, kind_of
+from stallkit.kits.arm.cores import arm_settings
+from stallkit.kits.arm.kinds import arm_specs, check_arm_kinds, kind_of
 from stallkit.kits.errors import KitError, OverrideError
 from stallkit.kits.kit import Kit, load_kit
 
@@ -168,7 +168,7 @@ def build_plan(
     )
     flags = {a.key: f"--vary {a.key}" for a in axes}
     specs = arm_specs(kit, arms)
-    check_twin_arms(kit, specs)  # vLLM here, overlays, calibration: before the cells
+    check_arm_kinds(kit, specs)  # vLLM here, overlays, calibration: before the cells
     for cell in plan.cells():  # then the cells: values that only fail together
         cell_kit = _check(kit_ref, {**fixed, **cell}, flags)
         _check_twin_cell(cell_kit, specs, cell)
@@ -178,7 +178,7 @@ def build_plan(
 def _check_twin_cell(kit: Kit, specs: dict[str, EngineSpec], cell: dict[str, Setting]) -> None:
     """A cell whose sizes the twin refuses (vLLM's own checks): one line naming the cell."""
     try:
-        check_twin_arms(kit, specs)
+        check_arm_kinds(kit, specs)
     except KitError as exc:
         where = ", ".join(f"{k}={v}" for k, v in cell.items())
         raise KitError(f"--vary {where}: {exc.message}", exc.hint) from None
