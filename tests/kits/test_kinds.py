@@ -112,3 +112,54 @@ def test_a_kind_takes_its_time_scale_from_its_own_section() -> None:
         s: kind_of(parse_spec(s)).time_scale(kit) for s in ("sim:fix", "library/e:1", "vllm:/m")
     }
     assert scales == {"sim:fix": 40.0, "library/e:1": 7.0, "vllm:/m": 1.0}
+
+
+#: where a spec's text may be parsed: its cases, the registry (`arm_specs`: once per arm, with
+#: what the kit gives it) and the command lines; everything after those is handed the parsed spec
+PARSERS = {"engine/spec.py", "kits/arm/kinds/base.py"}
+#: other command lines and input files that read a spec's text, with why
+PARSED_AT_INPUT = {
+    "engine/serve/server.py": "`kit sim serve --core` names a twin: spec on its command line",
+    "kits/sweep/plan.py": "`--arms` (parse_arms) checks each arm's text as the flag is read",
+    "kits/corpus/case.py": "a corpus case's TOML names its engines' specs, an input file",
+}
+
+
+def _parse_calls(path: Path) -> list[int]:
+    """Lines calling `parse_spec`, by its name or any name it was imported as."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {"parse_spec"} | {
+        alias.asname
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name == "parse_spec" and alias.asname
+    }
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Name) and node.func.id in names)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr in names)
+        )
+    ]
+
+
+def test_no_code_parses_a_spec_after_the_command_line_but_the_registry() -> None:
+    found: dict[str, list[int]] = {}
+    for role in ("engine", "kits", "loadgen", "monitor", "reports"):
+        for path in sorted((REPO / role).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            lines = _parse_calls(path)
+            if lines and rel not in PARSERS and not rel.startswith("kits/cli/"):
+                found[rel] = lines
+    stray = [
+        f"{rel}:{line}"
+        for rel, lines in found.items()
+        if rel not in PARSED_AT_INPUT
+        for line in lines
+    ]
+    assert not stray, f"parse_spec outside the registry and the command line: {', '.join(stray)}"
+    # the scan sees calls: each input listed still parses one
+    assert set(found) == set(PARSED_AT_INPUT), found
