@@ -14,11 +14,13 @@ handed to docker to pull. Where docker cannot be asked (no daemon reachable), th
 the error, named first. An image of Docker Hub's library is written with its path
 (`library/NAME:TAG`).
 
-`parse_spec` reads the text once into one model per case (`SimSpec`, `DockerSpec`, `UrlSpec`,
-`VllmSpec`, `LlamacppSpec`, `PatchedSpec`, `TwinSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
-to its case's fields. Each case states its capabilities (`stallkit.contract.meta.EngineCapabilities`:
-an engine log, the plugin's step counter, GPUs, restore admission); `placed` completes them
-with what the kit gives the arm, and the run records them in meta.json.
+Each case is one model (`BaseSpec`'s subclasses, tagged by a `Literal` `kind`) that says its
+form, its help line and hint, and parses its own text; `register_spec` adds it to the registry
+that `parse_spec`, the unknown-spec hint and the CLI's help lines (`spec_usage`, `spec_forms`)
+read, so a new kind is a new registered case. Each case states its capabilities
+(`stallkit.contract.meta.EngineCapabilities`: an engine log, the plugin's step counter, GPUs,
+restore admission); `placed` completes them with what the kit gives the arm, and the run
+records them in meta.json.
 """
 
 from __future__ import annotations
