@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.sim.faults import with_fault as with_fault
     from stallkit.engine.sim.trace import TraceStep as TraceStep
     from stallkit.engine.sim.trace import trace_steps as trace_steps
+    from stallkit.engine.spec import BaseSpec as BaseSpec
     from stallkit.engine.spec import DockerSpec as DockerSpec
     from stallkit.engine.spec import EngineSpec as EngineSpec
     from stallkit.engine.spec import LlamacppSpec as LlamacppSpec
@@ -73,7 +74,12 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.engine.spec import TwinSpec as TwinSpec
     from stallkit.engine.spec import UrlSpec as UrlSpec
     from stallkit.engine.spec import VllmSpec as VllmSpec
+    from stallkit.engine.spec import is_release as is_release
     from stallkit.engine.spec import parse_spec as parse_spec
+    from stallkit.engine.spec import register_spec as register_spec
+    from stallkit.engine.spec import spec_cases as spec_cases
+    from stallkit.engine.spec import spec_forms as spec_forms
+    from stallkit.engine.spec import spec_usage as spec_usage
     from stallkit.engine.twin.build import quiet_vllm_logging as quiet_vllm_logging
     from stallkit.engine.twin.build import vllm_importable as vllm_importable
     from stallkit.engine.twin.calibration import Calibration as Calibration

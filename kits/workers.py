@@ -33,10 +33,10 @@ from types import FrameType
 from typing import Any, TypeVar
 
 from stallkit.engine import (
+    EngineSpec,
     ReleasePool,
     ensure_env,
     install_overlay,
-    parse_spec,
     quiet_vllm_logging,
 )
 from stallkit.kits.arm.kinds import kind_of
@@ -75,14 +75,12 @@ class WorkerKind:
 PooledJob = tuple[WorkerKind, tuple[Any, ...]]
 
 
-def worker_kind(kit: Kit, arm: str, spec: str) -> WorkerKind:
+def worker_kind(kit: Kit, arm: str, spec: EngineSpec) -> WorkerKind:
     """The worker an arm of `kit` run by `spec` needs."""
-    kind = kind_of(parsed := parse_spec(spec))
+    kind = kind_of(spec)
     if not kind.vllm_in_process:
         return WorkerKind()
-    return WorkerKind(
-        twin=True, overlay=kit.twin.overlay_for(arm), release=kind.vllm_release(parsed)
-    )
+    return WorkerKind(twin=True, overlay=kit.twin.overlay_for(arm), release=kind.vllm_release(spec))
 
 
 def cores() -> int:

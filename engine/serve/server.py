@@ -118,14 +118,14 @@ def make_core(opts: ServeOptions) -> SteppedCore | None:
                 "add --core twin:stock (or twin:patched:base|fix), or drop --kv-transfer-config",
             )
         return None
-    from stallkit.engine.spec import parse_spec
+    from stallkit.engine.spec import TwinSpec, parse_spec
     from stallkit.engine.twin.build import vllm_importable
     from stallkit.engine.twin.calibration import load_calibration
     from stallkit.engine.twin.config import check_no_fault, twin_config_for
     from stallkit.engine.twin.core import TwinEngine
 
     spec = parse_spec(opts.core)
-    if spec.kind != "twin":
+    if not isinstance(spec, TwinSpec):
         raise EngineError(f"--core {opts.core}: not a core", "use sim or a twin: spec")
     if spec.release is not None:
         raise EngineError(

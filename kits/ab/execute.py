@@ -140,7 +140,7 @@ def _run_virtual(plan: Plan, console: Console) -> None:
             if plan.virtual(arm):
                 kit = plan.kit_for(seed)
                 args = (kit, arm.name, arm.spec, plan.seed_dir(arm, seed))
-                jobs.append((worker_kind(kit, arm.name, arm.spec.raw), args))
+                jobs.append((worker_kind(kit, arm.name, arm.spec), args))
     if not jobs:
         return
     workers = min(cores(), len(jobs))

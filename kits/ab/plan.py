@@ -23,12 +23,10 @@ from stallkit.engine import (
     Overlay,
     daemon_problems,
     needs_bridge,
-    parse_spec,
     probe_daemon,
 )
-from stallkit.kits.arm.cores import check_twin_arms
-from stallkit.kits.arm.kinds import kind_of
-from stallkit.kits.arm.launchers import arm_spec, time_scale
+from stallkit.kits.arm.kinds import arm_specs, check_arm_kinds, kind_of
+from stallkit.kits.arm.launchers import time_scale
 from stallkit.kits.arm.prerequisites import check_arms_start
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit, load_kit
@@ -108,7 +106,7 @@ class Plan:
         clock: Clock = "wall",
     ) -> Plan:
         kit = load_kit(kit_name, overrides)
-        parsed = {name: parse_spec(raw) for name, raw in specs.items()}
+        parsed = arm_specs(kit, specs)  # the capabilities the kit gives each arm, once
         overlay_objs: list[Overlay] = []
         if any(kind_of(s).image for s in parsed.values()):
             overlay_objs = [Overlay.parse(text) for text in overlays]
@@ -119,7 +117,7 @@ class Plan:
                 "--overlay applies to docker image arms and twin: arms only",
                 "drop --overlay, or use an image or twin: spec",
             )
-        check_twin_arms(kit, parsed)
+        check_arm_kinds(kit, parsed)
         _check_step_cost(kit, parsed)
         if parallel:
             _check_disjoint_gpus(kit, parsed)
@@ -140,8 +138,7 @@ class Plan:
             )
         single = len(parsed) == 1
         arms = [
-            Arm(name, arm_spec(name, spec, kit), out_dir if single else out_dir / name)
-            for name, spec in parsed.items()
+            Arm(name, spec, out_dir if single else out_dir / name) for name, spec in parsed.items()
         ]
         if seeds is not None:
             seed_list = parse_seeds(seeds, kit.load.seed)

@@ -27,7 +27,6 @@ from stallkit.monitor import MonitorConfig
 __all__ = [
     "TimeBase",
     "Unit",
-    "arm_spec",
     "duration_unit",
     "load_config",
     "make_launcher",
@@ -43,12 +42,6 @@ def time_scale(spec: EngineSpec, kit: Kit) -> float:
     """Engine seconds per wall second for an arm: the kit's for the simulator and for images
     (1 unless a simulator image runs faster), else 1."""
     return kind_of(spec).time_scale(kit)
-
-
-def arm_spec(arm: str, spec: EngineSpec, kit: Kit) -> EngineSpec:
-    """An arm's spec with the capabilities the kit gives it (its GPUs, the scheduler its engine
-    arguments load: a docker image running the plugin has its step counter and no restores)."""
-    return spec.placed(gpus=kit.engine.gpus_for(arm), engine_args=kit.engine.engine_args_for(arm))
 
 
 def _in_wall(model: type[BaseModel], fields: dict[str, Any], base: TimeBase) -> dict[str, Any]:

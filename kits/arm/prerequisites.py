@@ -4,7 +4,7 @@ An A/B whose base arm cannot start must not run its fix arm first and then fail,
 run directory the error does not mention. So before the first engine starts: a local vLLM
 arm (`vllm:`, `patched:`) needs vLLM here and its model directory, an image arm a docker
 daemon that answers, an attached arm (`url:`) something listening at its URL. Twin arms are
-checked by `stallkit.kits.arm.cores.check_twin_arms`; what each docker host offers (a GPU runtime, a
+checked by their kind (`check_arm_kinds`); what each docker host offers (a GPU runtime, a
 bridge network) by the plan.
 """
 

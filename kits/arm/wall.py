@@ -26,7 +26,8 @@ from stallkit.engine import EngineSpec, Launcher, Overlay, tail_lines
 from stallkit.kits.arm.alerting import Alerting
 from stallkit.kits.arm.clients import ClientWaits
 from stallkit.kits.arm.kinds import kind_of
-from stallkit.kits.arm.launchers import load_config, make_launcher, monitor_config, time_scale
+from stallkit.kits.arm.kinds.attached import sim_clock
+from stallkit.kits.arm.launchers import load_config, make_launcher, monitor_config
 from stallkit.kits.arm.recorder import ArmEnd, ArmRecorder, error_line
 from stallkit.kits.arm.view import RunView
 from stallkit.kits.errors import KitError
@@ -35,9 +36,7 @@ from stallkit.loadgen import LoadConfig, RunFinished, run_agents
 from stallkit.loadgen.preflight import ServerInfo, preflight
 from stallkit.monitor import (
     GpuReader,
-    MetricsScraper,
     MonitorConfig,
-    SimClock,
     StopRequested,
     gpu_source,
     resolve_gpu_source,
@@ -118,17 +117,6 @@ async def _pump(name: str, events: AsyncIterator[Any], queue: asyncio.Queue[Any]
     await queue.put((name, _Done(name, None)))
 
 
-async def _sim_clock(url: str, timeout_s: float) -> SimClock | None:
-    """The simulator's own clock, from one scrape of its metrics page by the monitor's scraper
-    (None for real engines, and for a page that could not be read)."""
-    scraper = MetricsScraper(url, timeout_s=timeout_s)
-    try:
-        scraped = await scraper.scrape()
-    finally:
-        await scraper.aclose()
-    return None if scraped.snapshot is None else scraped.snapshot.sim_clock
-
-
 #: wall seconds the simulator's clock is waited for at the end of a run that ran its course
 #: (one that fell far behind its clock answers slowly: wait for it rather than guess)
 END_CLOCK_WAIT_S = 30.0
@@ -137,7 +125,7 @@ END_CLOCK_WAIT_S = 30.0
 async def _engine_time_s(url: str, timeout_s: float = END_CLOCK_WAIT_S) -> float | None:
     """The simulator's engine clock (None for real engines, which run on the wall clock, and
     for one that did not answer within `timeout_s`)."""
-    clock = await _sim_clock(url, timeout_s=timeout_s)
+    clock = await sim_clock(url, timeout_s=timeout_s)
     return None if clock is None else clock.engine_s
 
 
@@ -147,17 +135,6 @@ def _end_clock_wait_s(end: ArmEnd, mon: MonitorConfig) -> float:
     longer than a scrape, since a frozen engine never answers and the stop must not wait
     on it."""
     return END_CLOCK_WAIT_S if end.reason == "duration" else mon.scrape_timeout_s
-
-
-async def _arm_scale(arm: WallArm) -> float:
-    """The arm's nominal time scale. A `url:` arm takes the one its engine states: 1 for a real
-    engine, the simulator's own when it attaches to a `kit sim serve --time-scale N`."""
-    if not kind_of(arm.spec).attaches:
-        return time_scale(arm.spec, arm.kit)
-    # asked before the health check, which says what is wrong with an engine that does not
-    # answer: a short wait here, so that such an engine is not kept waiting for twice
-    stated = await _sim_clock(arm.spec.target.rstrip("/"), timeout_s=2.0)
-    return 1.0 if stated is None else stated.scale
 
 
 async def _drive(
@@ -258,7 +235,7 @@ async def _start(
 
 async def run_arm(arm: WallArm, run: RunContext, console: Console, dashboard: bool) -> None:
     """Run one arm end to end; its directory is complete on every exit path."""
-    scale = await _arm_scale(arm)
+    scale = await kind_of(arm.spec).wall_scale(arm.kit, arm.spec)
     spec = arm.spec
     recorder = ArmRecorder.open(
         arm.dir,

@@ -41,15 +41,11 @@ def build(
     ],
 ) -> None:
     """Build each release's environment ahead (`BUILD_HELP`)."""
-    from stallkit.engine import EngineError, check_release, ensure_env, parse_spec
+    from stallkit.engine import check_release, ensure_env, is_release
 
     for release in releases:
-        try:  # the release text, checked as a spec's
-            parse_spec(f"twin@{release}:stock")
-        except EngineError:
-            raise fail(
-                f"{release!r} is no vLLM release number", "give one such as 0.22.1"
-            ) from None
+        if not is_release(release):
+            raise fail(f"{release!r} is no vLLM release number", "give one such as 0.22.1")
     for release in releases:
         check_release(release)
     for release in releases:

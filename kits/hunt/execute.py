@@ -32,9 +32,8 @@ from stallkit.contract.sweep import (
     SweepPlan,
     SweepRun,
 )
-from stallkit.engine import EngineError, parse_spec
-from stallkit.kits.arm.cores import check_twin_arms
-from stallkit.kits.arm.kinds import kind_of
+from stallkit.engine import EngineError, EngineSpec
+from stallkit.kits.arm.kinds import arm_specs, check_arm_kinds, kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.hunt.plan import Point, Search, Space, ab_pair, hunt_arms, load_space, shrink
 from stallkit.kits.kit import load_kit
@@ -81,13 +80,14 @@ def _dotted(data: dict[str, Any], key: str) -> object:
     return node
 
 
-def _valid(kit_data: dict[str, Any], space: Space, point: Point, arms: dict[str, str]) -> bool:
+def _valid(
+    kit_data: dict[str, Any], space: Space, point: Point, arms: dict[str, EngineSpec]
+) -> bool:
     """Whether the point's kit validates, and every twin arm's settings build there."""
     try:
         kit = kit_of(kit_data, space.settings(point))
         for name, spec in arms.items():
-            parsed = parse_spec(spec)
-            kind_of(parsed).core_settings(kit, parsed, name)
+            kind_of(spec).core_settings(kit, spec, name)
     except (ValidationError, EngineError):
         return False
     return True
@@ -106,9 +106,15 @@ class _Runner:
     """Runs points on every arm (local processes or Ray); appends each run; counts them."""
 
     def __init__(
-        self, opts: HuntOptions, kit_data: dict[str, Any], plan: SweepPlan, console: Console
+        self,
+        opts: HuntOptions,
+        kit_data: dict[str, Any],
+        plan: SweepPlan,
+        specs: dict[str, EngineSpec],
+        console: Console,
     ) -> None:
         self.opts, self.kit_data, self.plan, self.console = opts, kit_data, plan, console
+        self.specs = specs  # the plan's arms as their runs get them
         self.runs, self.stalls, self.start = 0, 0, time.monotonic()
         self.shrinking, self.shrink_from = False, 0
         self.space_axes = plan.axes
@@ -116,14 +122,14 @@ class _Runner:
         self.results: dict[Point, list[SweepRun]] = {}
         self.writer = JsonlWriter(opts.out / SWEEP_RUNS_FILE)
         # kept for the whole hunt: a twin's worker imports vLLM once, not once per batch
-        self.pools = local_pools(kit_data, plan, opts.workers or cores())
+        self.pools = local_pools(kit_data, specs, opts.workers or cores())
 
     def evaluate(self, space: Space, points: list[Point]) -> list[list[SweepRun]]:
         todo = [p for p in dict.fromkeys(points) if p not in self.results]
         jobs = []
         for p in todo:
             cell = self.drawn.setdefault(p, len(self.drawn))
-            for arm, spec in self.plan.arms.items():
+            for arm, spec in self.specs.items():
                 jobs.append(Job(cell, space.settings(p), arm, spec, p.seed))
         got: dict[int, list[SweepRun]] = defaultdict(list)
 
@@ -156,15 +162,14 @@ class _Runner:
         )
 
 
-def _step_log(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, arm: str) -> str:
+def _step_log(kit_data: dict[str, Any], point: HuntPoint, arm: str, spec: EngineSpec) -> str:
     """The stalled arm's steps once its run has ended in the stall, as a table."""
     from stallkit.engine import SimEngine, trace_steps
     from stallkit.kits.arm.virtual import run_virtual_arm
 
-    spec = parse_arms(opts.arms)[arm]
-    if not kind_of(parse_spec(spec)).step_log:  # vLLM's scheduler keeps no history of steps
+    if not kind_of(spec).step_log:  # vLLM's scheduler keeps no history of steps
         return (
-            f"{arm} ({spec}): no step log for twin arms; the reproducer's `kit ab` keeps "
+            f"{arm} ({spec.raw}): no step log for twin arms; the reproducer's `kit ab` keeps "
             "the scheduler's state at the stall in each stalled seed's forensics/\n"
         )
     kit = kit_of(kit_data, {**point.settings, "load.seed": point.seed})
@@ -182,11 +187,13 @@ def _step_log(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, arm
                 lines.append(" ".join(f"{v!s:>6}" for v in row))
 
     with tempfile.TemporaryDirectory(prefix="stallkit-hunt-") as scratch:
-        run_virtual_arm(kit, arm, parse_spec(spec), Path(scratch) / arm, at_end=at_end)
+        run_virtual_arm(kit, arm, spec, Path(scratch) / arm, at_end=at_end)
     return "\n".join(lines) + "\n"
 
 
-def _reproduce(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint) -> tuple[str, str]:
+def _reproduce(
+    opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint, specs: dict[str, EngineSpec]
+) -> tuple[str, str]:
     """Write the reproducer's kit file and step log; (its path, the `kit ab` command)."""
     from stallkit.engine import dump_toml
 
@@ -198,7 +205,7 @@ def _reproduce(opts: HuntOptions, kit_data: dict[str, Any], point: HuntPoint) ->
     base, fix = ab_pair(parse_arms(opts.arms), point.stalled)
     command = f"kit ab --kit {path} --base {base} --fix {fix} --seeds {point.seed}-{point.seed}"
     stalled = next((a for a, s in point.stalled.items() if s), next(iter(point.stalled)))
-    (opts.out / STEPS_LOG).write_text(_step_log(opts, kit_data, point, stalled))
+    (opts.out / STEPS_LOG).write_text(_step_log(kit_data, point, stalled, specs[stalled]))
     return str(path), command
 
 
@@ -228,28 +235,28 @@ def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
     kit_data = kit.model_dump(mode="json")
     space = load_space(opts.space, lambda key: _dotted(kit_data, key))
     check_values(opts.kit, list(space.axes), {})
-    arms = hunt_arms(opts.arms, opts.arm, opts.differ)
-    every = parse_arms(opts.arms)  # the kit's per-arm settings name these
-    check_twin_arms(kit, {name: parse_spec(spec) for name, spec in every.items()})
+    specs = hunt_arms(kit, opts.arms, opts.arm, opts.differ)
+    # the kit's per-arm settings name any of --arms, hunted or not
+    check_arm_kinds(kit, arm_specs(kit, parse_arms(opts.arms)))
     if opts.ray:
-        check_ray_arms(kit, arms)
+        check_ray_arms(kit, specs)
     plan = SweepPlan(
         kit=opts.kit,
         kit_name=kit.name,
         axes=list(space.axes),
-        arms=arms,
+        arms={name: spec.raw for name, spec in specs.items()},
         seeds=[],
         duration_s=float(kit.load.duration_s or 0),
     )
     opts.out.mkdir(parents=True, exist_ok=True)
-    runner = _Runner(opts, kit_data, plan, console)
+    runner = _Runner(opts, kit_data, plan, specs, console)
 
     def found(runs: list[SweepRun]) -> bool:
         if opts.differ:
             return len({r.stalled for r in runs}) > 1
         return any(r.stalled for r in runs)
 
-    looking = f"{' and '.join(arms)} disagree" if opts.differ else f"{opts.arm} stalls"
+    looking = f"{' and '.join(specs)} disagree" if opts.differ else f"{opts.arm} stalls"
     console.print(
         f"hunt on {kit.name}: looking for a point where {looking}; {len(space.axes)} settings, "
         f"{space.size():,} points; budget {opts.budget} runs; seed {opts.seed}; out: {opts.out}"
@@ -259,10 +266,10 @@ def _hunt(opts: HuntOptions, console: Console) -> HuntFile:
         space,
         lambda points: runner.evaluate(space, points),
         found,
-        len(arms),
+        len(specs),
         random.Random(opts.seed),
         batch=batch,
-        valid=lambda point: _valid(kit_data, space, point, arms),
+        valid=lambda point: _valid(kit_data, space, point, specs),
     )
     with runner.writer, runner.pools:
         hit = search.run(opts.budget)
@@ -305,7 +312,7 @@ def _write(
     small = _hunt_point(space, shrunk, results[shrunk]) if shrunk is not None else None
     reproducer = command = None
     if small is not None:
-        reproducer, command = _reproduce(opts, kit_data, small)
+        reproducer, command = _reproduce(opts, kit_data, small, runner.specs)
     content = HuntFile(
         kit=opts.kit,
         arms=runner.plan.arms,

@@ -22,7 +22,10 @@ from pathlib import Path
 
 from stallkit.contract.errors import read_text
 from stallkit.contract.sweep import Setting, SweepAxis, SweepRun
+from stallkit.engine import EngineSpec
+from stallkit.kits.arm.kinds import arm_specs
 from stallkit.kits.errors import KitError
+from stallkit.kits.kit import Kit
 from stallkit.kits.sweep.plan import parse_arms, parse_vary
 
 __all__ = [
@@ -41,20 +44,21 @@ SMALLEST_FIRST = ("load.agents", "load.duration_s")
 _HINT = "see `kit hunt --help` for the space file's form"
 
 
-def hunt_arms(arms_text: str | None, arm: str, differ: bool) -> dict[str, str]:
+def hunt_arms(kit: Kit, arms_text: str | None, arm: str, differ: bool) -> dict[str, EngineSpec]:
     """The arms a hunt runs (`--arms`, `--arm`, `--differ`): every one of --arms when looking
-    for a disagreement, else the --arm one."""
+    for a disagreement, else the --arm one; each spec as its runs get it (with what `kit`
+    gives the arm, as `kit ab` plans it)."""
     arms = parse_arms(arms_text)
     if differ:
         if len(arms) < 2:
             raise KitError("--differ needs two arms or more", "e.g. --arms base,fix")
-        return arms
+        return arm_specs(kit, arms)
     if arm not in arms:
         raise KitError(
             f"--arm {arm} is none of the arms ({', '.join(arms)})",
             "name one of --arms, e.g. --arm fix",
         )
-    return {arm: arms[arm]}
+    return arm_specs(kit, {arm: arms[arm]})
 
 
 def ab_pair(arms: dict[str, str], stalled: dict[str, bool]) -> tuple[str, str]:

@@ -29,11 +29,11 @@ from rich.progress import (
 from stallkit.contract.files import outermost_missing
 from stallkit.contract.jsonl import JsonlWriter, read_json, read_jsonl, write_json
 from stallkit.contract.sweep import SWEEP_PLAN_FILE, SWEEP_RUNS_FILE, SweepFile, SweepPlan, SweepRun
-from stallkit.engine import parse_spec
-from stallkit.kits.arm.cores import check_twin_arms
+from stallkit.engine import EngineSpec
+from stallkit.kits.arm.kinds import check_arm_kinds
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import load_kit
-from stallkit.kits.sweep.plan import jobs
+from stallkit.kits.sweep.plan import jobs, plan_specs
 from stallkit.kits.sweep.runners import (
     check_ray_arms,
     cores,
@@ -145,16 +145,19 @@ def execute_sweep(
     before anything is written.
     """
     kit = load_kit(plan.kit, plan.fixed)  # a resumed plan's twin arms: vLLM still here?
-    check_twin_arms(kit, {name: parse_spec(spec) for name, spec in plan.arms.items()})
+    specs = plan_specs(plan)  # parsed once: what every run of an arm is handed
+    check_arm_kinds(kit, specs)
     if ray_address:
-        check_ray_arms(kit, plan.arms)
+        check_ray_arms(kit, specs)
     session = ray_session(ray_address) if ray_address else contextlib.nullcontext()
     with session:
-        return _execute(plan, out, resume, ray_address, workers, dashboard, console or Console())
+        console = console or Console()
+        return _execute(plan, specs, out, resume, ray_address, workers, dashboard, console)
 
 
 def _execute(
     plan: SweepPlan,
+    specs: dict[str, EngineSpec],
     out: Path,
     resume: bool,
     ray_address: str | None,
@@ -170,7 +173,7 @@ def _execute(
     if made is not None or not resume:
         write_cell_kits(out, kit_data, plan)
     done = read_jsonl(out / SWEEP_RUNS_FILE, SweepRun, missing_ok=True)
-    todo = jobs(plan, done)
+    todo = jobs(plan, specs, done)
     where = f"Ray at {ray_address}" if ray_address else f"{workers or cores()} local processes"
     console.print(
         f"sweep of {plan.kit_name}: {len(plan.cells())} cells x {len(plan.seeds)} seeds x "
@@ -196,7 +199,7 @@ def _execute(
                     run_ray(kit_data, plan, todo, on_run, ray_address)
                 else:
                     local = workers or min(cores(), len(todo) or 1)
-                    with local_pools(kit_data, plan, local) as pools:
+                    with local_pools(kit_data, specs, local) as pools:
                         run_local(kit_data, plan, todo, on_run, pools)
             except KeyboardInterrupt:
                 interrupted = True

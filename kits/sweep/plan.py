@@ -19,8 +19,8 @@ from typing import Any
 
 from stallkit.contract.sweep import Setting, SweepAxis, SweepPlan, SweepRun
 from stallkit.engine import EngineSpec, parse_spec
-from stallkit.kits.arm.cores import arm_settings, check_twin_arms
-from stallkit.kits.arm.kinds import kind_of
+from stallkit.kits.arm.cores import arm_settings
+from stallkit.kits.arm.kinds import arm_specs, check_arm_kinds, kind_of
 from stallkit.kits.errors import KitError, OverrideError
 from stallkit.kits.kit import Kit, load_kit
 
@@ -35,6 +35,7 @@ __all__ = [
     "jobs",
     "parse_arms",
     "parse_vary",
+    "plan_specs",
 ]
 
 #: the arms a sweep runs unless --arms names others
@@ -166,8 +167,8 @@ def build_plan(
         duration_s=float(kit.load.duration_s or 0.0),
     )
     flags = {a.key: f"--vary {a.key}" for a in axes}
-    specs = {name: parse_spec(spec) for name, spec in arms.items()}
-    check_twin_arms(kit, specs)  # vLLM here, overlays, calibration: before the cells
+    specs = arm_specs(kit, arms)
+    check_arm_kinds(kit, specs)  # vLLM here, overlays, calibration: before the cells
     for cell in plan.cells():  # then the cells: values that only fail together
         cell_kit = _check(kit_ref, {**fixed, **cell}, flags)
         _check_twin_cell(cell_kit, specs, cell)
@@ -177,7 +178,7 @@ def build_plan(
 def _check_twin_cell(kit: Kit, specs: dict[str, EngineSpec], cell: dict[str, Setting]) -> None:
     """A cell whose sizes the twin refuses (vLLM's own checks): one line naming the cell."""
     try:
-        check_twin_arms(kit, specs)
+        check_arm_kinds(kit, specs)
     except KitError as exc:
         where = ", ".join(f"{k}={v}" for k, v in cell.items())
         raise KitError(f"--vary {where}: {exc.message}", exc.hint) from None
@@ -187,7 +188,7 @@ def idle_axes(plan: SweepPlan) -> list[str]:
     """Each --vary that changes nothing in an arm (a simulator setting under a twin arm, a
     size the arm's engine_args set, the plugin's share under a sim arm), as a note."""
     first = {a.key: a.values[0] for a in plan.axes}
-    specs = {name: parse_spec(spec) for name, spec in plan.arms.items()}
+    specs = plan_specs(plan)
     notes = []
     for axis in plan.axes:
         kits = [load_kit(plan.kit, {**plan.fixed, **first, axis.key: v}) for v in axis.values]
@@ -220,24 +221,31 @@ def check_values(kit_ref: str, axes: Sequence[SweepAxis], fixed: dict[str, Any])
                 ) from None
 
 
+def plan_specs(plan: SweepPlan) -> dict[str, EngineSpec]:
+    """The plan's arms as their runs get them: each spec parsed once, with what the plan's kit
+    gives the arm (the same capabilities `kit ab` records for it)."""
+    return arm_specs(load_kit(plan.kit, plan.fixed), plan.arms)
+
+
 @dataclass(frozen=True)
 class Job:
-    """One run of a sweep: a cell on one arm with one seed."""
+    """One run of a sweep: a cell on one arm (its spec as planned) with one seed."""
 
     cell: int
     settings: dict[str, Setting]
     arm: str
-    spec: str
+    spec: EngineSpec
     seed: int
 
 
-def jobs(plan: SweepPlan, done: Iterable[SweepRun] = ()) -> list[Job]:
-    """The plan's runs not yet recorded, cell by cell, seed by seed, arm by arm."""
+def jobs(plan: SweepPlan, specs: dict[str, EngineSpec], done: Iterable[SweepRun] = ()) -> list[Job]:
+    """The plan's runs not yet recorded, cell by cell, seed by seed, arm by arm; `specs` are
+    the plan's arms as `plan_specs` gives them."""
     have = {(r.cell, r.arm, r.seed) for r in done}
     out = []
     for index, settings in enumerate(plan.cells()):
         for seed in plan.seeds:
-            for arm, spec in plan.arms.items():
+            for arm in plan.arms:
                 if (index, arm, seed) not in have:
-                    out.append(Job(index, settings, arm, spec, seed))
+                    out.append(Job(index, settings, arm, specs[arm], seed))
     return out

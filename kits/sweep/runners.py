@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from stallkit.contract.sweep import SweepPlan, SweepRun, cell_kit_file
-from stallkit.engine import parse_spec, quiet_vllm_logging
+from stallkit.engine import EngineSpec, quiet_vllm_logging
 from stallkit.kits.arm.kinds import kind_of
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import Kit, set_dotted
@@ -72,7 +72,7 @@ def run_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
     kit = kit_of(kit_data, cell_overrides(plan, job.settings, job.seed))
     with tempfile.TemporaryDirectory(prefix="stallkit-sweep-") as scratch:
         arm_dir = Path(scratch) / job.arm
-        done = run_virtual_arm(kit, job.arm, parse_spec(job.spec), arm_dir)
+        done = run_virtual_arm(kit, job.arm, job.spec, arm_dir)
         row = arm_seed_row(arm_dir)
         quiet_s = quiet_span_s(arm_dir)
         lag_p99_s = _lag_p99_s(arm_dir)
@@ -103,11 +103,11 @@ def _lag_p99_s(arm_dir: Path) -> float | None:
     return round(max(0.0, lags[min(len(lags) - 1, int(0.99 * len(lags)))]), 3)
 
 
-def local_pools(kit_data: dict[str, Any], plan: SweepPlan, workers: int) -> Pools:
+def local_pools(kit_data: dict[str, Any], specs: dict[str, EngineSpec], workers: int) -> Pools:
     """The worker pools for the plan's arms (a twin arm's runs in fresh workers that import
     vLLM: `stallkit.kits.workers`), `workers` processes in all; started on first use."""
     kit = Kit.model_validate(kit_data)
-    return Pools(workers, (worker_kind(kit, arm, spec) for arm, spec in plan.arms.items()))
+    return Pools(workers, (worker_kind(kit, arm, spec) for arm, spec in specs.items()))
 
 
 def run_local(
@@ -116,8 +116,9 @@ def run_local(
     """Every job in the local worker pools (in this process when one worker is asked for and
     no job is a twin's)."""
     kit = Kit.model_validate(kit_data)
-    kinds = {arm: worker_kind(kit, arm, spec) for arm, spec in plan.arms.items()}
-    pools.run(run_job, [(kinds[j.arm], (kit_data, plan, j)) for j in todo], on_run)
+    pools.run(
+        run_job, [(worker_kind(kit, j.arm, j.spec), (kit_data, plan, j)) for j in todo], on_run
+    )
 
 
 @contextlib.contextmanager
@@ -148,7 +149,7 @@ def ray_session(address: str) -> Iterator[Any]:
         ray.shutdown()
 
 
-def check_ray_arms(kit: Kit, arms: dict[str, str]) -> None:
+def check_ray_arms(kit: Kit, arms: dict[str, EngineSpec]) -> None:
     """Ray's workers import vLLM from where it is installed: a twin arm with an overlay (a
     fork's tree put first on the import path) is refused before anything runs."""
     for name, spec in arms.items():
@@ -160,7 +161,7 @@ def check_ray_arms(kit: Kit, arms: dict[str, str]) -> None:
 
 
 def _ray_job(kit_data: dict[str, Any], plan: SweepPlan, job: Job) -> SweepRun:
-    if kind_of(parse_spec(job.spec)).vllm_in_process:
+    if kind_of(job.spec).vllm_in_process:
         quiet_vllm_logging()  # a Ray worker is reused: its vLLM logs go to each arm's log
     return run_job(kit_data, plan, job)
 

@@ -15,7 +15,7 @@ from stallkit.engine.spec import (
     parse_spec,
 )
 from stallkit.engine.vllm_plugin import ASYNC_PATCHED_SCHEDULER, PATCHED_SCHEDULER
-from stallkit.kits.arm.launchers import arm_spec
+from stallkit.kits.arm.kinds import arm_spec
 from stallkit.kits.kit import load_kit
 
 

@@ -48,13 +48,13 @@ def test_a_twin_arm_refuses_a_fault(tmp_path: Path) -> None:
 
 
 def test_a_plan_with_a_twin_arm_and_a_fault_is_refused_before_anything_runs() -> None:
-    from stallkit.kits.arm.cores import check_twin_arms
+    from stallkit.kits.arm.kinds import check_arm_kinds
     from stallkit.kits.errors import KitError
 
     kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "freeze", "at_s": 1}})
     with pytest.raises(KitError, match=r"stock: twin arms cannot play \[sim.engine\] fault \("):
-        check_twin_arms(kit, {"base": parse_spec("sim:base"), "stock": parse_spec("twin:stock")})
-    check_twin_arms(kit, {"base": parse_spec("sim:base")})  # sim arms play it
+        check_arm_kinds(kit, {"base": parse_spec("sim:base"), "stock": parse_spec("twin:stock")})
+    check_arm_kinds(kit, {"base": parse_spec("sim:base")})  # sim arms play it
 
 
 def test_the_twin_refuses_a_fault_by_one_rule_wherever_it_runs(tmp_path: Path) -> None:
@@ -65,8 +65,7 @@ def test_the_twin_refuses_a_fault_by_one_rule_wherever_it_runs(tmp_path: Path) -
     from stallkit.engine.serve.server import ServeOptions, make_core
     from stallkit.engine.sim.config import Fault, SimConfig
     from stallkit.engine.twin.config import FAULT_HINT
-    from stallkit.kits.arm.cores import check_twin_arms
-    from stallkit.kits.arm.kinds import kind_of
+    from stallkit.kits.arm.kinds import check_arm_kinds, kind_of
     from stallkit.kits.errors import KitError
 
     kit = load_kit("restore-stall", {"sim.engine.fault": {"kind": "block", "at_s": 1}})
@@ -74,7 +73,7 @@ def test_the_twin_refuses_a_fault_by_one_rule_wherever_it_runs(tmp_path: Path) -
     with pytest.raises(EngineError) as core:
         kind_of(spec).core(kit, spec, "stock", logging.getLogger("test"))
     with pytest.raises(KitError) as plan:
-        check_twin_arms(kit, {"stock": spec})
+        check_arm_kinds(kit, {"stock": spec})
     served = ServeOptions(core="twin:stock", config=SimConfig(fault=Fault(kind="block", at_s=1)))
     with pytest.raises(EngineError) as server:
         make_core(served)

