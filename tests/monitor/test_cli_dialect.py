@@ -5,6 +5,7 @@ serve` refuses an unknown one the same way."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from stallkit.kits.cli import app
+from tests.machine import scaled
 from tests.serving import threaded_server
 
 pytestmark = pytest.mark.wallclock
@@ -115,8 +117,10 @@ def test_sim_serve_refuses_an_unknown_dialect() -> None:
 
 @pytest.fixture
 def frozen_sglang_sim() -> Iterator[str]:
-    """`kit sim serve --dialect sglang` in its own process, two requests in flight, frozen at
-    0.5 s (engine second 10 at 20x)."""
+    """`kit sim serve --dialect sglang` in its own process, two requests running, frozen from
+    engine second 200 (10 wall s at 20x). The fixture yields once the engine reports them
+    running: a freeze that came before they arrived left an idle engine, and no stall, on a
+    loaded machine."""
     import subprocess
     import sys
     import threading
@@ -124,7 +128,7 @@ def frozen_sglang_sim() -> Iterator[str]:
     import httpx
 
     argv = [sys.executable, "-m", "stallkit", "sim", "serve", "--dialect", "sglang"]
-    argv += ["--time-scale", "20", "--freeze-at", "10", "--port", "0", "--log-level", "warning"]
+    argv += ["--time-scale", "20", "--freeze-at", "200", "--port", "0", "--log-level", "warning"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
@@ -148,12 +152,28 @@ def frozen_sglang_sim() -> Iterator[str]:
 
         for _ in range(2):
             threading.Thread(target=request, daemon=True).start()
+        deadline = time.monotonic() + scaled(30)  # two requests reach a live engine's queue
+        while "sglang:num_running_reqs" not in _running(url):
+            assert time.monotonic() < deadline, "the two requests never ran"
+            time.sleep(0.1)
         yield url
     finally:
         proc.terminate()
         proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _running(url: str) -> str:
+    """The lines of the engine's metrics page that report running requests above zero."""
+    import httpx
+
+    page = httpx.get(f"{url}/metrics", timeout=10).text
+    return "\n".join(
+        line
+        for line in page.splitlines()
+        if line.startswith("sglang:num_running_reqs") and float(line.rsplit(" ", 1)[1]) > 0
+    )
 
 
 def test_kit_monitor_names_a_frozen_sglang_engine_and_the_kinds_it_cannot_show(
@@ -163,9 +183,10 @@ def test_kit_monitor_names_a_frozen_sglang_engine_and_the_kinds_it_cannot_show(
     import sys
 
     argv = [sys.executable, "-m", "stallkit", "monitor", frozen_sglang_sim, "--interval", "0.1"]
-    argv += ["--stall-after", "1", "--stop-after", "0", "--duration", "20", "--no-dashboard"]
-    argv += ["--exit-on-stall", "--out", str(tmp_path)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    # the freeze comes at most 10 s after the fixture yields; the watch outlasts it by 20 s
+    argv += ["--stall-after", "1", "--stop-after", "0", "--duration", f"{scaled(30):.0f}"]
+    argv += ["--no-dashboard", "--exit-on-stall", "--out", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=scaled(90))
     assert done.returncode == 3, done.stdout + done.stderr
     assert "stall: frozen" in done.stdout
     said = " ".join(done.stderr.split())  # wrapped between words to the terminal's width

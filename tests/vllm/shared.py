@@ -31,8 +31,14 @@ class SharedServer:
         self._model_dir, self._factory = model_dir, factory
         self._engine_args, self._startup_timeout_s = engine_args, startup_timeout_s
         self._launcher: VllmLauncher | None = None
+        self._failed: str | None = None
 
     def get(self) -> VllmLauncher:
+        """The running server, started on first use. A start-up that failed (or ran past the
+        test's time limit) is not tried again by every later test: they fail at once with
+        its reason."""
+        if self._failed is not None:
+            pytest.fail(f"the shared vLLM server did not start earlier: {self._failed}")
         if self._launcher is None:
             launcher = VllmLauncher(
                 parse_spec(f"vllm:{self._model_dir}"),
@@ -43,7 +49,8 @@ class SharedServer:
                 with kept_beyond_the_test():  # the tier's server, not the first test's
                     launcher.start()
                     launcher.wait_healthy(self._startup_timeout_s)
-            except BaseException:
+            except BaseException as e:
+                self._failed = f"{type(e).__name__}: {e}"[:500]
                 launcher.stop()
                 raise
             self._launcher = launcher
