@@ -24,6 +24,7 @@ __all__ = [
     "SimRequestError",
     "StepResult",
     "check_request",
+    "check_request_id",
     "output_words",
 ]
 
@@ -205,14 +206,19 @@ class SimRequestError(EngineError):
     """A request the engine cannot take (empty, too long, duplicate id, bad max_tokens)."""
 
 
+def check_request_id(request_id: str, in_use: Container[str]) -> None:
+    """SimRequestError for a request id `in_use` (the driver's bookkeeping, every core's)."""
+    if request_id in in_use:
+        raise SimRequestError(f"request id {request_id!r} is already in use")
+
+
 def check_request(
     request_id: str, prompt_tokens: int, max_tokens: int, longest: int, in_use: Container[str]
 ) -> None:
     """The checks every core makes of a request before it queues it, with one message each:
     SimRequestError for an id `in_use`, an empty prompt, one of `longest` tokens or more (the
     longest request, prompt plus output, the core can ever hold) or `max_tokens` below 1."""
-    if request_id in in_use:
-        raise SimRequestError(f"request id {request_id!r} is already in use")
+    check_request_id(request_id, in_use)
     if prompt_tokens < 1:
         raise SimRequestError("empty prompt", "send at least one token")
     if prompt_tokens >= longest:

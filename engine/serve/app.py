@@ -102,7 +102,7 @@ class Routes:
     async def _generate(self, request: Request, kind: api.Kind) -> Response:
         body = api.parse_json_object(await request.body())
         cfg = self.config
-        req = api.parse_generation(body, kind, cfg.model_name, cfg.max_request_tokens)
+        req = api.parse_generation(body, kind, cfg.model_name, self.driver.longest_request)
         try:
             stream = self.driver.submit(req.prompt, req.max_tokens)
         except SimRequestError as exc:

@@ -114,6 +114,9 @@ class EngineDriver:
             with_fault(SimEngine(config, logger or log), config.fault) if core is None else core
         )
         self.metrics = SimMetrics(config, time_scale, step_counter=core is not None)
+        #: longest request (prompt plus output) the front lets through: the simulator's cap
+        #: (its pool too), or for a twin vLLM's (max_model_len only; its engine checks the rest)
+        self.longest_request = config.max_request_tokens if core is None else config.max_model_len
         self.sim_now = 0.0
         self._wall0 = time.monotonic()
         self._busy = False

@@ -132,11 +132,6 @@ class TwinConfig(BaseModel):
         "what follows)",
     )
 
-    @property
-    def max_request_tokens(self) -> int:
-        """Longest request (prompt plus output) the twin can ever hold."""
-        return min(self.max_model_len, self.num_blocks * self.block_size)
-
 
 #: vLLM switches the twin follows, and the field each one sets
 _SWITCHES = {

@@ -32,12 +32,13 @@ from stallkit.engine.core.records import (
     EngineStats,
     RequestInfo,
     StepResult,
-    check_request,
+    check_request_id,
     output_words,
 )
 from stallkit.engine.sim.stats import Counters
 from stallkit.engine.twin.build import kv_cache_usage, make_scheduler, route_vllm_logging
 from stallkit.engine.twin.config import TwinConfig
+from stallkit.engine.twin.frontdoor import FrontDoor
 from stallkit.engine.twin.state import TwinRequest, engine_stats, scheduler_state
 from stallkit.engine.twin.tokens import TokenMap
 
@@ -65,6 +66,7 @@ class TwinEngine:
         self._now = 0.0
         route_vllm_logging(self.log)
         self._sched = make_scheduler(config)
+        self._door = FrontDoor(self._sched.vllm_config)
         self._kv: Any = None
         if config.kv_transfer_config is not None:  # the connector's worker half, bytes simulated
             from stallkit.engine.twin.kv.driver import KvDriver
@@ -86,17 +88,12 @@ class TwinEngine:
         #: empty steps counted without running them (the state was a fixed point)
         self.skipped_steps = 0
         self._last_empty: tuple[int, int] = (0, 0)  # prefix queries, hits of the last empty step
-        from vllm.sampling_params import SamplingParams
         from vllm.utils.hashing import sha256
         from vllm.v1.core.kv_cache_utils import get_request_block_hasher
         from vllm.v1.outputs import ModelRunnerOutput
         from vllm.v1.request import Request
 
-        self._request_cls, self._params_cls, self._output_cls = (
-            Request,
-            SamplingParams,
-            ModelRunnerOutput,
-        )
+        self._request_cls, self._output_cls = Request, ModelRunnerOutput
         self._hasher = get_request_block_hasher(config.block_size, sha256)
         # 0.34's ModelRunnerOutput has no req_id_to_index (its scheduler indexes req_ids)
         self._indexed = "req_id_to_index" in {f.name for f in dataclasses.fields(ModelRunnerOutput)}
@@ -120,11 +117,11 @@ class TwinEngine:
         continues: str | None = None,
     ) -> None:
         """Queue a request of prompt words; SimRequestError when the engine cannot take it."""
-        longest = self.config.max_request_tokens
-        check_request(request_id, len(prompt), max_tokens, longest, self._reqs)
+        check_request_id(request_id, self._reqs)
         ids = self._tokens.ids(prompt)  # `continues` is not needed: ids are a function of words
-        max_tokens = min(max_tokens, longest - len(prompt))
-        params = self._params_cls(max_tokens=max_tokens, ignore_eos=True)
+        self._door.check_prompt(ids)  # vLLM's own checks: max_model_len, not the KV pool
+        params = self._door.sampling_params(len(prompt), max_tokens)
+        max_tokens = params.max_tokens
         request = self._request_cls(
             request_id, ids, params, None, arrival_time=now_s, block_hasher=self._hasher
         )
