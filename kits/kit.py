@@ -12,7 +12,7 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -246,6 +246,7 @@ class TwinSection(BaseModel):
         "empty_step_s", default=None, note="Default: the calibration's."
     )
     skip_empty_steps: bool = _twin_field("skip_empty_steps")
+    async_scheduling: Literal["auto", "on", "off"] = _twin_field("async_scheduling")
     overlay: str | None = _twin_field("overlay")
     arm_overlay: dict[str, str] = Field(
         default_factory=dict, description="per-arm overlay (arm name -> tree), over `overlay`"

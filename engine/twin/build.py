@@ -5,7 +5,9 @@ configuration (no weights, no tokenizer) is written once per `max_model_len` und
 temporary directory. The KV cache config is one full-attention group over `num_blocks + 1`
 blocks (vLLM keeps one as its null block). The scheduler class is imported by name (after an
 overlay, if any, is installed); it must be a subclass of vLLM's v1 `Scheduler` or take its
-constructor. Imports vLLM: called only where a twin runs.
+constructor. With async scheduling on, it is the named class's async counterpart
+(`TwinConfig.scheduler_class_name`) over a config whose `async_scheduling` is on. Imports
+vLLM: called only where a twin runs.
 """
 
 from __future__ import annotations
@@ -150,7 +152,8 @@ def scheduler_class(name: str, *, allow_async: bool = False) -> type[Any]:
     if issubclass(cls, AsyncScheduler) and not allow_async:
         raise EngineError(
             f"{name} is an async-scheduling class; the twin steps one output at a time",
-            "name its synchronous counterpart (e.g. PatchedScheduler, Scheduler)",
+            "name its synchronous counterpart (e.g. PatchedScheduler, Scheduler), or set the "
+            'kit\'s [twin] async_scheduling = "on"',
         )
     return cls
 
@@ -181,7 +184,7 @@ def make_scheduler(config: TwinConfig) -> Any:
     if config.overlay is not None:
         install_overlay(config.overlay)
     import_vllm()
-    cls = scheduler_class(config.scheduler_cls)
+    cls = scheduler_class(config.scheduler_class_name, allow_async=config.async_on)
     import torch
     from vllm.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from vllm.utils.hashing import sha256
@@ -227,6 +230,9 @@ def make_scheduler(config: TwinConfig) -> Any:
         additional_config=dict(config.additional_config),
         **connector,
     )
+    if config.async_on:  # vLLM's CPU platform turned it off (platforms/cpu.py); the twin
+        # stands for a GPU engine, where it stays on (read by max_concurrent_batches)
+        scheduler_config.async_scheduling = True
     pool = config.num_blocks + 1  # one more for vLLM's null block
     cache_config.num_gpu_blocks = pool
     tensors: list[Any] = []

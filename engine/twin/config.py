@@ -15,13 +15,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stallkit.engine.errors import EngineError
 from stallkit.engine.sim.config import CostModel, Fault
 from stallkit.engine.spec import TwinSpec
 from stallkit.engine.twin.calibration import Calibration
-from stallkit.engine.vllm_plugin import PATCHED_SCHEDULER
+from stallkit.engine.vllm_plugin import ASYNC_PATCHED_SCHEDULER, PATCHED_SCHEDULER
 
 __all__ = [
     "FAULT_HINT",
@@ -38,7 +38,10 @@ FAULT_HINT = "faults are played by the simulator (sim: arms, `kit sim serve --co
 
 #: vLLM's own v1 scheduler
 STOCK_SCHEDULER = "vllm.v1.core.sched.scheduler.Scheduler"
-#: the fork's scheduling as a plugin (stallkit.engine.vllm_plugin)
+#: the class vLLM's own selection picks with async scheduling and no --scheduler-cls
+ASYNC_SCHEDULER = "vllm.v1.core.sched.async_scheduler.AsyncScheduler"
+#: each synchronous class and the async one its launcher runs with --async-scheduling
+_ASYNC_COUNTERPART = {STOCK_SCHEDULER: ASYNC_SCHEDULER, PATCHED_SCHEDULER: ASYNC_PATCHED_SCHEDULER}
 
 #: vLLM flags the twin takes its sizes from, and the field each one sets
 _SIZE_FLAGS = {
@@ -131,6 +134,41 @@ class TwinConfig(BaseModel):
         "scheduler as vLLM's invalid_block_ids (0: none; vLLM's kv_load_failure_policy decides "
         "what follows)",
     )
+
+    async_scheduling: Literal["auto", "on", "off"] = Field(
+        "off",
+        description="vLLM's async scheduling: the scheduler's async class, stepped as vLLM's "
+        "batch queue steps it (step N+1 scheduled before step N's output is applied). `auto`: "
+        "what `vllm serve` picks on the GPU engine the twin stands for (on, off with ngram "
+        "drafts); `off` (default): one output at a time, as before",
+    )
+
+    @model_validator(mode="after")
+    def _async_drafts(self) -> TwinConfig:
+        if self.async_scheduling == "on" and self.num_speculative_tokens:
+            raise ValueError(
+                "async_scheduling = 'on' with ngram drafts (num_speculative_tokens): vLLM "
+                "refuses that pair; use 'auto' or 'off'"
+            )
+        return self
+
+    @property
+    def async_on(self) -> bool:
+        """Whether the twin runs async scheduling: `auto` resolves as vLLM 0.32's
+        `VllmConfig.__post_init__` does on a GPU platform (config/vllm.py:1585-1644): on unless
+        an incompatible option is set; of those, the twin can only have (CPU) ngram drafts."""
+        if self.async_scheduling == "auto":
+            return not self.num_speculative_tokens
+        return self.async_scheduling == "on"
+
+    @property
+    def scheduler_class_name(self) -> str:
+        """The class the twin builds: with async scheduling on, the async counterpart of the
+        stock or plugin class (as vLLM's `SchedulerConfig.get_scheduler_cls` and the plugin's
+        launcher pick it); any other class as named (vLLM runs a --scheduler-cls as given)."""
+        if self.async_on:
+            return _ASYNC_COUNTERPART.get(self.scheduler_cls, self.scheduler_cls)
+        return self.scheduler_cls
 
 
 #: vLLM switches the twin follows, and the field each one sets

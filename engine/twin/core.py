@@ -10,6 +10,7 @@ step that left the scheduler's state as the one before it (same requests, same c
 same free blocks, same scalar state of the scheduler and its controller), the next steps would
 be the same: `advance` skips them to its horizon, counting each one, which is the signature a
 livelock leaves. Implements `stallkit.engine.core.protocol.EngineCore`, plus `step` for the HTTP front.
+With async scheduling on, a step is vLLM's batch queue's (`stallkit.engine.twin.batchqueue`).
 
 With a `kv_transfer_config`, the scheduler runs that KV connector (vLLM's own code) and each
 step makes the model runner's connector calls around it (`stallkit.engine.twin.kv.driver`): its
@@ -36,6 +37,7 @@ from stallkit.engine.core.records import (
     output_words,
 )
 from stallkit.engine.sim.stats import Counters
+from stallkit.engine.twin.batchqueue import BatchQueue
 from stallkit.engine.twin.build import kv_cache_usage, make_scheduler, route_vllm_logging
 from stallkit.engine.twin.config import TwinConfig
 from stallkit.engine.twin.frontdoor import FrontDoor
@@ -77,6 +79,7 @@ class TwinEngine:
                 config.kv_seconds_per_block,
                 config.kv_load_fail_every,
             )
+        self._batches: BatchQueue | None = BatchQueue(self) if config.async_on else None
         if hasattr(self._sched, "clock"):  # the plugin times its steps with this clock
             self._sched.clock = lambda: self._now
         self._tokens = TokenMap()
@@ -156,6 +159,8 @@ class TwinEngine:
         return self._step(now_s, detail=True)
 
     def _step(self, now_s: float, detail: bool) -> StepResult:
+        if self._batches is not None:  # async scheduling: vLLM's batch queue
+            return self._batches.step(now_s, detail)
         sched, cost, c = self._sched, self.config.cost, self._c
         self._now = now_s
         out = sched.schedule()
@@ -370,6 +375,8 @@ class TwinEngine:
     def _skip(self, count: int) -> None:
         """Count `count` more empty steps like the last one (the state is a fixed point)."""
         c = self._c
+        if self._batches is not None:
+            self._batches.shift(count * self.config.empty_step_s)
         self.skipped_steps += count
         c.steps += count
         c.empty_steps += count
