@@ -29,7 +29,7 @@ from stallkit.contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from stallkit.contract.slo import SloConfig, VerdictConfig
 from stallkit.engine import SimConfig, TwinConfig, renamed_plugin_path
 from stallkit.kits.errors import KitError, OverrideError
-from stallkit.loadgen import LoadConfig, trace_replay
+from stallkit.loadgen import LoadConfig, sizes_for_unset, trace_replay
 from stallkit.monitor import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -426,6 +426,9 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     for dotted, value in (overrides or {}).items():
         set_dotted(data, dotted, value)
     data.setdefault("name", Path(origin).stem)
+    load = data.get("load")
+    if isinstance(load, dict):  # a default the kit never set never refuses it
+        data["load"] = sizes_for_unset(load) | load
     try:
         kit = Kit.model_validate(data)
     except ValidationError as exc:
