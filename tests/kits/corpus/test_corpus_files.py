@@ -95,10 +95,17 @@ def test_a_case_without_a_fix_whose_engine_does_not_stall_is_not_reproduced(
 ) -> None:
     cases = _tree(tmp_path / "mine", fixed=False)
     lone = cases / "lone.toml"
-    lone.write_text(lone.read_text().replace("sim:base", "sim:fix"))
-    done = kit("corpus", "run", str(lone), "-o", str(tmp_path / "runs"), timeout=170)
+    # two seeds of one arm: the run's report reads both (its kit.json sits beside them)
+    lone.write_text(lone.read_text().replace("sim:base", "sim:fix").replace("[15]", "[15, 16]"))
+    report = tmp_path / "corpus.json"
+    done = kit(
+        "corpus", "run", str(lone), "-o", str(tmp_path / "runs"), "--json-out", str(report),
+        timeout=170,
+    )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the buggy engine did not stall" in done.stdout
+    (outcome,) = json.loads(report.read_text())["cases"]
+    assert (outcome["buggy"]["seeds"], outcome["buggy"]["stalled"]) == (2, 0)
 
 
 def test_bad_case_paths_and_folders_are_one_line_with_a_hint(tmp_path: Path) -> None:
