@@ -260,6 +260,15 @@ class TwinSection(BaseModel):
     )
     kv_load_fail_every: int = _twin_field("kv_load_fail_every", note=_KV_NOTE)
 
+    @field_validator("kv_link_latency_s", "kv_seconds_per_block")
+    @classmethod
+    def _link_moves_blocks(cls, value: float) -> float:
+        # an endless link never moves a block: every store and load would wait forever, and a
+        # case would read as an engine that never stalls
+        if not math.isfinite(value):
+            raise ValueError(f"{value} engine seconds: the host link could never move a block")
+        return value
+
     def kv_settings(self) -> dict[str, float | int]:
         """The host tier's settings, for the twin's config (read with a --kv-transfer-config)."""
         return self.model_dump(include=set(_KV_FIELDS))
