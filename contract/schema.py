@@ -1,7 +1,7 @@
 """The JSON Schemas of a run directory's files, so that other tools can read a run.
 
 `run_dir_schemas()` maps each file's name to the JSON Schema of one line (JSONL files) or of
-the whole file (JSON files). `kit schema` prints them or writes one `NAME.schema.json` per file;
+the whole file (JSON files), and that of a corpus case's TOML file. `kit schema` prints them or writes one `NAME.schema.json` per file;
 the copies under `docs/schema/` are generated from here and a test keeps them current.
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from stallkit.contract.ab import ABFile, RunPlan
+from stallkit.contract.corpus import CASE_FILE, CaseFile
 from stallkit.contract.files import (
     AB_FILE,
     KIT_FILE,
@@ -82,6 +83,8 @@ def run_dir_schemas() -> dict[str, dict[str, Any]]:
         SWEEP_RUNS_FILE: _schema(SweepRun, "SweepRun"),
         SWEEP_FILE: _schema(SweepFile, "SweepFile"),
         HUNT_FILE: _schema(HuntFile, "HuntFile"),
+        # not a run's: a corpus case's TOML file, as `kit corpus run PATH` reads it
+        CASE_FILE: _schema(CaseFile, "CaseFile"),
     }
 
 

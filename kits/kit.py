@@ -29,7 +29,7 @@ from stallkit.contract.gpu import GpuSource, GpuSourceError, GpuSourceField
 from stallkit.contract.slo import SloConfig, VerdictConfig
 from stallkit.engine import SimConfig, TwinConfig, renamed_plugin_path
 from stallkit.kits.errors import KitError, OverrideError
-from stallkit.loadgen import LoadConfig, trace_replay
+from stallkit.loadgen import LoadConfig, sizes_for_unset, trace_replay
 from stallkit.monitor import MonitorConfig
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -261,6 +261,15 @@ class TwinSection(BaseModel):
     )
     kv_load_fail_every: int = _twin_field("kv_load_fail_every", note=_KV_NOTE)
 
+    @field_validator("kv_link_latency_s", "kv_seconds_per_block")
+    @classmethod
+    def _link_moves_blocks(cls, value: float) -> float:
+        # an endless link never moves a block: every store and load would wait forever, and a
+        # case would read as an engine that never stalls
+        if not math.isfinite(value):
+            raise ValueError(f"{value} engine seconds: the host link could never move a block")
+        return value
+
     def kv_settings(self) -> dict[str, float | int]:
         """The host tier's settings, for the twin's config (read with a --kv-transfer-config)."""
         return self.model_dump(include=set(_KV_FIELDS))
@@ -427,6 +436,9 @@ def load_kit(name_or_path: str, overrides: dict[str, Any] | None = None) -> Kit:
     for dotted, value in (overrides or {}).items():
         set_dotted(data, dotted, value)
     data.setdefault("name", Path(origin).stem)
+    load = data.get("load")
+    if isinstance(load, dict):  # a default the kit never set never refuses it
+        data["load"] = sizes_for_unset(load) | load
     try:
         kit = Kit.model_validate(data)
     except ValidationError as exc:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the face, once: each name and its module (run time: loaded 
     from stallkit.loadgen.arrivals import rates_in_wall as rates_in_wall
     from stallkit.loadgen.config import LoadConfig as LoadConfig
     from stallkit.loadgen.config import sizes_for_context as sizes_for_context
+    from stallkit.loadgen.config import sizes_for_unset as sizes_for_unset
     from stallkit.loadgen.conversation import WordConversation as WordConversation
     from stallkit.loadgen.errors import LoadError as LoadError
     from stallkit.loadgen.preflight import ServerInfo as ServerInfo

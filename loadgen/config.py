@@ -10,7 +10,8 @@ records.
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -354,3 +355,48 @@ def sizes_for_context(min_context: int, max_context: int) -> dict[str, int]:
         out["new_tokens_min"] = min(sizes["new_tokens_min"], new_max)
         out["reply_tokens_min"] = min(sizes["reply_tokens_min"], reply_max)
     return out
+
+
+#: a turn's two largest sizes, and the smallest size each bounds
+_TURN_SIZES = {"new_tokens_max": "new_tokens_min", "reply_tokens_max": "reply_tokens_min"}
+
+
+def sizes_for_unset(given: Mapping[str, Any]) -> dict[str, int]:
+    """Sizes for the fields a kit's `[load]` table (`given`, as written) leaves unset, where
+    their defaults would not fit the context bounds it sets.
+
+    A default the kit never set must not refuse it: a system prompt of 1,000 tokens against a
+    `min_context` of 1,000 shrinks to half of it, and turns that do not fit between the bounds
+    shrink to fit, as `sizes_for_context` does for `kit load` (one turn size set: the other
+    takes the room left). A value the kit set is kept as written, so a clash between two
+    values it set is still the model's to report. Bounds that are not whole numbers are left
+    to the model too.
+    """
+    fields = LoadConfig.model_fields
+
+    def value(name: str) -> int | None:
+        found = given.get(name, fields[name].default)
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+    low, high = value("min_context"), value("max_context")
+    if low is None or high is None:
+        return {}
+    fitted = {k: v for k, v in sizes_for_context(low, high).items() if k not in given}
+    set_turns = [name for name in _TURN_SIZES if name in given]
+    if not set_turns:
+        return fitted
+    for name in (*_TURN_SIZES, *_TURN_SIZES.values()):  # fitted to the defaults: not these
+        fitted.pop(name, None)
+    if len(set_turns) == 2:
+        return fitted
+    kept = value(set_turns[0])
+    other = next(name for name in _TURN_SIZES if name != set_turns[0])
+    room = high - low - (kept or 0)
+    default = value(other)
+    if kept is not None and default is not None and room < default and room >= 1:
+        fitted[other] = room
+        low_name = _TURN_SIZES[other]
+        low_default = value(low_name)
+        if low_name not in given and low_default is not None and low_default > room:
+            fitted[low_name] = room
+    return fitted

@@ -251,8 +251,12 @@ def load_ab(ab_dir: Path, partial: bool = False, damaged_ok: bool | None = None)
         )
     kit = read_kit(ab_dir)
     objectives, settings = kit_slo(kit)
-    if (ab_dir / META_FILE).exists() or (ab_dir / TIMELINE_FILE).exists():
-        dirs = [ab_dir]  # a one-arm run
+    if (
+        (ab_dir / META_FILE).exists()
+        or (ab_dir / TIMELINE_FILE).exists()
+        or seed_dirs(ab_dir, every=True)
+    ):
+        dirs = [ab_dir]  # a one-arm run (over one seed, or several: a corpus case with no fix)
     else:  # an arm without its meta.json is still an arm: named as damaged, never skipped
         dirs = [
             p
@@ -267,7 +271,8 @@ def load_ab(ab_dir: Path, partial: bool = False, damaged_ok: bool | None = None)
     read_from: dict[str, list[Path]] = {}
     reads: dict[str, list[tuple[Path, ArmFigures]]] = {}
     for d in dirs:
-        per_seed = [d] if _has_run_files(d) else seed_dirs(d, every=True)
+        # a one-arm run over several seeds holds its kit.json beside its seeds' directories
+        per_seed = seed_dirs(d, every=True) or [d]
         read = _read_seeds(ab_dir, d, per_seed, damaged)
         if not read:
             continue

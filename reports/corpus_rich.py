@@ -1,7 +1,7 @@
 """The corpus table: one row per replayed case, from its outcome (`stallkit.contract.corpus`).
 
 Columns: the case, the upstream report, the buggy engine (stalled seeds as `k/N`, the first
-stall's kind and the earliest onset), the fixed engine (`k/N`, seeds cut short), wall time,
+stall's kind and the earliest onset), the fixed engine (`k/N`, seeds cut short; "no fix" for a case without one), wall time,
 and whether it reproduced (with why not below).
 """
 
@@ -51,7 +51,7 @@ def corpus_table(outcomes: Sequence[CaseOutcome]) -> Table:
             outcome.case,
             outcome.report,
             engine_cell(outcome.buggy, buggy=True),
-            engine_cell(outcome.fixed, buggy=False),
+            engine_cell(outcome.fixed, buggy=False) if outcome.has_fix else "no fix",
             f"{outcome.wall_s:.0f} s" if outcome.status != "skipped" else "-",
             _STATUS[outcome.status],
         )

@@ -168,6 +168,14 @@ class Plan:
         """The kit with its load's seed set to `seed`."""
         return self.kit.model_copy(update={"load": self.kit.load.model_copy(update={"seed": seed})})
 
+    def _overlays_of(self, arm: Arm) -> list[str]:
+        """The source overlays an arm runs with: a twin's tree, or an image's SRC:DEST mounts."""
+        kind = kind_of(arm.spec)
+        if kind.image:
+            return [f"{o.source}:{o.dest}" for o in self.overlays]
+        tree = self.kit.twin.overlay_for(arm.name) if kind.vllm_in_process else None
+        return [tree] if tree else []
+
     def describe(self) -> str:
         lines = [
             f"kit {self.kit.name}: {self.kit.description}".rstrip(": "),
@@ -186,6 +194,7 @@ class Plan:
             factor = self.kit.sim.step_cost_scale.get(arm.name)
             if factor is not None:
                 clock += f"; step cost x{factor:g}"
+            clock += "".join(f"; overlay {tree}" for tree in self._overlays_of(arm))
             lines.append(
                 f"  {arm.name}: {arm.spec.raw} ({arm.spec.kind}; gpus {gpus or '-'}; {clock})"
             )

@@ -53,9 +53,7 @@ def list_cases() -> None:
     table.add_column("what stalls; engines", ratio=1, min_width=24, overflow="fold")
     table.add_column("needs", width=16, overflow="fold")
     for case in all_cases():
-        engines = f"{escape(case.buggy.spec)} vs {escape(case.fixed.spec)}" + _overlay(
-            case.fixed.overlay
-        )
+        engines = _engines(case)
         table.add_row(
             f"[bold]{case.name}[/]\n[dim]{escape(case.report)}[/]",
             f"[cyan]{case.expect}[/]",
@@ -63,6 +61,15 @@ def list_cases() -> None:
             "\n".join(_needs(case)),
         )
     Console(highlight=False).print(table)
+
+
+def _engines(case: Case) -> str:
+    """`BUGGY vs FIXED with overlay X`, or `BUGGY (no fix)`, escaped for rich."""
+    from rich.markup import escape
+
+    if case.fixed is None:
+        return f"{escape(case.buggy.spec)} (no fix)"
+    return f"{escape(case.buggy.spec)} vs {escape(case.fixed.spec)}" + _overlay(case.fixed.overlay)
 
 
 def _needs(case: Case) -> list[str]:
@@ -91,9 +98,14 @@ def _needs(case: Case) -> list[str]:
 @corpus_app.command("show", short_help="One case: its report, engines, kit and why it stalls.")
 @user_errors
 def show(
-    case: Annotated[str, typer.Argument(help="A case's name (see `kit corpus list`).")],
+    case: Annotated[
+        str,
+        typer.Argument(help="A case's name (see `kit corpus list`), or the path to a case file."),
+    ],
 ) -> None:
-    """The case's upstream report, what went wrong and what fixed it, its engines and its kit."""
+    """The case's upstream report, what went wrong and what fixed it, its engines and its kit.
+    A case file's kit and overlays are found beside it (`kit schema` publishes its keys as
+    case.schema.json)."""
     from stallkit.kits.corpus.case import load_case
     from stallkit.kits.kit import load_kit
 
@@ -102,14 +114,19 @@ def show(
     fields = [
         f"{found.name}: {found.title}",
         f"report:   {found.report}  {found.report_url}".rstrip(),
-        f"fixed by: {found.fixed_by}",
+        f"fixed by: {found.fixed_by or 'not yet'}",
         f"why:      {found.why}",
         f"buggy:    {found.buggy.spec}" + _overlay(found.buggy.overlay),
-        f"fixed:    {found.fixed.spec}" + _overlay(found.fixed.overlay),
+        "fixed:    "
+        + (
+            "none (no fix yet)"
+            if found.fixed is None
+            else found.fixed.spec + _overlay(found.fixed.overlay)
+        ),
         f"expect:   {found.expect}, in at least 1 of {found.seed_count()} seeds "
-        f"({found.seeds_text() if isinstance(found.seeds, list) else 'from the kit seed'}); "
-        "fixed in none",
-        f"kit:      {kit.name} ({'shipped kit' if found.kit_ref() == found.kit else 'corpus kit'}"
+        f"({found.seeds_text() if isinstance(found.seeds, list) else 'from the kit seed'})"
+        + ("; fixed in none" if found.fixed is not None else ""),
+        f"kit:      {kit.name} ({found.kit_origin()}"
         f"{_changes(found.overrides)}): {kit.description}",
     ]
     if found.requires:
@@ -164,20 +181,33 @@ def _check_json_path(path: Path) -> None:
         )
 
 
-def _selected(names: list[str], built_only: bool) -> list[Case]:
-    """The cases to run: those named (what one needs is an error, not a skip), else every
-    case, of which at least one must be able to run here (else one line naming them)."""
-    from stallkit.kits.corpus.case import all_cases, load_case, missing
+def _selected(refs: list[str], folder: Path | None, built_only: bool) -> list[Case]:
+    """The cases to run: those named or given by path, and those in `folder` (what one needs
+    is an error, not a skip), else every shipped case, of which at least one must be able to
+    run here (else one line naming them). Two cases of one name are refused: each writes
+    its runs under its name."""
+    from stallkit.kits.corpus.case import all_cases, cases_in, is_case_path, load_case, missing
     from stallkit.kits.corpus.execute import why_not_here
 
-    if not names:
+    if not refs and folder is None:
         cases = all_cases()
         reasons = {case.name: why_not_here(case, built_only) for case in cases}
         if all(reasons.values()):
             raise fail(*_nothing_runs(reasons))
         return cases
-    cases = [load_case(name) for name in dict.fromkeys(names)]
+    unique = dict.fromkeys(str(Path(r).resolve()) if is_case_path(r) else r for r in refs)
+    cases = [load_case(ref) for ref in unique]
+    if folder is not None:
+        named = {(case.folder, case.name) for case in cases}
+        cases += [c for c in cases_in(folder) if (c.folder, c.name) not in named]
+    seen: dict[str, Path] = {}
     for case in cases:
+        if case.name in seen:
+            raise fail(
+                f"two cases are named {case.name} ({seen[case.name]}, {case.folder})",
+                "give one of them another name (its file's stem, or name = ...)",
+            )
+        seen[case.name] = case.folder
         for what, how in missing(case):
             raise fail(f"case {case.name} needs {what}, which is not installed", how)
     return cases
@@ -203,7 +233,14 @@ def _nothing_runs(reasons: dict[str, str]) -> tuple[str, str]:
 def run(
     cases: Annotated[
         list[str] | None,
-        typer.Argument(help="Cases to run (default: every case whose extras are installed)."),
+        typer.Argument(
+            help="Cases to run, by name or by a case file's path (default: every shipped case "
+            "whose extras are installed)."
+        ),
+    ] = None,
+    folder: Annotated[
+        Path | None,
+        typer.Option("--cases", help="Also run every case file (*.toml) in this folder."),
     ] = None,
     out: Annotated[
         Path | None,
@@ -229,7 +266,8 @@ def run(
     """Replay each case: its kit as an A/B on the virtual clock, the buggy engine as base and the
     fixed engine as fix, over the case's seeds. A case reproduces when the buggy engine stalls
     in at least one seed with the expected kind and the fixed engine runs every seed to its end
-    without a stall. A case on another vLLM release runs in that release's environment, built
+    without a stall; a case with no fixed engine reproduces when the buggy engine stalls. A case
+    file's kit and overlays are found beside it. A case on another vLLM release runs in that release's environment, built
     on first use. Cases that need lmcache are skipped when it is not installed. Prints one row per case; exits 1 when a case does not reproduce, 2 on bad
     input (before anything runs), 130 on Ctrl-C (what ran is kept)."""
     from rich.console import Console
@@ -240,7 +278,7 @@ def run(
 
     if json_file is not None:
         _check_json_path(json_file)
-    selected = _selected(cases or [], built_only)
+    selected = _selected(cases or [], folder, built_only)
     out_dir = (
         out if out is not None else DEFAULT_RUNS_DIR / f"{time.strftime('%Y%m%d-%H%M%S')}-corpus"
     )
@@ -250,9 +288,8 @@ def run(
     outcomes: list[CaseOutcome] = []
 
     def started(case: Case) -> None:
-        console.log(
-            f"{case.name}: {case.buggy.spec} vs {case.fixed.spec}, {case.seed_count()} seeds"
-        )
+        vs = f"vs {case.fixed.spec}" if case.fixed is not None else "(no fix)"
+        console.log(f"{case.name}: {case.buggy.spec} {vs}, {case.seed_count()} seeds")
 
     def finished(outcome: CaseOutcome) -> None:
         outcomes.append(outcome)
@@ -260,8 +297,9 @@ def run(
             console.log(f"{outcome.case}: skipped ({outcome.reason})")
             return
         console.log(
-            f"{outcome.case}: buggy {engine_cell(outcome.buggy, True)}, fixed "
-            f"{engine_cell(outcome.fixed, False)}, {outcome.wall_s:.0f} s: "
+            f"{outcome.case}: buggy {engine_cell(outcome.buggy, True)}, "
+            + (f"fixed {engine_cell(outcome.fixed, False)}" if outcome.has_fix else "no fix")
+            + f", {outcome.wall_s:.0f} s: "
             f"{outcome.status.replace('_', ' ')}"
         )
 

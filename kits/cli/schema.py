@@ -17,8 +17,8 @@ from stallkit.kits.cli.common import fail, user_errors
 SCHEMA_HELP = (
     "Print the JSON Schemas of a run directory's files (turns.jsonl, timeline.jsonl, meta.json, "
     "summary.json, kit.json, ab.json, a forensics bundle's manifest.json, a fleet's fleet.jsonl "
-    "and a backtest's stalls.jsonl, backtest.json and alerts.jsonl), or write one "
-    "NAME.schema.json per file with --out."
+    "and a backtest's stalls.jsonl, backtest.json and alerts.jsonl) and of a corpus case's "
+    "TOML file (case.schema.json), or write one NAME.schema.json per file with --out."
 )
 
 

@@ -4,7 +4,9 @@ A case runs as `kit ab --kit KIT --base BUGGY --fix FIXED --seeds N` would (the 
 workers and reports, its directory kept under the corpus run's), and its outcome is read back
 from the A/B figures: how many seeds each engine stalled in, the first stall's kind and onset,
 and which seeds were cut short. A case reproduces when the buggy engine stalled in at least
-one seed, each with the expected kind, and the fixed engine ran every seed to its end clean.
+one seed, each with the expected kind, and the fixed engine ran every seed to its end clean; a
+case with no fixed engine yet (no fix upstream) runs the buggy engine alone and reproduces on
+its stalls.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def plan_case(case: Case, out_dir: Path) -> Plan:
     """The A/B plan of `case` (raises KitError as `kit ab` would, before anything runs)."""
     return Plan.build(
         case.kit_ref(),
-        {"base": case.buggy.spec, "fix": case.fixed.spec},
+        {arm: engine.spec for arm, engine in zip(("base", "fix"), case.engines(), strict=False)},
         out_dir,
         dict(case.overrides),
         case.overlays(),
@@ -56,16 +58,20 @@ def _engine(spec: str, rows: Sequence[SeedRow]) -> EngineOutcome:
     )
 
 
-def _verdict(case: Case, buggy: EngineOutcome, fixed: EngineOutcome) -> str:
-    """Why the case did not reproduce; empty when it did."""
+def _verdict(case: Case, buggy: EngineOutcome, fixed: EngineOutcome | None) -> str:
+    """Why the case did not reproduce; empty when it did (with no fixed engine, the buggy
+    engine's stalls alone decide)."""
     problems = []
-    if min(buggy.seeds, fixed.seeds) < case.seed_count():
+    ran = [buggy.seeds] if fixed is None else [buggy.seeds, fixed.seeds]
+    if min(ran) < case.seed_count():
         problems.append("not every seed ran")
     if buggy.stalled == 0:
         problems.append("the buggy engine did not stall")
     wrong = sorted({kind for kind in buggy.kinds if kind != case.expect})
     if wrong:
         problems.append(f"the buggy engine stalled as {', '.join(wrong)}, not {case.expect}")
+    if fixed is None:
+        return "; ".join(problems)
     if fixed.stalled:
         problems.append(f"the fixed engine stalled in {fixed.stalled} of {fixed.seeds} seeds")
     if fixed.censored:
@@ -78,7 +84,7 @@ def outcome_of(
 ) -> CaseOutcome:
     """The outcome of `case` from its A/B figures."""
     buggy = _engine(case.buggy.spec, report.seeds.get("base", []))
-    fixed = _engine(case.fixed.spec, report.seeds.get("fix", []))
+    fixed = None if case.fixed is None else _engine(case.fixed.spec, report.seeds.get("fix", []))
     reason = "interrupted" if interrupted else _verdict(case, buggy, fixed)
     return CaseOutcome(
         case=case.name,
@@ -91,6 +97,7 @@ def outcome_of(
         fixed=fixed,
         wall_s=round(wall_s, 1),
         run_dir=str(run_dir),
+        has_fix=case.fixed is not None,
     )
 
 
@@ -107,6 +114,7 @@ def skipped(case: Case, reason: str) -> CaseOutcome:
         fixed=None,
         wall_s=0.0,
         run_dir=None,
+        has_fix=case.fixed is not None,
     )
 
 

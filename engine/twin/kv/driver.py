@@ -37,7 +37,7 @@ from vllm.v1.outputs import KVConnectorOutput
 
 from stallkit.engine.errors import EngineError
 from stallkit.engine.twin.kv.faults import LoadFaults
-from stallkit.engine.twin.kv.settings import LMCACHE
+from stallkit.engine.twin.kv.settings import LMCACHE, check_host_tier, host_capacity
 from stallkit.engine.twin.kv.simple import SimCopyBackend, attach_simple_mover, no_cuda_stream
 from stallkit.engine.twin.kv.worker import SimOffloadingWorker, seat_worker
 
@@ -90,6 +90,14 @@ class KvDriver:
             self.worker, self._simple = _attach_mover(
                 connector, groups, latency_s, seconds_per_block, self.faults
             )
+            if isinstance(connector, OffloadingConnector):  # a tier of nothing: refused now
+                scheduler = getattr(sched.connector, "connector_scheduler", None)
+                capacity = host_capacity(
+                    getattr(scheduler, "manager", None),
+                    getattr(connector.connector_worker, "spec", None),
+                )
+                extra = sched.vllm_config.kv_transfer_config.kv_connector_extra_config
+                check_host_tier("OffloadingConnector", capacity, extra.get("cpu_bytes_to_use"))
         self.connector: Any = connector  # vLLM's worker-role calls are untyped there
         #: loads completed (requests restored from the host tier) and stores completed
         self.restores = 0

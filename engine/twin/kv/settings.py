@@ -19,7 +19,9 @@ __all__ = [
     "LMCACHE_INSTALL",
     "SIMPLE",
     "SUPPORTED_CONNECTORS",
+    "check_host_tier",
     "check_kv_transfer",
+    "host_capacity",
     "kv_transfer_from_args",
     "lmcache_installed",
 ]
@@ -139,3 +141,36 @@ def _check_lmcache(extra: dict[str, Any]) -> None:
                 f"the twin runs {LMCACHE} with synchronous loads from a host tier, not {what}",
                 f"drop {key} from kv_connector_extra_config",
             )
+
+
+#: what a release's host-tier manager or spec calls its size (0.32: chunks of blocks)
+_CAPACITY_NAMES = ("num_chunks", "_num_chunks", "num_blocks", "_num_blocks")
+
+
+def host_capacity(*holders: object) -> int | None:
+    """The host tier's size as the first of `holders` (a connector's manager, its spec) that
+    states one says it (None: none does, on this release)."""
+    for holder in holders:
+        for name in _CAPACITY_NAMES:
+            value = getattr(holder, name, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None
+
+
+def check_host_tier(connector: str, capacity: int | None, host_bytes: object) -> None:
+    """EngineError when the connector's host tier, as vLLM sized it, holds nothing: every store
+    would fail, nothing would ever load, and a case would read as an engine that never stalls.
+
+    The twin gives the connector the bytes (`host_bytes`, its cpu_bytes_to_use) of `[twin]
+    kv_host_blocks` blocks; a release that sizes its tier from other figures (its KV pool's
+    bytes per block, which the twin's token pages may not state) can find room for none.
+    """
+    if capacity is None or capacity > 0:
+        return
+    raise EngineError(
+        f"{connector}'s host tier holds 0 blocks on this vLLM (cpu_bytes_to_use = {host_bytes}, "
+        "from [twin] kv_host_blocks): every store would fail",
+        "this release sizes the tier from figures the twin does not give it: run the case on "
+        "another release (kit engine release list) or on a real engine",
+    )

@@ -1,5 +1,6 @@
 """The twin's KV-connector parts that need no vLLM: the host link's timing, the
-`--kv-transfer-config` it reads from a kit's engine arguments, and its refusals."""
+`--kv-transfer-config` it reads from a kit's engine arguments, and its refusals (a host link
+that could never move a block, a host tier of no block)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from stallkit.engine.errors import EngineError
 from stallkit.engine.spec import TwinSpec
 from stallkit.engine.twin.config import TwinConfig
 from stallkit.engine.twin.kv import Link, kv_transfer_from_args
+from stallkit.engine.twin.kv.settings import check_host_tier, host_capacity
 from stallkit.kits.arm.kinds import twin_config
 from stallkit.kits.errors import KitError
 from stallkit.kits.kit import load_kit
-from tests.support import kit
+from tests.support import kit, one_error_line
 
 OFFLOAD = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
 STOCK = TwinSpec(raw="twin:stock", scheduler="stock")
@@ -118,3 +120,37 @@ def test_kit_ab_refuses_a_bad_connector_in_one_line(tmp_path: Path) -> None:
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in done.stderr
     assert "'NoSuchConnector'" in lines[0] and "OffloadingConnector" in lines[0]
+
+
+@pytest.mark.parametrize("setting", ["kv_seconds_per_block", "kv_link_latency_s"])
+def test_a_host_link_that_could_never_move_a_block_is_refused_before_the_run(
+    tmp_path: Path, setting: str
+) -> None:
+    path = _kit_with(tmp_path, json.dumps(OFFLOAD), f"{setting} = inf\n")
+    with pytest.raises(KitError, match=rf"twin.{setting}: inf engine seconds: .*never move"):
+        load_kit(str(path))
+    done = kit("ab", "--base", "twin:stock", "--fix", "twin:stock", "--kit", str(path), "--dry-run")
+    line = one_error_line(done)
+    assert f"twin.{setting}" in line and "could never move a block" in line
+
+
+def test_a_host_tier_of_no_block_is_refused_naming_the_setting() -> None:
+    with pytest.raises(EngineError) as refused:
+        check_host_tier("OffloadingConnector", 0, 65536)
+    assert "host tier holds 0 blocks" in refused.value.message
+    assert "cpu_bytes_to_use = 65536, from [twin] kv_host_blocks" in refused.value.message
+    assert "\n" not in refused.value.message
+    check_host_tier("OffloadingConnector", 1, 65536)  # a block is a tier
+    check_host_tier("OffloadingConnector", None, 65536)  # a release that does not say
+
+
+def test_the_host_tiers_size_is_read_where_a_release_keeps_it() -> None:
+    class Manager:  # vLLM 0.32's CPU manager keeps its chunks private
+        _num_chunks = 12
+
+    class Spec:
+        num_blocks = 7
+
+    assert host_capacity(None, Manager()) == 12
+    assert host_capacity(object(), Spec()) == 7
+    assert host_capacity(object()) is None

