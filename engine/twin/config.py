@@ -151,7 +151,8 @@ class TwinConfig(BaseModel):
         None,
         description="The model's layer layout, for vLLM's KV cache groups (one per kind of "
         "layer, as for a hybrid model): " + LAYERS_HELP + ", ".join(sorted(PRESETS)) + ". "
-        "Unset: one full-attention layer, one group",
+        "The groups share the pool (num_blocks), and vLLM refuses one where a max_model_len "
+        "request does not fit. Unset: one full-attention layer, one group",
     )
 
     @model_validator(mode="after")

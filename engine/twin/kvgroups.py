@@ -25,7 +25,12 @@ def layer_specs(layers: tuple[Layer, ...], block_size: int) -> dict[str, Any]:
     import torch
     from vllm.v1.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 
-    page = {"block_size": block_size, "num_kv_heads": 1, "head_size": 1, "dtype": torch.float32}
+    page: dict[str, Any] = {
+        "block_size": block_size,
+        "num_kv_heads": 1,
+        "head_size": 1,
+        "dtype": torch.float32,
+    }
     specs: dict[str, Any] = {}
     for i, layer in enumerate(layers):
         name = f"model.layers.{i}.self_attn.attn"
