@@ -247,6 +247,7 @@ class TwinSection(BaseModel):
     )
     skip_empty_steps: bool = _twin_field("skip_empty_steps")
     async_scheduling: Literal["auto", "on", "off"] = _twin_field("async_scheduling")
+    layers: str | None = _twin_field("layers")
     overlay: str | None = _twin_field("overlay")
     arm_overlay: dict[str, str] = Field(
         default_factory=dict, description="per-arm overlay (arm name -> tree), over `overlay`"

@@ -3,7 +3,8 @@
 No weights, no model runner: a `ModelConfig` needs a model's `config.json`, so a small Llama
 configuration (no weights, no tokenizer) is written once per `max_model_len` under the system
 temporary directory. The KV cache config is one full-attention group over `num_blocks + 1`
-blocks (vLLM keeps one as its null block). The scheduler class is imported by name (after an
+blocks (vLLM keeps one as its null block), or, for a layer layout (`TwinConfig.layers`), the
+groups vLLM's own planning builds for it (`stallkit.engine.twin.kvgroups`). The scheduler class is imported by name (after an
 overlay, if any, is installed); it must be a subclass of vLLM's v1 `Scheduler` or take its
 constructor. With async scheduling on, it is the named class's async counterpart
 (`TwinConfig.scheduler_class_name`) over a config whose `async_scheduling` is on. Imports
@@ -240,11 +241,16 @@ def make_scheduler(config: TwinConfig) -> Any:
         from stallkit.engine.twin.kv.vllm_config import kv_cache_tensors
 
         tensors = kv_cache_tensors(config, spec.page_size_bytes, pool)
-    kv_cache_config = KVCacheConfig(
-        num_blocks=pool,
-        kv_cache_tensors=tensors,
-        kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)],
-    )
+    if config.layers is None:
+        kv_cache_config = KVCacheConfig(
+            num_blocks=pool,
+            kv_cache_tensors=tensors,
+            kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)],
+        )
+    else:
+        from stallkit.engine.twin.kvgroups import layered_kv_cache_config
+
+        kv_cache_config = layered_kv_cache_config(config, vllm_config, pool)
     init_none_hash(sha256)
     try:
         return cls(

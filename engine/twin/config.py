@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from stallkit.engine.errors import EngineError
 from stallkit.engine.sim.config import CostModel, Fault
 from stallkit.engine.spec import TwinSpec
 from stallkit.engine.twin.calibration import Calibration
+from stallkit.engine.twin.layers import LAYERS_HELP, PRESETS, check_layers
 from stallkit.engine.vllm_plugin import ASYNC_PATCHED_SCHEDULER, PATCHED_SCHEDULER
 
 __all__ = [
@@ -51,6 +52,9 @@ _SIZE_FLAGS = {
     "--max-model-len": "max_model_len",
     "--max-num-batched-tokens": "max_num_batched_tokens",
 }
+
+#: a layer layout (`stallkit.engine.twin.layers`), checked where it is read
+_LayersText = Annotated[str | None, AfterValidator(check_layers)]
 
 
 class TwinConfig(BaseModel):
@@ -143,12 +147,25 @@ class TwinConfig(BaseModel):
         "drafts); `off` (default): one output at a time, as before",
     )
 
+    layers: _LayersText = Field(
+        None,
+        description="The model's layer layout, for vLLM's KV cache groups (one per kind of "
+        "layer, as for a hybrid model): " + LAYERS_HELP + ", ".join(sorted(PRESETS)) + ". "
+        "The groups share the pool (num_blocks), and vLLM refuses one where a max_model_len "
+        "request does not fit. Unset: one full-attention layer, one group",
+    )
+
     @model_validator(mode="after")
     def _async_drafts(self) -> TwinConfig:
         if self.async_scheduling == "on" and self.num_speculative_tokens:
             raise ValueError(
                 "async_scheduling = 'on' with ngram drafts (num_speculative_tokens): vLLM "
                 "refuses that pair; use 'auto' or 'off'"
+            )
+        if self.layers is not None and self.kv_transfer_config is not None:
+            raise ValueError(
+                "layers with a --kv-transfer-config: a KV connector over a layer layout is "
+                "not supported by the twin yet"
             )
         return self
 

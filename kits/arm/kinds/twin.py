@@ -66,6 +66,7 @@ def twin_config(kit: Kit, spec: TwinSpec, arm: str) -> TwinConfig:
         empty_step_s=twin.empty_step_s,
         skip_empty_steps=twin.skip_empty_steps,
         async_scheduling=twin.async_scheduling,
+        layers=twin.layers,
         num_gpus=sim.num_gpus,
         overlay=twin.overlay_for(arm),
         **connector,
