@@ -33,6 +33,9 @@ HELD_OUT_PREFILLS = [PrefillProbe(600), PrefillProbe(2500)]
 HELD_OUT_DECODES = [DecodeProbe(3, 500, 32)]
 
 
+# a measurement of the fit's accuracy on steps it never saw: wall-clock step times, which a
+# loaded machine skews (+78 % on one CI run beside other work); the nightly CPU job runs it
+@pytest.mark.nightly
 @pytest.mark.timeout(240)  # the shared server may start first: 30-110 s
 def test_a_calibration_predicts_steps_it_did_not_see(
     vllm_server: VllmLauncher, capsys: pytest.CaptureFixture[str]

