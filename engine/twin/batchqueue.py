@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stallkit.engine.core.records import StepResult, output_words
-from stallkit.engine.twin.build import kv_cache_usage
 
 if TYPE_CHECKING:
     from stallkit.engine.twin.core import TwinEngine
@@ -166,37 +165,12 @@ class BatchQueue:
     def _result(
         self, batch: _Batch, engine_outputs: Any, now_s: float, end_s: float, detail: bool
     ) -> StepResult:
-        engine, c = self.engine, self.engine._c
-        out, scheduled = batch.out, batch.scheduled
-        preempted = len(out.preempted_req_ids or ())
-        for rid in out.preempted_req_ids or ():
-            if rid in engine._reqs:
-                engine._reqs[rid].preemptions += 1
-        outputs, finished = engine._outputs(engine_outputs, end_s, detail)
-        c.steps += 1
-        c.num_preemptions += preempted
-        engine._gpu_busy = scheduled > 0
-        if scheduled:
-            c.busy_s += batch.end_s - (batch.start_s or 0.0)
-            c.observe_iteration(scheduled)
-        else:
-            c.empty_steps += 1
-        turn, vp, vd = engine._turn()
-        return StepResult(
-            duration_s=end_s - now_s,
-            turn=turn,
-            scheduled_tokens=scheduled,
+        return self.engine.record_step(
+            batch.out, engine_outputs, scheduled=batch.scheduled,
             prefill_tokens=sum(tokens for tokens, _ in batch.prefills),
-            decode_tokens=len(batch.decodes),
-            preemptions=preempted,
-            restores_polled=0,
-            kv_usage=kv_cache_usage(engine._sched) if detail else 0.0,
-            gpu_busy=scheduled > 0,
-            vruntime_prefill=vp,
-            vruntime_decode=vd,
-            outputs=outputs,
-            finished=finished,
-        )
+            decode_tokens=len(batch.decodes), duration_s=end_s - now_s,
+            busy_s=batch.end_s - (batch.start_s or 0.0), end_s=end_s, detail=detail,
+        )  # fmt: skip
 
     def _idle(self, now_s: float) -> StepResult:
         """Nothing to schedule, nothing in flight: the loop's overhead passes."""

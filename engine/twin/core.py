@@ -186,6 +186,28 @@ class TwinEngine:
             runner.kv_connector_output = self._kv.end(out, end_s)
             c.restores_done += len(runner.kv_connector_output.finished_recving or ())
         engine_outputs = sched.update_from_output(out, runner)
+        return self.record_step(
+            out, engine_outputs, scheduled=scheduled, prefill_tokens=prefill_tokens,
+            decode_tokens=len(decodes), duration_s=duration, busy_s=duration, end_s=end_s,
+            detail=detail,
+        )  # fmt: skip
+
+    def record_step(
+        self,
+        out: Any,
+        engine_outputs: Any,
+        *,
+        scheduled: int,
+        prefill_tokens: int,
+        decode_tokens: int,
+        duration_s: float,
+        busy_s: float,
+        end_s: float,
+        detail: bool,
+    ) -> StepResult:
+        """What one applied step did, counted once for either stepping (one output at a time,
+        or the batch queue's): preemptions, outputs, the counters and the step's result."""
+        c = self._c
         preempted = len(out.preempted_req_ids or ())
         for rid in out.preempted_req_ids or ():
             if rid in self._reqs:
@@ -195,20 +217,20 @@ class TwinEngine:
         c.num_preemptions += preempted
         self._gpu_busy = scheduled > 0
         if scheduled:
-            c.busy_s += duration
+            c.busy_s += busy_s
             c.observe_iteration(scheduled)
         else:
             c.empty_steps += 1
         turn, vp, vd = self._turn()
         return StepResult(
-            duration_s=duration,
+            duration_s=duration_s,
             turn=turn,
             scheduled_tokens=scheduled,
             prefill_tokens=prefill_tokens,
-            decode_tokens=len(decodes),
+            decode_tokens=decode_tokens,
             preemptions=preempted,
             restores_polled=0,
-            kv_usage=kv_cache_usage(sched) if detail else 0.0,
+            kv_usage=kv_cache_usage(self._sched) if detail else 0.0,
             gpu_busy=scheduled > 0,
             vruntime_prefill=vp,
             vruntime_decode=vd,
