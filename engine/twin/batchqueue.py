@@ -34,12 +34,53 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stallkit.engine.core.records import StepResult, output_words
 
 if TYPE_CHECKING:
-    from stallkit.engine.twin.core import TwinEngine
+    from collections import OrderedDict
+
+    from stallkit.engine.sim.stats import Counters
+    from stallkit.engine.twin.config import TwinConfig
+    from stallkit.engine.twin.state import TwinRequest
+    from stallkit.engine.twin.tokens import TokenMap
+
+
+class TwinEngine(Protocol):
+    """What the batch queue steps: the twin engine's state it shares with the one-output
+    stepping (`stallkit.engine.twin.core.TwinEngine`, which owns the queue: named here by
+    shape, so the two modules do not import each other)."""
+
+    config: TwinConfig
+    _sched: Any
+    _c: Counters
+    _reqs: OrderedDict[str, TwinRequest]
+    _kv: Any
+    _now: float
+    _indexed: bool
+    _output_cls: Any
+    _tokens: TokenMap
+    _gpu_busy: bool
+
+    def _count_prefix_stats(self) -> None: ...
+
+    def _turn(self) -> tuple[str, float, float]: ...
+
+    def record_step(
+        self,
+        out: Any,
+        engine_outputs: Any,
+        *,
+        scheduled: int,
+        prefill_tokens: int,
+        decode_tokens: int,
+        duration_s: float,
+        busy_s: float,
+        end_s: float,
+        detail: bool,
+    ) -> StepResult: ...
+
 
 __all__ = ["BatchQueue"]
 

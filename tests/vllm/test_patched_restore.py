@@ -61,6 +61,12 @@ def _run(max_wait_s: float, b_tokens: int) -> tuple[Any, list[tuple[float, str, 
     return engine, seen
 
 
+#: `b`'s output tokens: its 300-token prompt plus these fill the 24 x 16 = 384-token pool. vLLM
+#: cuts max_tokens only at max_model_len (1024): asked for more, `b` would outgrow the pool and
+#: be preempted for ever, as on a real engine
+B_FILLS_THE_POOL = 84
+
+
 def test_a_restore_without_room_waits_and_is_restored_when_room_frees() -> None:
     engine, seen = _run(60.0, 40)
     deferred = [t for t, _, waits, _ in seen if waits]
@@ -80,7 +86,7 @@ def test_a_restore_that_waits_past_its_max_wait_recomputes_with_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="vllm.stallkit.patched"):
-        engine, _ = _run(0.05, 200)
+        engine, _ = _run(0.05, B_FILLS_THE_POOL)
     warnings = [r.getMessage() for r in caplog.records if "restore waited" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].startswith("Request a2 restore waited")
     a2 = engine.request_info("a2")
@@ -91,7 +97,7 @@ def test_a_restore_that_waits_past_its_max_wait_recomputes_with_one_warning(
 
 
 def test_the_same_run_twice_gives_the_same_timeline() -> None:
-    assert _run(0.05, 200)[1] == _run(0.05, 200)[1]
+    assert _run(0.05, B_FILLS_THE_POOL)[1] == _run(0.05, B_FILLS_THE_POOL)[1]
 
 
 def test_restore_max_wait_is_a_plugin_setting_with_the_forks_default() -> None:
