@@ -12,6 +12,7 @@ import contextlib
 import errno
 import functools
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -120,25 +121,51 @@ def os_error_line(exc: OSError) -> tuple[str, str]:
     return message, _OS_HINTS.get(exc.errno or 0, "")
 
 
+def _interrupt() -> None:
+    """A loop callback: Ctrl-C, raised where the loop runs its callbacks."""
+    raise KeyboardInterrupt
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    """The handler of SIGTERM, and of SIGINT where Python's default had it. A signal handler
+    runs in whatever frame is executing; within an event loop that may be a protocol's callback
+    (a stream's `data_received`), where uvloop catches a KeyboardInterrupt, prints "Fatal error
+    on transport" with its traceback and goes on as if nothing happened. So within a loop the
+    signal is handed to the loop, which raises KeyboardInterrupt between two callbacks: it
+    leaves `asyncio.run` (or `Runner.run`), whose close cancels the tasks left and lets them
+    record their end; outside a loop it is raised here, as Python's own handler would."""
+    if signum == signal.SIGTERM:
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler) and handler is not _stop:  # a Ctrl-C handler of a block within
+            signal.raise_signal(signal.SIGINT)  # (a pool holding signals): it decides
+            return
+    asyncio = sys.modules.get("asyncio")  # not imported: no loop runs
+    loop = None if asyncio is None else asyncio.events._get_running_loop()
+    if loop is None:
+        raise KeyboardInterrupt
+    loop.call_soon_threadsafe(_interrupt)
+
+
 @contextlib.contextmanager
 def sigterm_as_ctrl_c() -> Iterator[None]:
-    """Within: SIGTERM (a `kill`, a job's time limit, `timeout`) is Ctrl-C. The one place the
-    tool handles SIGTERM: every command runs within it (`stallkit.kits.cli.commands`). The signal is
-    raised again as SIGINT, so whatever handles Ctrl-C at that moment handles it the same way
-    (`asyncio.run` cancels its task, other code gets KeyboardInterrupt): what was recorded is
-    kept and summed up before the command exits 130. Outside the main thread: no change."""
-
-    def as_ctrl_c(signum: int, frame: FrameType | None) -> None:
-        if callable(signal.getsignal(signal.SIGINT)):
-            signal.raise_signal(signal.SIGINT)
-        else:  # Ctrl-C ignored (a script's background job): stop as Python's handler would
-            raise KeyboardInterrupt
-
+    """Within: SIGTERM (a `kill`, a job's time limit, `timeout`) is Ctrl-C, and both reach an
+    event loop as a loop does its work, never inside one of its callbacks (`_stop`). The one
+    place the tool handles the two: every command runs within it
+    (`stallkit.kits.cli.commands`). What was recorded is kept and summed up before the command
+    exits 130. A Ctrl-C that is ignored (a script's background job) stays ignored; SIGTERM
+    still stops. Outside the main thread: no change."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, as_ctrl_c)
+    previous_term = signal.signal(signal.SIGTERM, _stop)
+    # asyncio.run installs its own Ctrl-C handler only over Python's default: with this one
+    # in its place, a loop takes Ctrl-C as it takes SIGTERM
+    previous_int = signal.getsignal(signal.SIGINT)
+    if previous_int is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _stop)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous_term)
+        if previous_int is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous_int)

@@ -171,6 +171,11 @@ class _Reply(Exchange):
         elif fault == "timeout":
             tokens = result.streamed_tokens
             result.fail("timeout", f"no byte within the read timeout (after {tokens} tokens)")
+        elif fault == "recording":
+            tokens = result.streamed_tokens
+            result.fail(
+                "stream_error", f"could not record the stream after {tokens} tokens: {detail}"
+            )
         elif result.status is None:
             why = (
                 "no valid HTTP response: "

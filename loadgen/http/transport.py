@@ -69,6 +69,8 @@ def _httpx_error(fault: Fault, detail: str, reply: _Reply) -> httpx.TransportErr
         return httpx.ReadTimeout("no data within the read timeout")
     if fault == "invalid":
         return httpx.RemoteProtocolError(f"malformed HTTP response: {detail}")
+    if fault == "recording":
+        return httpx.ReadError(f"could not take the response: {detail}")
     what = "before the response" if reply.status is None else "mid-body"
     return httpx.RemoteProtocolError(f"the server closed the connection {what}{detail}")
 

@@ -32,8 +32,9 @@ __all__ = ["Exchange", "Fault", "Target", "default_tls"]
 #: what went wrong: ``connect`` no connection (the detail says why), ``connect_timeout`` none
 #: within the connect timeout, ``invalid`` a response httptools cannot parse (the detail says
 #: why), ``closed`` the connection closed before the response or before a framed body's end (the
-#: detail is ``""`` or ``": <reason>"``), ``timeout`` no byte within the read timeout
-Fault = Literal["connect", "connect_timeout", "invalid", "closed", "timeout"]
+#: detail is ``""`` or ``": <reason>"``), ``timeout`` no byte within the read timeout,
+#: ``recording`` the face failed to take what arrived (the detail names its exception)
+Fault = Literal["connect", "connect_timeout", "invalid", "closed", "timeout", "recording"]
 
 
 class Target:
@@ -191,7 +192,16 @@ class Exchange(asyncio.Protocol):
             return
         self.last_byte = time.perf_counter()
         try:
+            self._take(data)
+        except Exception as exc:  # the face's own fault: the request's outcome, not the loop's
+            self._unrecorded(exc)
+
+    def _take(self, data: bytes) -> None:
+        try:
             self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:  # raised by the face's `head`
+            self._unrecorded(exc.__context__ or exc)
+            return
         except httptools.HttpParserError as exc:
             if self.pieces:  # the body parsed before the fault still counts
                 self.received()
@@ -201,6 +211,13 @@ class Exchange(asyncio.Protocol):
             self.received()
         if self._complete:
             self._end()
+
+    def _unrecorded(self, exc: BaseException) -> None:
+        """An exception in the face's callbacks ends the response as a fault: raised in a
+        protocol callback it would reach the loop, which prints "Fatal error on transport"
+        with a traceback and closes the connection."""
+        self.pieces.clear()
+        self.fail("recording", f"{type(exc).__name__}: {exc}")
 
     def _end(self) -> None:
         if not self.over:
@@ -214,10 +231,13 @@ class Exchange(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.over:
             return
-        if self.status is not None and not self._framed:
-            self._end()  # the body ran to the end of the connection
-        else:
-            self.fail("closed", f": {exc}" if exc is not None else "")
+        try:
+            if self.status is not None and not self._framed:
+                self._end()  # the body ran to the end of the connection
+            else:
+                self.fail("closed", f": {exc}" if exc is not None else "")
+        except Exception as error:  # the face's own fault, as in `data_received`
+            self._unrecorded(error)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name, value))
